@@ -1,0 +1,36 @@
+# Two commands on a fresh machine:
+#   make demo   install, build/find llama-server, make lab models, run a matrix, print the summary
+#   make test   lint, type-check and the test suite (drives a real llama-server)
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint typecheck unit clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/specbench demo --out runs/demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest
+
+unit: $(STAMP)
+	$(BIN)/pytest -m "not engine"
+
+clean:
+	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

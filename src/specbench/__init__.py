@@ -1,0 +1,8 @@
+"""specbench: measure whether speculative decoding makes a model faster, with evidence."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+#: Version of the records written to a run directory; bump on any incompatible change.
+SCHEMA_VERSION = 1

@@ -1,0 +1,282 @@
+"""Checks that catch the published mistakes (findings.md pitfalls 1–10) from a run directory.
+
+Each check returns :class:`Finding` objects: a code, the arm(s), and one sentence of evidence.
+Codes: SILENT_FALLBACK, ACCEPTANCE_ARTEFACT, CONFOUND, OUTPUT_DRIFT, TOOLCALL_MISMATCH
+(statistical ones — LOW_N, UNSTABLE, DRIFT, BIMODAL, SPEC_LOSS — come from :mod:`specbench.stats`
+via :mod:`specbench.analysis`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.engines.llamacpp import LlamaCppEngine
+
+FALLBACK_SHARE = 0.9  # speculation configured but no drafting on at least this share of requests
+SOURCE_TOLERANCE = 0.02  # acceptance sources may differ by this much before it is a finding
+_LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    arms: tuple[str, ...]
+    evidence: str
+    severity: str = "warning"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- which arms speculate ---------------------------------------------------------------------
+def split_flags(args: Sequence[str]) -> list[tuple[str, str | None]]:
+    """argv → [(flag, value or None)]: a flag takes the next item unless that is another flag."""
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        takes = nxt is not None and (not nxt.startswith("-") or _is_number(nxt))
+        out.append((flag, nxt if takes else None))
+        i += 2 if takes else 1
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def is_spec_flag(flag: str) -> bool:
+    return flag in LlamaCppEngine.spec_flags or flag.startswith(LlamaCppEngine.spec_flag_prefixes)
+
+
+def speculates(args: Sequence[str]) -> bool:
+    """Configured to speculate: any speculative flag other than ``--spec-type none``."""
+    pairs = [(f, v) for f, v in split_flags(args) if is_spec_flag(f)]
+    return bool(pairs) and not all(f == "--spec-type" and v == "none" for f, v in pairs)
+
+
+def non_spec_flags(args: Sequence[str]) -> set[tuple[str, str | None]]:
+    return {(f, v) for f, v in split_flags(args) if not is_spec_flag(f)}
+
+
+# -- checks -----------------------------------------------------------------------------------
+def silent_fallback(
+    arm: str, args: Sequence[str], df: pd.DataFrame, cells: list[dict[str, Any]], patterns: Sequence[str]
+) -> list[Finding]:
+    """Speculation configured, but nothing drafted, /slots says off, or a failure line was logged."""
+    if not speculates(args):
+        return []
+    reasons = []
+    sub = df[df["arm"] == arm]
+    if len(sub):
+        idle = float((sub["draft_n"].fillna(0) == 0).mean())
+        if idle >= FALLBACK_SHARE:
+            reasons.append(f"no drafting on {idle:.0%} of {len(sub)} requests")
+    flags = [
+        s for c in cells if c["arm"] == arm for s in (c.get("server") or {}).get("slots_speculative", [])
+    ]
+    if flags and not any(flags):
+        reasons.append("/slots reports speculative=false")
+    lines = [
+        ln
+        for c in cells
+        if c["arm"] == arm
+        for ln in c.get("log_lines", [])
+        if any(p in ln for p in patterns)
+    ]
+    if lines:
+        reasons.append(f"the server logged: {lines[0]!r}")
+    if not reasons:
+        return []
+    return [
+        Finding(
+            "SILENT_FALLBACK",
+            (arm,),
+            f"{arm} is configured to speculate but " + "; ".join(reasons) + ".",
+            "error",
+        )
+    ]
+
+
+def acceptance_sources(
+    arm: str, df: pd.DataFrame, cells: list[dict[str, Any]]
+) -> dict[str, dict[str, float]]:
+    """Acceptance from every source, each with its definition's numbers."""
+    sub = df[df["arm"] == arm]
+    out: dict[str, dict[str, float]] = {}
+    drafted = float(sub["draft_n"].fillna(0).sum())
+    if drafted > 0:
+        accepted = float(sub["draft_accepted"].fillna(0).sum())
+        out["timings"] = {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted}
+    deltas = [_delta(c) for c in cells if c["arm"] == arm]
+    deltas = [d for d in deltas if d]
+    if deltas and sum(d["draft_tokens"] for d in deltas) > 0:
+        tot = {k: sum(d.get(k, 0.0) for d in deltas) for k in ("drafts", "draft_tokens", "accepted")}
+        out["metrics"] = {
+            "drafted": tot["draft_tokens"],
+            "accepted": tot["accepted"],
+            "rate": tot["accepted"] / tot["draft_tokens"],
+            "mean_accepted_length": 1 + tot["accepted"] / tot["drafts"] if tot["drafts"] else np.nan,
+        }
+    logs = [_LOG_ACCEPT.search(ln) for c in cells if c["arm"] == arm for ln in c.get("log_lines", [])]
+    pairs = [(int(m[1]), int(m[2])) for m in logs if m]
+    if pairs and sum(g for _, g in pairs) > 0:
+        acc, gen = sum(a for a, _ in pairs), sum(g for _, g in pairs)
+        out["log"] = {"drafted": float(gen), "accepted": float(acc), "rate": acc / gen}
+    return out
+
+
+def _delta(cell: dict[str, Any]) -> dict[str, float]:
+    before = (cell.get("metrics_before") or {}).get("spec") or {}
+    after = (cell.get("metrics_after") or {}).get("spec") or {}
+    return {k: after[k] - before.get(k, 0.0) for k in after if k in ("drafts", "draft_tokens", "accepted")}
+
+
+def acceptance_artefact(arm: str, df: pd.DataFrame, sources: dict[str, dict[str, float]]) -> list[Finding]:
+    """Accepted == drafted on every drafting request, or two sources disagree."""
+    out = []
+    drafting = df[(df["arm"] == arm) & (df["draft_n"].fillna(0) > 0)]
+    if len(drafting) >= 3 and bool((drafting["draft_accepted"] == drafting["draft_n"]).all()):
+        out.append(
+            Finding(
+                "ACCEPTANCE_ARTEFACT",
+                (arm,),
+                f"{arm}: accepted == drafted on all {len(drafting)} drafting requests (100 % acceptance "
+                "is usually a counter artefact; check the drafter's own counters).",
+            )
+        )
+    rates = {name: s["rate"] for name, s in sources.items()}
+    if len(rates) >= 2 and max(rates.values()) - min(rates.values()) > SOURCE_TOLERANCE:
+        detail = ", ".join(f"{k} {v:.3f}" for k, v in rates.items())
+        out.append(Finding("ACCEPTANCE_ARTEFACT", (arm,), f"{arm}: acceptance sources disagree ({detail})."))
+    return out
+
+
+def confounds(
+    arms: dict[str, Sequence[str]], baseline: str, env_by_arm: dict[str, dict[str, Any]] | None = None
+) -> list[Finding]:
+    """Arms that differ from the baseline in anything but speculative flags."""
+    out = []
+    base = non_spec_flags(arms[baseline])
+    for arm, args in arms.items():
+        if arm == baseline:
+            continue
+        mine = non_spec_flags(args)
+        if mine != base:
+            diff = sorted({f for f, _ in mine ^ base})
+            out.append(
+                Finding(
+                    "CONFOUND",
+                    (baseline, arm),
+                    f"{arm} differs from {baseline} in non-speculative flags {', '.join(diff)}.",
+                    "error",
+                )
+            )
+    for key, values in _env_differences(env_by_arm or {}).items():
+        out.append(Finding("CONFOUND", tuple(sorted(values)), f"arms differ in {key}: {values}.", "error"))
+    return out
+
+
+def _env_differences(env_by_arm: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    keys = {k for env in env_by_arm.values() for k in env}
+    return {
+        k: {a: e.get(k) for a, e in env_by_arm.items()}
+        for k in keys
+        if len({str(e.get(k)) for e in env_by_arm.values()}) > 1
+    }
+
+
+# -- output equivalence -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Equivalence:
+    """Outputs of an arm vs the baseline for the same (prompt, repeat)."""
+
+    arm: str
+    pairs: int
+    exact_match_rate: float
+    mean_levenshtein: float
+    mean_normalised_drift: float  # Levenshtein / max(len): 0 identical, 1 nothing shared
+    median_first_divergence: float  # characters before the first difference (NaN: all identical)
+
+
+def first_divergence(a: str, b: str) -> int | None:
+    """Index of the first differing character, None when identical."""
+    if a == b:
+        return None
+    n = min(len(a), len(b))
+    return next((i for i in range(n) if a[i] != b[i]), n)
+
+
+def output_equivalence(texts: pd.DataFrame, arm: str, baseline: str) -> Equivalence:
+    """``texts`` has columns arm, prompt_id, repeat, text (see :func:`output_texts`)."""
+    from rapidfuzz.distance import Levenshtein
+
+    keys = ["prompt_id", "repeat"]
+    a = texts[texts["arm"] == arm].set_index(keys)["text"]
+    b = texts[texts["arm"] == baseline].set_index(keys)["text"]
+    joined = pd.concat([a.rename("a"), b.rename("b")], axis=1, join="inner")
+    if joined.empty:
+        return Equivalence(arm, 0, np.nan, np.nan, np.nan, np.nan)
+    dist = [Levenshtein.distance(x, y) for x, y in zip(joined["a"], joined["b"], strict=True)]
+    norm = [Levenshtein.normalized_distance(x, y) for x, y in zip(joined["a"], joined["b"], strict=True)]
+    firsts = [
+        d for x, y in zip(joined["a"], joined["b"], strict=True) if (d := first_divergence(x, y)) is not None
+    ]
+    return Equivalence(
+        arm,
+        len(joined),
+        float(np.mean(np.array(dist) == 0)),
+        float(np.mean(dist)),
+        float(np.mean(norm)),
+        float(np.median(firsts)) if firsts else np.nan,
+    )
+
+
+def output_texts(records: list[dict[str, Any]]) -> pd.DataFrame:
+    from specbench.metrics import output_text
+
+    rows = [
+        {
+            "arm": r["arm"],
+            "prompt_id": r["prompt_id"],
+            "repeat": r["repeat"],
+            "category": r.get("category"),
+            "text": output_text(r),
+            "temperature": (r.get("request") or {}).get("temperature"),
+        }
+        for r in records
+        if r.get("error") is None and not r.get("warmup")
+    ]
+    return pd.DataFrame(rows, columns=["arm", "prompt_id", "repeat", "category", "text", "temperature"])
+
+
+def output_drift(texts: pd.DataFrame, arms: Sequence[str], baseline: str) -> list[Finding]:
+    """At temperature 0 speculative output should equal the baseline's; often it does not."""
+    greedy = texts[texts["temperature"].fillna(0) == 0]
+    out = []
+    for arm in arms:
+        if arm == baseline:
+            continue
+        eq = output_equivalence(greedy, arm, baseline)
+        if eq.pairs and eq.exact_match_rate < 1.0:
+            out.append(
+                Finding(
+                    "OUTPUT_DRIFT",
+                    (baseline, arm),
+                    f"{arm}: {1 - eq.exact_match_rate:.0%} of {eq.pairs} greedy outputs differ from "
+                    f"{baseline} (mean Levenshtein {eq.mean_levenshtein:.0f} chars, normalised drift "
+                    f"{eq.mean_normalised_drift:.3f}).",
+                )
+            )
+    return out

@@ -1,0 +1,113 @@
+"""``specbench demo``: the whole loop on the embedded default, on any machine.
+
+Builds (or finds) llama-server, makes two lab pairs (dense α 0.8, MoE α 0.9), writes a prompt
+file mixing bundled prompts with prompts that contain the target's cycle (so n-gram drafting
+has known hits), runs one matrix per model — baseline, draft-simple n_max 4 and 8, ngram-mod —
+and prints each per-arm summary.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specbench import api
+from specbench.analysis import load_run
+from specbench.engines.install import BuildOptions, find_llama_server, install_llamacpp
+from specbench.lab.check import lab_dir
+from specbench.lab.make import LabSpec, cached_pair
+from specbench.progress import RunProgress, console, make_progress
+from specbench.summary import print_summary
+from specbench.workloads.prompts import load_bundled, select
+
+DEMO_MODELS = (LabSpec(arch="dense", alpha=0.8, size="small"), LabSpec(arch="moe", alpha=0.9, size="small"))
+DEMO_MAX_TOKENS = 128
+NGRAM_PROMPTS = 4
+BUNDLED_PROMPTS = 6
+
+
+def ensure_llama_server(explicit: str | None) -> Path:
+    found = find_llama_server(explicit, BuildOptions())
+    if found is not None:
+        return found
+    console.print("llama-server is not built yet: building it once (several minutes on 2 cores)")
+    with make_progress() as bar:
+        task = bar.add_task("building llama-server", total=None)
+        return install_llamacpp(
+            BuildOptions(), progress=lambda d, n, _l: bar.update(task, completed=d, total=n)
+        )
+
+
+def demo_arms(draft: Path) -> dict[str, list[str]]:
+    spec = ["-md", str(draft), "--spec-type", "draft-simple", "--spec-draft-n-max"]
+    return {
+        "baseline": [],
+        "draft4": [*spec, "4"],
+        "draft8": [*spec, "8"],
+        "ngram-mod": [
+            "--spec-type",
+            "ngram-mod",
+            "--spec-ngram-mod-n-match",
+            "8",
+            "--spec-ngram-mod-n-min",
+            "4",
+            "--spec-ngram-mod-n-max",
+            "16",
+        ],
+    }
+
+
+def write_prompts(path: Path, truth: dict[str, Any]) -> None:
+    """Bundled prompts plus prompts quoting the target's answer, where n-gram lookup must hit."""
+    rows = [
+        {"id": p.id, "category": p.category, "messages": p.as_messages()}
+        for p in select(load_bundled(), BUNDLED_PROMPTS, seed=0)
+    ]
+    cycle = truth["answer_text"]
+    for i in range(NGRAM_PROMPTS):
+        text = f"Repeat this text exactly, twice:\n{cycle[: 2 * DEMO_MAX_TOKENS]}\n(variant {i})"
+        rows.append({"id": f"lab-cycle-{i}", "category": "repetitive", "prompt": text})
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def write_matrix(path: Path, pair: Path, repeats: int) -> None:
+    matrix = {
+        "engine": "llamacpp",
+        "model": str(pair / "target.gguf"),
+        "common_args": ["-c", "4096", "-np", "1"],
+        "arms": demo_arms(pair / "draft.gguf"),
+        "workload": {
+            "suite": "single",
+            "max_tokens": DEMO_MAX_TOKENS,
+            "temperature": 0.0,
+            "prompt_file": "prompts.jsonl",
+            "prompts": BUNDLED_PROMPTS + NGRAM_PROMPTS,
+        },
+        "repeats": repeats,
+        "warmup": 1,
+    }
+    path.write_text(yaml.safe_dump(matrix, sort_keys=False))
+
+
+def run_demo(out: Path, llama_server: str | None = None, repeats: int = 3) -> list[Path]:
+    binary = ensure_llama_server(llama_server)
+    runs = []
+    for spec in DEMO_MODELS:
+        pair = cached_pair(spec, lab_dir())
+        name = f"{spec.arch}-a{spec.alpha:g}"
+        folder = out / "matrices" / name
+        folder.mkdir(parents=True, exist_ok=True)
+        write_prompts(folder / "prompts.jsonl", json.loads((pair / "truth.json").read_text()))
+        write_matrix(folder / "matrix.yaml", pair, repeats)
+        run_dir = out / name
+        resume = (run_dir / "manifest.json").exists()
+        runner = api.prepare_run(folder / "matrix.yaml", run_dir, resume=resume, llama_server=str(binary))
+        with RunProgress(runner.total_todo(), name) as bar:
+            runner.observe = bar
+            runner.run()
+        print_summary(load_run(run_dir), title=f"{name}: {run_dir}")
+        runs.append(run_dir)
+    return runs

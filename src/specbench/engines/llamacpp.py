@@ -1,0 +1,118 @@
+"""llama.cpp's ``llama-server`` (see ``shared/reference/engines.md`` §1)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+
+from specbench.engines.base import Engine, MetricSamples, sum_series
+from specbench.engines.install import build_info
+
+_VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
+_PREFIX = "llamacpp:"
+
+
+class LlamaCppEngine(Engine):
+    kind = "llamacpp"
+    spec_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "-md",
+            "--model-draft",
+            "--spec-draft-model",
+            "--spec-type",
+            "--spec-default",
+            "-hfd",
+            "-hfrd",
+            "--hf-repo-draft",
+            "--spec-draft-hf",
+            "-ngld",
+            "--gpu-layers-draft",
+            "--n-gpu-layers-draft",
+            "--spec-draft-ngl",
+            "-devd",
+            "--device-draft",
+            "--spec-draft-device",
+            "-ctkd",
+            "-ctvd",
+            "--spec-draft-type-k",
+            "--spec-draft-type-v",
+            "-td",
+            "-tbd",
+            "--spec-draft-threads",
+            "--spec-draft-threads-batch",
+            "--draft-p-min",
+            "--draft-p-split",
+            "-lcs",
+            "-lcd",
+            "--lookup-cache-static",
+            "--lookup-cache-dynamic",
+        }
+    )
+    spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--spec-",)
+
+    def __init__(self, binary: Path) -> None:
+        self.binary = binary
+
+    def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
+        # --metrics for the spec counters; --slots is on by default but stated for clarity.
+        return [
+            str(self.binary),
+            "-m",
+            model,
+            *args,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--metrics",
+            "--slots",
+        ]
+
+    def version(self) -> dict[str, Any]:
+        done = subprocess.run(
+            [str(self.binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+        )
+        match = _VERSION.search(done.stderr + done.stdout)
+        info: dict[str, Any] = {"binary": str(self.binary), "build": build_info(self.binary)}
+        if match:
+            info.update(version=match[1], build_number=int(match[2]), commit=match[3])
+        return info
+
+    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+        props = (await client.get(f"{base_url}/props")).json()
+        slots = (await client.get(f"{base_url}/slots")).json()
+        return {
+            "build_info": props.get("build_info"),
+            "model_path": props.get("model_path"),
+            "total_slots": props.get("total_slots"),
+            "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
+            # /props' "speculative.types" is always the default; /slots tells the truth.
+            "slots_speculative": [bool(s.get("speculative")) for s in slots],
+        }
+
+    def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
+        return {"ignore_eos": True} if ignore_eos else {}
+
+    def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
+        names = {
+            "drafts": "spec_decode_num_drafts_total",
+            "draft_tokens": "spec_decode_num_draft_tokens_total",
+            "accepted": "spec_decode_num_accepted_tokens_total",
+            "tokens_predicted": "tokens_predicted_total",
+        }
+        out = {k: sum_series(samples, _PREFIX + v) for k, v in names.items()}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def fallback_patterns(self) -> list[str]:
+        return [
+            "failed to initialize speculative decoding context",
+            "the target and draft vocabs are not compatible",
+            "draft model vocab type must match target model",
+            "speculative decoding not supported by this context",
+            "failed to load draft model",
+            "failed to create MTP context",
+        ]

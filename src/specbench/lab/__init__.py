@@ -1,0 +1,7 @@
+"""Synthetic GGUF models whose greedy output is designed, so measurements have ground truth.
+
+The target's greedy next token follows a single long cycle over printable tokens; a draft
+agrees with it on a chosen fraction α of tokens. See ``docs/lab.md``.
+"""
+
+from __future__ import annotations

@@ -1,0 +1,84 @@
+"""``specbench lab check``: designed vs measured acceptance on a real llama-server."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.engines.process import ServerProcess, free_port
+from specbench.errors import LabError
+from specbench.lab.acceptance import designed_acceptance
+from specbench.lab.make import LabSpec, cached_pair
+from specbench.paths import cache_dir
+
+CHECK_PROMPTS = ("Count with me.", "Tell me a story.", "What comes next?", "Continue the sequence.")
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    designed: float
+    measured: float
+    drafted: int
+    accepted: int
+    greedy_matches: bool
+
+    def line(self) -> str:
+        return f"designed acceptance {self.designed:.3f} measured acceptance {self.measured:.3f}"
+
+
+def lab_dir() -> Path:
+    return cache_dir() / "lab"
+
+
+def spec_args(draft: Path, k: int) -> list[str]:
+    return [
+        "-md",
+        str(draft),
+        "--spec-type",
+        "draft-simple",
+        "--spec-draft-n-max",
+        str(k),
+        "-c",
+        "4096",
+        "-np",
+        "1",
+    ]
+
+
+def run_check(binary: Path, alpha: float, k: int, max_tokens: int = 400, seed: int = 0) -> CheckResult:
+    """Serve a tiny dense pair with draft-simple and compare acceptance with its design."""
+    pair = cached_pair(LabSpec(arch="dense", alpha=alpha, seed=seed), lab_dir())
+    truth = json.loads((pair / "truth.json").read_text())
+    port = free_port()
+    argv = LlamaCppEngine(binary).command(
+        str(pair / "target.gguf"), spec_args(pair / "draft.gguf", k), "127.0.0.1", port
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProcess(argv, Path(tmp) / "server.log")
+        try:
+            server.start(f"http://127.0.0.1:{port}/health", timeout=120)
+            replies = [_complete(port, p, max_tokens) for p in CHECK_PROMPTS]
+        finally:
+            server.stop()
+    drafted = sum(r["timings"].get("draft_n", 0) for r in replies)
+    accepted = sum(r["timings"].get("draft_n_accepted", 0) for r in replies)
+    if drafted == 0:
+        raise LabError("lab check: the server drafted nothing; speculation did not run")
+    answer = truth["answer_text"] * (1 + max_tokens // len(truth["answer_text"]))
+    texts = [r["choices"][0]["message"]["content"] for r in replies]
+    matches = all(text == answer[: len(text)] and len(text) >= max_tokens for text in texts)
+    return CheckResult(designed_acceptance(alpha, k), accepted / drafted, drafted, accepted, matches)
+
+
+def _complete(port: int, prompt: str, max_tokens: int) -> dict[str, Any]:
+    body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0.0}
+    resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=300)
+    resp.raise_for_status()
+    data: dict[str, Any] = resp.json()
+    return data

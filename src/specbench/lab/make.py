@@ -1,0 +1,120 @@
+"""``specbench lab make``: a target/draft pair plus ``truth.json``, cached by its parameters."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import LabError
+from specbench.lab.acceptance import designed_acceptance, mean_accepted_length
+from specbench.lab.gguf_model import Arch, ModelShape, weight_bytes, write_model
+from specbench.lab.vocab import Vocab, build_vocab, cycle_text, design_maps
+
+TRUTH_VERSION = 1
+LAST_TEMPLATE_CHAR = ":"  # the chat template ends with "assistant:", so ":" precedes every answer
+
+# Sizes: "tiny" for tests (files of a few MB), "small" for the demo, "membound" makes CPU decode
+# memory-bound (hundreds of MB), where the dense-vs-MoE difference in verification cost shows.
+PRESETS: dict[str, dict[str, ModelShape]] = {
+    "tiny": {
+        "dense": ModelShape("dense", n_embd=128, n_layer=2, n_head=4, n_head_kv=2, n_ff=256),
+        "moe": ModelShape("moe", 128, 2, 4, 2, 256, n_expert=128, n_expert_used=8, n_ff_exp=32),
+        "draft": ModelShape("dense", n_embd=64, n_layer=1, n_head=2, n_head_kv=1, n_ff=128),
+    },
+    "small": {
+        "dense": ModelShape("dense", n_embd=512, n_layer=8, n_head=8, n_head_kv=4, n_ff=1536),
+        "moe": ModelShape("moe", 512, 4, 8, 4, 1536, n_expert=128, n_expert_used=8, n_ff_exp=128),
+        "draft": ModelShape("dense", n_embd=128, n_layer=1, n_head=2, n_head_kv=1, n_ff=256),
+    },
+    "membound": {
+        "dense": ModelShape("dense", n_embd=1024, n_layer=16, n_head=16, n_head_kv=4, n_ff=4096),
+        "moe": ModelShape("moe", 1024, 8, 16, 4, 4096, n_expert=128, n_expert_used=8, n_ff_exp=256),
+        "draft": ModelShape("dense", n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=512),
+    },
+}
+
+
+@dataclass(frozen=True)
+class LabSpec:
+    """Everything that determines a lab pair; its hash names the cache entry."""
+
+    arch: Arch = "dense"
+    alpha: float = 0.8
+    size: str = "tiny"
+    seed: int = 0
+    n_extra_tokens: int = 512
+    n_experts: int | None = None
+    top_k: int | None = None
+    incompatible_draft: bool = False
+
+    def shapes(self) -> tuple[ModelShape, ModelShape]:
+        if self.size not in PRESETS:
+            raise LabError(f"--size: unknown preset {self.size!r}; known: {', '.join(PRESETS)}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise LabError(f"--alpha must be in [0, 1], got {self.alpha}")
+        target, draft = PRESETS[self.size][self.arch], PRESETS[self.size]["draft"]
+        if self.arch == "moe":
+            n_exp = self.n_experts or target.n_expert
+            top_k = self.top_k or target.n_expert_used
+            if not 0 < top_k <= n_exp:
+                raise LabError(f"--top-k must be in 1..{n_exp} (the expert count), got {top_k}")
+            target = replace(target, n_expert=n_exp, n_expert_used=top_k)
+        return target, draft
+
+    def key(self) -> str:
+        blob = json.dumps({**self.__dict__, "v": TRUTH_VERSION}, sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def make_pair(spec: LabSpec, out: Path) -> Path:
+    """Write ``target.gguf``, ``draft.gguf`` and ``truth.json`` into ``out``; return truth.json."""
+    target_shape, draft_shape = spec.shapes()
+    out.mkdir(parents=True, exist_ok=True)
+    vocab = build_vocab(spec.n_extra_tokens)
+    maps = design_maps(vocab, spec.alpha, spec.seed)
+    write_model(out / "target.gguf", target_shape, vocab, maps.target, seed=spec.seed + 1)
+    draft_vocab = _incompatible(vocab) if spec.incompatible_draft else vocab
+    write_model(out / "draft.gguf", draft_shape, draft_vocab, maps.draft, seed=spec.seed + 2)
+    truth = _truth(spec, vocab, maps, target_shape, draft_shape)
+    path = out / "truth.json"
+    path.write_text(json.dumps(truth, indent=1))
+    return path
+
+
+def cached_pair(spec: LabSpec, root: Path) -> Path:
+    """The pair for ``spec`` under ``root/<key>``, made once; returns its directory."""
+    out = root / f"{spec.arch}-a{spec.alpha:g}-{spec.size}-{spec.key()}"
+    if not (out / "truth.json").exists():
+        make_pair(spec, out)
+    return out
+
+
+def _incompatible(vocab: Vocab) -> Vocab:
+    """Same texts, but BOS and EOS swap types: llama.cpp rejects the pair (bos/eos ids differ)."""
+    pieces = list(vocab.pieces)
+    pieces[1], pieces[2] = pieces[2], pieces[1]
+    return Vocab(pieces=pieces, types=vocab.types)
+
+
+def _truth(spec: LabSpec, vocab: Vocab, maps: Any, tgt: ModelShape, dft: ModelShape) -> dict[str, Any]:
+    start = vocab.pieces.index(LAST_TEMPLATE_CHAR)
+    return {
+        "truth_version": TRUTH_VERSION,
+        "spec": spec.__dict__,
+        "alpha": spec.alpha,
+        "alpha_realised": maps.alpha_realised,
+        "vocab_size": vocab.size,
+        "cycle_length": len(maps.cycle),
+        "target": {**tgt.as_dict(), **weight_bytes(tgt, vocab.size)},
+        "draft": {**dft.as_dict(), **weight_bytes(dft, vocab.size)},
+        "designed_acceptance": {str(k): designed_acceptance(spec.alpha, k) for k in (1, 2, 4, 8, 16)},
+        "mean_accepted_length": {str(k): mean_accepted_length(spec.alpha, k) for k in (1, 2, 4, 8, 16)},
+        "last_template_token": start,
+        "answer_text": cycle_text(vocab, maps, start, len(maps.cycle)),
+        "cycle": maps.cycle,
+        "agree": [int(maps.agree[t]) for t in range(vocab.size)],
+        "target_map": maps.target,
+    }

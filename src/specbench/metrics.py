@@ -1,0 +1,177 @@
+"""Per-request metrics computed from raw records, one small function per metric.
+
+A record's ``chunks`` are ``[t_ns, content, reasoning, tool_calls, finish_reason]`` with
+``t_ns`` measured from just before the request was sent. Token counts come from the server
+(``usage`` / llama.cpp ``timings``), never from the chunk count: with speculation several
+tokens may arrive in one chunk (findings.md pitfall 10).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+Record = dict[str, Any]
+NS_PER_MS = 1e6
+
+
+def _token_chunks(rec: Record, answer_only: bool = False) -> list[list[Any]]:
+    """Chunks that carry generated text: content, tool calls and (unless answer_only) reasoning.
+    llama.cpp's first role-only chunk (``content: null``) is not a token."""
+    fields = (1, 3) if answer_only else (1, 2, 3)
+    return [c for c in rec.get("chunks", []) if any(c[i] for i in fields)]
+
+
+def output_tokens(rec: Record) -> float:
+    """usage.completion_tokens, else timings.predicted_n (both server-counted)."""
+    usage, timings = rec.get("usage") or {}, rec.get("timings") or {}
+    value = usage.get("completion_tokens", timings.get("predicted_n"))
+    return float(value) if value is not None else np.nan
+
+
+def prompt_tokens(rec: Record) -> float:
+    """usage.prompt_tokens (llama.cpp: processed + cached)."""
+    value = (rec.get("usage") or {}).get("prompt_tokens")
+    return float(value) if value is not None else np.nan
+
+
+def cached_tokens(rec: Record) -> float:
+    """Prompt tokens served from the cache: timings.cache_n or usage.prompt_tokens_details.cached_tokens."""
+    timings = rec.get("timings") or {}
+    details = (rec.get("usage") or {}).get("prompt_tokens_details") or {}
+    value = timings.get("cache_n", details.get("cached_tokens"))
+    return float(value) if value is not None else np.nan
+
+
+def ttft_ms(rec: Record) -> float:
+    """Time to first generated token of any kind (content, reasoning or tool call)."""
+    chunks = _token_chunks(rec)
+    return chunks[0][0] / NS_PER_MS if chunks else np.nan
+
+
+def ttfa_ms(rec: Record) -> float:
+    """Time to first answer token (content or tool call), after any reasoning."""
+    chunks = _token_chunks(rec, answer_only=True)
+    return chunks[0][0] / NS_PER_MS if chunks else np.nan
+
+
+def e2e_ms(rec: Record) -> float:
+    """Send to end of stream."""
+    return float(rec["t_end_ns"]) / NS_PER_MS if rec.get("t_end_ns") is not None else np.nan
+
+
+def decode_window_ms(rec: Record) -> float:
+    """First to last token chunk: the client-side decode window."""
+    chunks = _token_chunks(rec)
+    return (chunks[-1][0] - chunks[0][0]) / NS_PER_MS if len(chunks) > 1 else np.nan
+
+
+def tpot_ms(rec: Record) -> float:
+    """(t_last − t_first) / (output_tokens − 1): the first token is prefill's."""
+    n = output_tokens(rec)
+    return decode_window_ms(rec) / (n - 1) if n > 1 else np.nan
+
+
+def decode_tok_s(rec: Record) -> float:
+    """(output_tokens − 1) / (t_last − t_first), measured by the client."""
+    tpot = tpot_ms(rec)
+    return 1000.0 / tpot if tpot and tpot > 0 else np.nan
+
+
+def itl_ms(rec: Record) -> float:
+    """Median per-token inter-token latency: chunk gaps scaled by chunks/tokens, so a chunk
+    carrying several speculated tokens counts as several short intervals."""
+    chunks, n = _token_chunks(rec), output_tokens(rec)
+    if len(chunks) < 2 or not n > 1:
+        return np.nan
+    gaps = np.diff([c[0] for c in chunks]) / NS_PER_MS
+    return float(np.median(gaps) * (len(chunks) - 1) / (n - 1))
+
+
+def server_decode_tok_s(rec: Record) -> float:
+    """llama.cpp timings.predicted_per_second: (predicted_n − 1) / predicted_ms."""
+    value = (rec.get("timings") or {}).get("predicted_per_second")
+    return float(value) if value is not None else np.nan
+
+
+def prefill_ms(rec: Record) -> float:
+    """llama.cpp timings.prompt_ms: slot start to first sampled token (queueing excluded)."""
+    value = (rec.get("timings") or {}).get("prompt_ms")
+    return float(value) if value is not None else np.nan
+
+
+def prefill_tok_s(rec: Record) -> float:
+    """timings.prompt_n / prompt_ms, tokens actually processed (cache hits excluded)."""
+    timings = rec.get("timings") or {}
+    n, ms = timings.get("prompt_n"), timings.get("prompt_ms")
+    return float(n) * 1000.0 / float(ms) if n and ms else np.nan
+
+
+def draft_n(rec: Record) -> float:
+    """Drafted tokens (timings.draft_n; absent means none were drafted)."""
+    timings = rec.get("timings")
+    return float(timings.get("draft_n", 0)) if timings is not None else np.nan
+
+
+def draft_accepted(rec: Record) -> float:
+    """Accepted draft tokens (timings.draft_n_accepted)."""
+    timings = rec.get("timings")
+    return float(timings.get("draft_n_accepted", 0)) if timings is not None else np.nan
+
+
+def acceptance(rec: Record) -> float:
+    """draft_n_accepted / draft_n: accepted per drafted token, as llama-server reports it."""
+    drafted = draft_n(rec)
+    return draft_accepted(rec) / drafted if drafted and drafted > 0 else np.nan
+
+
+def output_text(rec: Record) -> str:
+    """The answer: all content deltas joined."""
+    return "".join(c[1] for c in rec.get("chunks", []) if c[1])
+
+
+def finish_reason(rec: Record) -> str | None:
+    reasons = [c[4] for c in rec.get("chunks", []) if c[4]]
+    return reasons[-1] if reasons else None
+
+
+def stopped_early(rec: Record) -> bool:
+    """Fewer tokens than asked for: the output-length target was not met."""
+    asked = (rec.get("request") or {}).get("max_tokens")
+    return asked is not None and output_tokens(rec) < float(asked)
+
+
+METRICS: dict[str, Callable[[Record], float]] = {
+    "ttft_ms": ttft_ms,
+    "ttfa_ms": ttfa_ms,
+    "e2e_ms": e2e_ms,
+    "tpot_ms": tpot_ms,
+    "itl_ms": itl_ms,
+    "decode_tok_s": decode_tok_s,
+    "server_decode_tok_s": server_decode_tok_s,
+    "prefill_ms": prefill_ms,
+    "prefill_tok_s": prefill_tok_s,
+    "output_tokens": output_tokens,
+    "prompt_tokens": prompt_tokens,
+    "cached_tokens": cached_tokens,
+    "draft_n": draft_n,
+    "draft_accepted": draft_accepted,
+    "acceptance": acceptance,
+}
+KEYS = ("arm", "workload", "category", "prompt_id", "repeat", "seq", "warmup")
+
+
+def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
+    """One row per successful request: identity columns then every metric."""
+    rows = []
+    for rec in records:
+        if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
+            continue
+        row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
+        row.update({name: fn(rec) for name, fn in METRICS.items()})
+        row["stopped_early"] = stopped_early(rec)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*KEYS, *METRICS, "stopped_early"])

@@ -1,0 +1,63 @@
+"""Rich progress for long work: the current cell, requests done/total, ETA."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+console = Console(stderr=True)
+
+
+def make_progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+class RunProgress:
+    """Observer for :class:`specbench.runner.Runner`: one bar over all measured requests."""
+
+    def __init__(self, total: int, label: str = "") -> None:
+        self.progress = make_progress()
+        self.label = label
+        self.task = self.progress.add_task(f"{label} starting", total=total)
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self, exc: type[BaseException] | None, val: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event == "cell":
+            self.progress.update(
+                self.task, description=f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}"
+            )
+        elif event == "request" and not info["warmup"]:
+            self.progress.advance(self.task)
+        elif event == "restart":
+            console.print(f"[yellow]{info['arm']}: engine exited (code {info['exit_code']}); restarting once")
+        elif event == "failed":
+            console.print(f"[red]arm {info['arm']} failed: {info['reason']}")
+            if info.get("log_tail"):
+                console.print(info["log_tail"], markup=False, highlight=False)

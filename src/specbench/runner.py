@@ -1,0 +1,220 @@
+"""Schedule cells, serve each arm, drive its requests and keep every record.
+
+Cells run in the order :func:`specbench.config.plan_cells` gives (arms interleaved ABBA across
+repeats). Each cell launches the arm's server, scrapes /metrics before and after, runs warm-ups
+(stored, flagged) and then the requests with at most ``concurrency`` in flight. Records are
+appended as they complete, so Ctrl-C or a crash loses nothing measured and ``--resume`` redoes
+only what is missing. A server that crashes mid-cell is restarted once; then the arm is failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from specbench.client import chat_body, stream_chat
+from specbench.config import Matrix, RequestSpec, RunSpec
+from specbench.engines.base import Engine, parse_metrics
+from specbench.engines.process import ServerProcess, free_port, log_tail
+from specbench.errors import EngineStartError
+from specbench.store import RunStore, now_iso
+
+PORT_RETRIES = 3
+Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
+
+
+@dataclass
+class Server:
+    base_url: str
+    process: ServerProcess | None = None
+    log_offset: int = 0
+
+    def alive(self) -> bool:
+        return self.process is None or self.process.alive()
+
+
+@dataclass
+class Runner:
+    matrix: Matrix
+    engine: Engine
+    store: RunStore
+    cells: list[RunSpec]
+    attach_url: str | None = None
+    observe: Observer = field(default=lambda event, info: None)
+    _seq: int = 0
+
+    # -- plan -------------------------------------------------------------------------------
+    def todo(self, cell: RunSpec, done: set[tuple[str, str, int]]) -> list[RequestSpec]:
+        return [r for r in cell.requests if (cell.arm, r.prompt_id, cell.repeat) not in done]
+
+    def total_todo(self) -> int:
+        done = self.store.completed()
+        return sum(len(self.todo(c, done)) for c in self.cells)
+
+    def run(self) -> None:
+        self._seq = len(self.store.records())
+        for cell in self.cells:
+            if self.store.manifest().get("arms", {}).get(cell.arm, {}).get("status") == "failed":
+                continue
+            todo = self.todo(cell, self.store.completed())
+            if todo:
+                self._run_cell(cell, todo)
+        self.store.update_manifest(finished_at=now_iso())
+
+    # -- one cell ---------------------------------------------------------------------------
+    def _run_cell(self, cell: RunSpec, todo: list[RequestSpec]) -> None:
+        self.observe("cell", {"arm": cell.arm, "repeat": cell.repeat, "requests": len(todo)})
+        for attempt in range(2):
+            try:
+                server = self._launch(cell)
+            except EngineStartError as exc:
+                self._fail_arm(cell, f"engine did not start: {exc}", exc.log_tail)
+                return
+            try:
+                self._serve_cell(cell, todo, server, attempt)
+            finally:
+                crashed = not server.alive()
+                code = server.process.stop() if server.process else None
+            todo = self.todo(cell, self.store.completed())
+            if not todo or not crashed:
+                return  # failed requests on a live server are data, not a reason to restart
+            self.observe("restart", {"arm": cell.arm, "repeat": cell.repeat, "exit_code": code})
+        self._fail_arm(
+            cell, f"engine crashed twice in repeat {cell.repeat}", log_tail(self.store.log_path(cell.arm))
+        )
+
+    def _launch(self, cell: RunSpec) -> Server:
+        if self.attach_url:
+            return Server(base_url=self.attach_url.rstrip("/"))
+        log = self.store.log_path(cell.arm)
+        last: EngineStartError | None = None
+        for _ in range(PORT_RETRIES):
+            port = free_port(self.matrix.host)
+            argv = self.engine.command(self.matrix.model, list(cell.args), self.matrix.host, port)
+            self.store.set_arm_status(cell.arm, command=argv)
+            offset = log.stat().st_size if log.exists() else 0
+            proc = ServerProcess(argv, log, env=dict(self.matrix.env))
+            try:
+                proc.start(
+                    f"http://{self.matrix.host}:{port}{self.engine.health_path}", self.matrix.startup_timeout
+                )
+                return Server(f"http://{self.matrix.host}:{port}", proc, offset)
+            except EngineStartError as exc:
+                proc.stop()
+                last = exc
+                if "bind" not in exc.log_tail.lower():
+                    break  # not a port clash: retrying would fail the same way
+        assert last is not None
+        raise last
+
+    def _fail_arm(self, cell: RunSpec, reason: str, tail: str) -> None:
+        self.store.set_arm_status(cell.arm, status="failed", error=reason, log_tail=tail)
+        self.observe("failed", {"arm": cell.arm, "reason": reason, "log_tail": tail})
+
+    def _serve_cell(self, cell: RunSpec, todo: list[RequestSpec], server: Server, attempt: int) -> None:
+        info: dict[str, Any] = {
+            "arm": cell.arm,
+            "repeat": cell.repeat,
+            "attempt": attempt,
+            "started_at": now_iso(),
+            "base_url": server.base_url,
+            "pid": server.process.pid if server.process else None,
+        }
+        asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        info["ended_at"] = now_iso()
+        info["alive_at_end"] = server.alive()
+        info["log_lines"] = self._new_log_lines(cell.arm, server)
+        self.store.append_cell(info)
+        self.store.set_arm_status(
+            cell.arm, status=self.store.manifest()["arms"][cell.arm].get("status", "ok")
+        )
+
+    async def _drive(
+        self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
+    ) -> None:
+        async with httpx.AsyncClient(timeout=self.matrix.request_timeout) as client:
+            info["server"] = await self._safe(self.engine.describe(client, server.base_url))
+            info["metrics_before"] = await self._scrape(client, server, cell, "before")
+            for req in cell.warmup if warm else ():
+                await self._one(client, server, cell, req, warmup=True)
+            limit = asyncio.Semaphore(cell.concurrency)
+
+            async def bounded(req: RequestSpec) -> None:
+                async with limit:
+                    if server.alive():
+                        await self._one(client, server, cell, req, warmup=False)
+
+            await asyncio.gather(*(bounded(r) for r in todo))
+            info["metrics_after"] = await self._scrape(client, server, cell, "after")
+
+    async def _one(
+        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, req: RequestSpec, warmup: bool
+    ) -> None:
+        body = chat_body(
+            list(req.messages),
+            req.max_tokens,
+            req.temperature,
+            req.seed,
+            self.engine.request_extras(req.ignore_eos),
+        )
+        started = now_iso()
+        wall0 = time.time()
+        result = await stream_chat(
+            client, f"{server.base_url}/v1/chat/completions", body, self.matrix.request_timeout
+        )
+        self._seq += 1
+        record = {
+            "arm": cell.arm,
+            "repeat": cell.repeat,
+            "workload": cell.workload,
+            "prompt_id": req.prompt_id,
+            "category": req.category,
+            "warmup": warmup,
+            "seq": self._seq,
+            "started_at": started,
+            "wall_start": wall0,
+            "concurrency": cell.concurrency,
+            "request": {
+                "max_tokens": req.max_tokens,
+                "temperature": req.temperature,
+                "seed": req.seed,
+                "ignore_eos": req.ignore_eos,
+            },
+            **result,
+        }
+        self.store.append_record(record)
+        self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
+
+    async def _scrape(
+        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, when: str
+    ) -> dict[str, Any]:
+        try:
+            resp = await client.get(f"{server.base_url}/metrics")
+        except httpx.HTTPError as exc:
+            return {"error": str(exc)}
+        if resp.status_code != 200:
+            return {"error": f"HTTP {resp.status_code}"}
+        path = self.store.save_scrape(cell.arm, cell.repeat, when, resp.text)
+        return {"file": path, "spec": self.engine.spec_counters(parse_metrics(resp.text))}
+
+    async def _safe(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except (httpx.HTTPError, ValueError) as exc:
+            return {"error": str(exc)}
+
+    def _new_log_lines(self, arm: str, server: Server) -> list[str]:
+        """Lines this cell's server logged that reveal degraded speculation."""
+        log = self.store.log_path(arm)
+        if server.process is None or not log.exists():
+            return []
+        with log.open(errors="replace") as fh:
+            fh.seek(server.log_offset)
+            text = fh.read()
+        patterns = [*self.engine.fallback_patterns(), "draft acceptance"]
+        return [ln.strip() for ln in text.splitlines() if any(p in ln for p in patterns)][:200]

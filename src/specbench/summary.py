@@ -1,0 +1,58 @@
+"""The per-arm summary printed at the end of ``specbench run`` and ``specbench demo``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from specbench.analysis import RunData, arm_summary, findings
+
+stdout = Console(highlight=False)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def summary_table(run: RunData, title: str = "") -> Table:
+    table = Table(title=title or None, title_justify="left")
+    for col in (
+        "arm",
+        "status",
+        "requests",
+        "median TTFT ms",
+        "median decode tok/s",
+        "median e2e ms",
+        "acceptance",
+        "speedup vs " + run.baseline,
+    ):
+        table.add_column(col, justify="left" if col in ("arm", "status") else "right")
+    for row in arm_summary(run).to_dict("records"):
+        errors = f" ({row['errors']} err)" if row["errors"] else ""
+        speedup = _fmt(row["speedup"], ".2f")
+        table.add_row(
+            str(row["arm"]),
+            str(row["status"]),
+            f"{row['requests']}{errors}",
+            _fmt(row["ttft_ms"], ".1f"),
+            _fmt(row["decode_tok_s"], ".1f"),
+            _fmt(row["e2e_ms"], ".0f"),
+            _fmt(row["acceptance"], ".3f"),
+            speedup + ("×" if speedup != "—" else ""),
+            "" if math.isnan(row["ci_low"]) else f"{row['ci_low']:.2f}–{row['ci_high']:.2f}",
+            str(row["verdict"]),
+        )
+    return table
+
+
+def print_summary(run: RunData, title: str = "") -> None:
+    stdout.print(summary_table(run, title))
+    found = findings(run)
+    if not found:
+        stdout.print("findings: none")
+    for f in found:
+        colour = {"error": "red", "warning": "yellow"}.get(f.severity, "cyan")
+        stdout.print(f"[{colour}]{f.code}[/{colour}] {f.evidence}", highlight=False)

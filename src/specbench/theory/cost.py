@@ -1,0 +1,124 @@
+"""Bytes, FLOPs and time of one forward pass (a decode step, a verify, a draft step).
+
+A forward pass over ``s`` sequences with ``t`` new tokens each (T = s·t tokens) moves
+
+    weights  = bpw/8 · (always-read + L_moe · N(T) · expert)     routed experts: union over T tokens
+    KV       = s · KV(context) + T · KV(1)                       read the cache, write the new rows
+    state    = s · 2 · R                                         recurrent state read and written
+    bytes    = weights + KV + state
+
+and computes ``FLOPs = T · (2·active + attention(context))`` where one token's attention over
+``n`` cached positions costs 4·H·d·n per full-attention layer (QKᵀ and PV) and a Gated DeltaNet
+update ~6·Hv·dk·dv. The roofline time adds a fixed launch latency per kernel and per pass::
+
+    t = max(bytes / (BW·η_bw), FLOPs / (peak·η_c)) + kernels · t_kernel + t_forward
+
+``bound`` says which term of the max won. Activations, norms and sampling are not counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from specbench.errors import ConfigError
+from specbench.theory.arch import (
+    Architecture,
+    active_params,
+    always_read_params,
+    expert_params,
+    kv_cache_bytes,
+    recurrent_state_bytes,
+)
+from specbench.theory.formulas import experts_touched
+from specbench.theory.hardware import Gpu
+
+Bound = Literal["bandwidth", "compute"]
+
+# Kernels a llama.cpp-style graph launches per block (order of magnitude, counted from the
+# qwen35/qwen35moe/llama graphs: norms, projections, rope, attention, gates, residual adds).
+KERNELS_ATTENTION = 16
+KERNELS_LINEAR = 24
+KERNELS_DENSE_FFN = 7
+KERNELS_MOE_FFN = 22
+KERNELS_HEAD = 4
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """Fractions of datasheet peaks a real engine reaches, and its fixed latencies.
+
+    bandwidth  η_bw, share of peak memory bandwidth a decode pass streams at
+    compute    η_c, share of dense BF16 peak a large verify batch reaches
+    kernel_s   fixed latency per launched kernel (small-batch kernels are latency-bound)
+    forward_s  fixed host cost per forward pass (graph launch, synchronise, sample)
+    round_s    fixed host cost per speculative round (draft bookkeeping, acceptance)
+    """
+
+    bandwidth: float = 0.6
+    compute: float = 0.5
+    kernel_s: float = 2.0e-6
+    forward_s: float = 2.0e-4
+    round_s: float = 1.0e-4
+
+    def __post_init__(self) -> None:
+        if not (0.0 < self.bandwidth <= 1.0 and 0.0 < self.compute <= 1.0):
+            raise ConfigError("efficiency bandwidth and compute must be within (0, 1]")
+        if min(self.kernel_s, self.forward_s, self.round_s) < 0.0:
+            raise ConfigError("efficiency latencies (kernel_s, forward_s, round_s) must not be negative")
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """What one forward pass moves and computes."""
+
+    tokens: int
+    weight_bytes: float
+    cache_bytes: float
+    flops: float
+    kernels: int
+    experts_touched: float
+
+    @property
+    def bytes(self) -> float:
+        return self.weight_bytes + self.cache_bytes
+
+
+def kernel_count(a: Architecture) -> int:
+    """Kernels per forward pass: Σ over blocks of their launch counts, plus the head."""
+    mixers = a.attention_layers * KERNELS_ATTENTION + a.linear_layers * KERNELS_LINEAR
+    ffns = a.dense_ffn_layers * KERNELS_DENSE_FFN + a.moe_layers * KERNELS_MOE_FFN
+    return mixers + ffns + KERNELS_HEAD
+
+
+def attention_flops_per_token(a: Architecture, context: int) -> float:
+    """4·H·d·n_eff per full-attention layer plus ~6·Hv·dk·dv per Gated DeltaNet layer."""
+    full = a.attention_layers - a.sliding_layers
+    positions = full * context + a.sliding_layers * min(context, a.sliding_window)
+    linear = 6 * a.linear_layers * a.linear_value_heads * a.linear_key_dim * a.linear_value_dim
+    return 4.0 * a.heads * a.head_dim * positions + linear
+
+
+def forward_cost(
+    a: Architecture, bytes_per_weight: float, seqs: int, tokens: int, context: int
+) -> ForwardCost:
+    """Cost of one pass over ``seqs`` sequences with ``tokens`` new tokens each (see module doc)."""
+    total = seqs * tokens
+    touched = experts_touched(a.experts, a.top_k, total)
+    params = always_read_params(a) + a.moe_layers * touched * expert_params(a)
+    kv = seqs * kv_cache_bytes(a, context) + total * kv_cache_bytes(a, 1)
+    state = seqs * 2 * recurrent_state_bytes(a)
+    flops = total * (2.0 * active_params(a) + attention_flops_per_token(a, context))
+    return ForwardCost(total, params * bytes_per_weight, kv + state, flops, kernel_count(a), touched)
+
+
+def roofline(cost: ForwardCost, gpu: Gpu, eff: Efficiency) -> tuple[float, Bound]:
+    """max(bytes/(BW·η_bw), FLOPs/(peak·η_c)) and which side bound it."""
+    t_mem = cost.bytes / (gpu.bandwidth * eff.bandwidth)
+    t_flop = cost.flops / (gpu.peak_flops * eff.compute)
+    return (t_mem, "bandwidth") if t_mem >= t_flop else (t_flop, "compute")
+
+
+def forward_time(cost: ForwardCost, gpu: Gpu, eff: Efficiency) -> float:
+    """Roofline time plus fixed latencies: kernels·t_kernel + t_forward."""
+    return roofline(cost, gpu, eff)[0] + cost.kernels * eff.kernel_s + eff.forward_s

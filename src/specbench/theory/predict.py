@@ -1,0 +1,257 @@
+"""Predict decode speed with and without speculation, and fit efficiency to a measurement.
+
+Baseline: one step decodes one token for each of C sequences::
+
+    baseline tok/s = C / t(target, C × 1)
+
+Speculation: a round drafts γ tokens per sequence, verifies γ+1 per sequence in one pass
+(routed experts are the union over all C·(γ+1) tokens), saves/restores recurrent state on
+hybrids, and emits τ(α, γ) tokens per sequence::
+
+    t_round  = t_draft + t(target, C × (γ+1)) + t_checkpoint + t_round_fixed
+    spec tok/s = C · τ / t_round              speedup = spec / baseline
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from scipy.optimize import brentq
+
+from specbench.errors import ConfigError
+from specbench.theory.arch import Architecture
+from specbench.theory.cost import Bound, Efficiency, forward_cost, forward_time, roofline
+from specbench.theory.formulas import acceptance_from_alpha, alpha_from_acceptance, tokens_per_round
+from specbench.theory.hardware import Gpu
+from specbench.theory.methods import DraftSetup, check_method, checkpoint_time, draft_cost
+from specbench.theory.presets import get_gpu, get_model, get_quant
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where a round's time goes; bytes and FLOPs are per forward pass over all sequences."""
+
+    target_step_s: float
+    verify_s: float
+    draft_s: float
+    draft_step_s: float
+    checkpoint_s: float
+    overhead_s: float
+    round_s: float
+    tokens_per_round: float
+    alpha: float
+    acceptance: float
+    experts_touched_step: float
+    experts_touched_verify: float
+    step_bytes: float
+    verify_bytes: float
+    draft_bytes: float
+    step_flops: float
+    verify_flops: float
+    bound: Bound
+    verify_bound: Bound
+    checkpoint_bytes: int
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted decode rates (tokens/s summed over all sequences) and the breakdown."""
+
+    model: str
+    gpu: str
+    quant: str
+    method: str
+    draft_model: str | None
+    draft_max: int
+    concurrency: int
+    context: int
+    baseline_tok_s: float
+    spec_tok_s: float
+    speedup: float
+    breakdown: Breakdown
+    efficiency: Efficiency
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _resolve_alpha(acceptance: float | None, alpha: float | None, k: int) -> tuple[float, float]:
+    """(α, A) from exactly one of them; A = Σα^i/K."""
+    if (acceptance is None) == (alpha is None):
+        raise ConfigError("give exactly one of acceptance (accepted/drafted) or alpha (per token)")
+    if alpha is not None:
+        return alpha, acceptance_from_alpha(alpha, k)
+    assert acceptance is not None
+    return alpha_from_acceptance(acceptance, k), acceptance
+
+
+def _check_inputs(draft_max: int, concurrency: int, context: int) -> None:
+    if draft_max < 1:
+        raise ConfigError(f"draft_max must be at least 1, got {draft_max}")
+    if concurrency < 1:
+        raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
+    if context < 1:
+        raise ConfigError(f"context must be at least 1 token, got {context}")
+
+
+def predict(
+    model: str,
+    gpu: str,
+    quant: str,
+    method: str,
+    draft_max: int,
+    *,
+    acceptance: float | None = None,
+    alpha: float | None = None,
+    draft_model: str | None = None,
+    draft_quant: str | None = None,
+    concurrency: int = 1,
+    context: int = 4096,
+    efficiency: Efficiency | None = None,
+) -> Prediction:
+    """Predict baseline and speculative decode rates (see the module docstring).
+
+    ``acceptance`` is the server ratio accepted/drafted, ``alpha`` the per-token probability;
+    give one. ``draft_model`` (a preset or config.json path) is required for method ``draft``
+    and refused otherwise; ``draft_quant`` defaults to ``quant``.
+    """
+    m = check_method(method)
+    _check_inputs(draft_max, concurrency, context)
+    if (draft_model is not None) != (m == "draft"):
+        raise ConfigError("draft_model is required for method 'draft' and only for it")
+    a, acc = _resolve_alpha(acceptance, alpha, draft_max)
+    target, dev, q = get_model(model), get_gpu(gpu), get_quant(quant)
+    draft = get_model(draft_model) if draft_model is not None else None
+    dq = get_quant(draft_quant) if draft_quant is not None else q
+    setup = DraftSetup(
+        m, target, q.bytes_per_weight, draft, dq.bytes_per_weight, draft_max, concurrency, context
+    )
+    eff = efficiency or Efficiency()
+    bd = _breakdown(setup, dev, eff, a, acc)
+    base = concurrency / bd.target_step_s
+    spec = concurrency * bd.tokens_per_round / bd.round_s
+    return Prediction(
+        model=target.name,
+        gpu=dev.name,
+        quant=q.name,
+        method=m,
+        draft_model=draft.name if draft else None,
+        draft_max=draft_max,
+        concurrency=concurrency,
+        context=context,
+        baseline_tok_s=base,
+        spec_tok_s=spec,
+        speedup=spec / base,
+        breakdown=bd,
+        efficiency=eff,
+    )
+
+
+def _breakdown(s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, acc: float) -> Breakdown:
+    step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
+    verify = forward_cost(s.target, s.target_bpw, s.seqs, s.gamma + 1, s.context)
+    drafting = draft_cost(s, gpu, eff)
+    t_verify = forward_time(verify, gpu, eff)
+    t_ckpt = checkpoint_time(drafting.state_bytes, s.seqs, alpha, s.gamma, gpu)
+    return Breakdown(
+        target_step_s=forward_time(step, gpu, eff),
+        verify_s=t_verify,
+        draft_s=drafting.round_s,
+        draft_step_s=drafting.step_s,
+        checkpoint_s=t_ckpt,
+        overhead_s=eff.round_s,
+        round_s=drafting.round_s + t_verify + t_ckpt + eff.round_s,
+        tokens_per_round=tokens_per_round(alpha, s.gamma),
+        alpha=alpha,
+        acceptance=acc,
+        experts_touched_step=step.experts_touched,
+        experts_touched_verify=verify.experts_touched,
+        step_bytes=step.bytes,
+        verify_bytes=verify.bytes,
+        draft_bytes=drafting.step.bytes if drafting.step else 0.0,
+        step_flops=step.flops,
+        verify_flops=verify.flops,
+        bound=roofline(step, gpu, eff)[1],
+        verify_bound=roofline(verify, gpu, eff)[1],
+        checkpoint_bytes=drafting.state_bytes * s.seqs,
+    )
+
+
+def baseline_tok_s(
+    target: Architecture, gpu: Gpu, bpw: float, seqs: int, context: int, eff: Efficiency
+) -> float:
+    """C / t(target, C × 1)."""
+    return seqs / forward_time(forward_cost(target, bpw, seqs, 1, context), gpu, eff)
+
+
+def calibrate_efficiency(
+    measured_baseline_tok_s: float,
+    model: str,
+    gpu: str,
+    quant: str,
+    context: int = 4096,
+    *,
+    concurrency: int = 1,
+    efficiency: Efficiency | None = None,
+) -> Efficiency:
+    """Fit η_bw so the predicted baseline equals a measured one (other fields kept).
+
+    Solves C / t(η_bw) = measured for η_bw ∈ (0, 1] with brentq; a measurement faster than
+    η_bw = 1 allows, or below what the fixed latencies permit, is a ConfigError.
+    """
+    if measured_baseline_tok_s <= 0:
+        raise ConfigError(f"measured baseline must be positive, got {measured_baseline_tok_s}")
+    _check_inputs(1, concurrency, context)
+    target, dev, q = get_model(model), get_gpu(gpu), get_quant(quant)
+    base = efficiency or Efficiency()
+
+    def gap(eta: float) -> float:
+        eff = replace(base, bandwidth=eta)
+        return (
+            baseline_tok_s(target, dev, q.bytes_per_weight, concurrency, context, eff)
+            - measured_baseline_tok_s
+        )
+
+    lo, hi = 1e-4, 1.0
+    rate = f"{measured_baseline_tok_s:.1f} tok/s"
+    if gap(hi) < 0:
+        raise ConfigError(f"{rate} is faster than {target.name} can decode on {dev.name} at full bandwidth")
+    if gap(lo) > 0:
+        raise ConfigError(
+            f"{rate} is slower than any bandwidth efficiency explains; raise kernel_s/forward_s"
+        )
+    return replace(base, bandwidth=float(brentq(gap, lo, hi, xtol=1e-9)))
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def format_prediction(p: Prediction) -> str:
+    """Human-readable summary of a Prediction."""
+    b = p.breakdown
+    ms = 1e3
+    draft = f" (draft {p.draft_model})" if p.draft_model else ""
+    lines = [
+        f"{p.model} on {p.gpu}, {p.quant}, {p.method}{draft}, K={p.draft_max},"
+        f" C={p.concurrency}, ctx={p.context}",
+        f"  baseline    {p.baseline_tok_s:8.1f} tok/s   step {b.target_step_s * ms:.2f} ms ({b.bound}-bound)",
+        f"  speculative {p.spec_tok_s:8.1f} tok/s   speedup {p.speedup:.2f}x"
+        f" ({(p.speedup - 1) * 100:+.0f} %)",
+        f"  acceptance  A={b.acceptance:.3f}  alpha={b.alpha:.3f}  tokens/round={b.tokens_per_round:.2f}",
+        f"  round       {b.round_s * ms:.2f} ms = draft {b.draft_s * ms:.2f}"
+        f" + verify {b.verify_s * ms:.2f} ({b.verify_bound}-bound)"
+        f" + checkpoint {b.checkpoint_s * ms:.2f} + overhead {b.overhead_s * ms:.2f}",
+        f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
+        f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",
+    ]
+    if b.experts_touched_step:
+        ratio = b.experts_touched_verify / b.experts_touched_step
+        lines.append(
+            f"  experts     {b.experts_touched_step:.1f} per layer per step, "
+            f"{b.experts_touched_verify:.1f} when verifying ({ratio:.1f}x)"
+        )
+    if b.checkpoint_bytes:
+        lines.append(f"  checkpoint  {b.checkpoint_bytes / 2**20:.1f} MiB of recurrent state per round")
+    return "\n".join(lines)

@@ -1,0 +1,174 @@
+"""Preset catalogs loaded from the YAML files in ``presets/`` (package data), and lookups.
+
+A model may also be given as a path to a Hugging Face ``config.json`` (or its directory);
+the GPU ``cpu`` is measured on this machine the first time it is asked for.
+
+Names match case-insensitively ignoring spaces, dashes, dots and underscores::
+
+    key("RTX 3090") == key("rtx-3090") == key("rtx3090") == "rtx3090"
+    key("Q4_K_M") == key("q4km")
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import yaml
+
+from specbench.errors import ConfigError
+from specbench.theory.arch import Architecture, architecture_from_mapping
+from specbench.theory.hardware import Gpu, gpu_from_mapping, probe_cpu
+from specbench.theory.hf_config import load_hf_config
+
+CPU = "cpu"
+
+T = TypeVar("T")
+_IGNORED = re.compile(r"[\s\-._]+")
+
+
+def key(name: str) -> str:
+    """The normalised form: lower case, with spaces, dashes, dots and underscores removed."""
+    return _IGNORED.sub("", name).lower()
+
+
+@dataclass(frozen=True)
+class Catalog(Generic[T]):
+    """Presets of one kind (``model``, ``gpu``, ``quant``) under their display names.
+
+    ``aliases`` maps extra spellings (already normalised) to a display name.
+    """
+
+    kind: str
+    entries: Mapping[str, T]
+    aliases: Mapping[str, str]
+
+    def names(self) -> list[str]:
+        """Display names, in file order."""
+        return list(self.entries)
+
+    def resolve(self, name: str) -> str:
+        """The display name ``name`` refers to; ConfigError listing the known names if none."""
+        wanted = key(name)
+        for display in self.entries:
+            if key(display) == wanted:
+                return display
+        if wanted in self.aliases:
+            return self.aliases[wanted]
+        raise ConfigError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())}")
+
+    def get(self, name: str) -> T:
+        return self.entries[self.resolve(name)]
+
+
+def build_catalog(kind: str, entries: Mapping[str, T], aliases: Iterable[tuple[str, str]]) -> Catalog[T]:
+    """A catalog whose alias keys are normalised; an alias clashing with a name is a ConfigError."""
+    own = {key(n) for n in entries}
+    table: dict[str, str] = {}
+    for alias, display in aliases:
+        k = key(alias)
+        if k in own and key(display) != k:
+            raise ConfigError(f"{kind} alias {alias!r} clashes with a preset name")
+        table[k] = display
+    return Catalog(kind=kind, entries=dict(entries), aliases=table)
+
+
+@dataclass(frozen=True)
+class Quant:
+    """A weight format and its average stored bits per weight."""
+
+    name: str
+    bits: float
+
+    @property
+    def bytes_per_weight(self) -> float:
+        return self.bits / 8
+
+
+def _read_yaml(filename: str) -> dict[str, Any]:
+    text = resources.files("specbench.theory").joinpath("presets", filename).read_text(encoding="utf-8")
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ConfigError(f"preset file {filename} must be a mapping of names")
+    return {str(k): v for k, v in data.items()}
+
+
+def _aliases(raw: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return [(str(a), name) for name, body in raw.items() for a in (body or {}).get("aliases", [])]
+
+
+def _quant(name: str, body: Any) -> Quant:
+    bits = body.get("bits") if isinstance(body, dict) else None
+    if not isinstance(bits, (int, float)) or bits <= 0:
+        raise ConfigError(f"quant {name!r}: bits must be a positive number")
+    return Quant(name=name, bits=float(bits))
+
+
+@cache
+def models() -> Catalog[Architecture]:
+    raw = _read_yaml("models.yaml")
+    entries = {
+        n: architecture_from_mapping(n, {k: v for k, v in b.items() if k != "aliases"})
+        for n, b in raw.items()
+    }
+    return build_catalog("model", entries, _aliases(raw))
+
+
+@cache
+def gpus() -> Catalog[Gpu]:
+    raw = _read_yaml("gpus.yaml")
+    return build_catalog("gpu", {n: gpu_from_mapping(n, b) for n, b in raw.items()}, _aliases(raw))
+
+
+@cache
+def quants() -> Catalog[Quant]:
+    raw = _read_yaml("quants.yaml")
+    return build_catalog("quant", {n: _quant(n, b) for n, b in raw.items()}, _aliases(raw))
+
+
+@cache
+def cpu() -> Gpu:
+    """This machine, measured once per process."""
+    return probe_cpu()
+
+
+def _is_path(name: str) -> bool:
+    return name.endswith(".json") or Path(name).exists()
+
+
+def get_model(name: str) -> Architecture:
+    """A preset by (spelling-insensitive) name, or a Hugging Face config.json by path.
+
+    A repository id such as ``Qwen/Qwen3.6-27B`` resolves to the preset ``Qwen3.6-27B``.
+    """
+    if _is_path(name):
+        return load_hf_config(name)
+    catalog = models()
+    try:
+        return catalog.get(name.rsplit("/", 1)[-1])
+    except ConfigError:
+        raise ConfigError(f"unknown model {name!r}; known: {', '.join(catalog.names())}") from None
+
+
+def get_gpu(name: str) -> Gpu:
+    """A preset GPU, or ``cpu`` (measured); unknown names list the known ones."""
+    if key(name) == CPU:
+        return cpu()
+    try:
+        return gpus().get(name)
+    except ConfigError:
+        raise ConfigError(f"unknown gpu {name!r}; known: {', '.join([*gpus().names(), CPU])}") from None
+
+
+def get_quant(name: str) -> Quant:
+    return quants().get(name)
+
+
+def list_presets() -> dict[str, list[str]]:
+    """Display names by kind: ``{"models": [...], "gpus": [..., "cpu"], "quants": [...]}``."""
+    return {"models": models().names(), "gpus": [*gpus().names(), CPU], "quants": quants().names()}

@@ -1,0 +1,109 @@
+"""The lab's design, checked without an engine: maps, weights, files, acceptance formulas."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from specbench.errors import LabError
+from specbench.lab.acceptance import (
+    designed_acceptance,
+    expected_accepted,
+    mean_accepted_length,
+    simulate_request,
+)
+from specbench.lab.make import LabSpec, make_pair
+from specbench.lab.vocab import FIRST_NORMAL, build_vocab, cycle_text, design_maps, token_text
+from specbench.lab.weights import readout, readout_margin, token_codes
+
+
+def test_target_map_is_one_cycle_over_every_printable_token() -> None:
+    vocab = build_vocab(100)
+    maps = design_maps(vocab, alpha=0.5, seed=3)
+    seen, tok = [], maps.cycle[0]
+    for _ in range(len(maps.cycle)):
+        seen.append(tok)
+        tok = maps.target[tok]
+    assert tok == maps.cycle[0]
+    assert sorted(seen) == list(vocab.normal_ids)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.3, 0.9, 1.0])
+def test_draft_agrees_on_exactly_the_designed_fraction(alpha: float) -> None:
+    vocab = build_vocab(200)
+    maps = design_maps(vocab, alpha=alpha, seed=1)
+    agreeing = [t for t in maps.cycle if maps.draft[t] == maps.target[t]]
+    assert len(agreeing) == round(alpha * len(maps.cycle))
+    assert all(maps.draft[t] != maps.target[t] for t in maps.cycle if not maps.agree[t])
+
+
+def test_cycle_text_is_valid_text_of_single_character_tokens() -> None:
+    vocab = build_vocab(50)
+    maps = design_maps(vocab, 0.5, 0)
+    text = cycle_text(vocab, maps, start=FIRST_NORMAL, length=len(maps.cycle))
+    assert len(text) == len(maps.cycle)
+    assert text.encode("utf-8").decode("utf-8") == text
+    assert token_text(vocab.pieces[maps.target[FIRST_NORMAL]]) == text[0]
+
+
+def test_readout_makes_the_designed_successor_the_argmax() -> None:
+    rng = np.random.default_rng(0)
+    vocab = build_vocab(300)
+    maps = design_maps(vocab, 0.7, 0)
+    codes = token_codes(rng, vocab.size, 128)
+    head = readout(codes, maps.draft, vocab.normal_ids)
+    ids = np.array(vocab.normal_ids)
+    argmax = (codes[ids] @ head.T).argmax(axis=1)
+    assert list(argmax) == [maps.draft[t] for t in ids]
+    assert readout_margin(codes[ids], head, [maps.draft[t] for t in ids]) > 0
+
+
+def test_too_small_embedding_is_refused() -> None:
+    vocab = build_vocab(2000)
+    maps = design_maps(vocab, 0.5, 0)
+    with pytest.raises(LabError, match="margin"):
+        readout(token_codes(np.random.default_rng(0), vocab.size, 8), maps.target, vocab.normal_ids)
+
+
+def test_acceptance_formulas() -> None:
+    assert expected_accepted(0.5, 2) == pytest.approx(0.5 + 0.25)
+    assert designed_acceptance(0.5, 2) == pytest.approx(0.375)
+    assert designed_acceptance(1.0, 8) == pytest.approx(1.0)
+    assert designed_acceptance(0.0, 4) == 0.0
+    assert mean_accepted_length(0.9, 4) == pytest.approx(1 + 0.9 + 0.81 + 0.729 + 0.6561)
+
+
+def test_simulated_requests_approach_the_iid_expectation_on_a_long_cycle() -> None:
+    vocab = build_vocab(3000)
+    maps = design_maps(vocab, 0.6, 0)
+    counts = simulate_request(maps, maps.cycle[0], max_tokens=3000, k=4)
+    assert counts.ratio == pytest.approx(designed_acceptance(0.6, 4), abs=0.03)
+    assert counts.drafted <= 4 * counts.steps
+
+
+@pytest.mark.parametrize("arch", ["dense", "moe"])
+def test_make_pair_writes_readable_gguf_and_truth(tmp_path: Path, arch: str) -> None:
+    truth_path = make_pair(LabSpec(arch=arch, alpha=0.7, n_experts=16, top_k=4), tmp_path)  # type: ignore[arg-type]
+    truth = json.loads(truth_path.read_text())
+    reader = gguf.GGUFReader(str(tmp_path / "target.gguf"))
+    names = {t.name for t in reader.tensors}
+    assert "output.weight" in names and "token_embd.weight" in names
+    assert ("blk.0.ffn_gate_exps.weight" in names) == (arch == "moe")
+    assert truth["alpha"] == 0.7 and abs(truth["alpha_realised"] - 0.7) < 0.01
+    assert truth["target"]["bytes_per_token"] > truth["draft"]["bytes_per_token"]
+    assert len(truth["answer_text"]) == truth["cycle_length"]
+    if arch == "moe":
+        assert truth["target"]["n_expert"] == 16 and truth["target"]["n_expert_used"] == 4
+
+
+def test_bad_lab_options_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(LabError, match="--alpha"):
+        make_pair(LabSpec(alpha=1.5), tmp_path)
+    with pytest.raises(LabError, match="--size: unknown preset 'huge'"):
+        make_pair(LabSpec(size="huge"), tmp_path)
+    with pytest.raises(LabError, match="--top-k"):
+        make_pair(LabSpec(arch="moe", n_experts=4, top_k=8), tmp_path)

@@ -1,0 +1,87 @@
+"""Lab models on the real llama-server: designed behaviour is what the engine does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench.lab.check import run_check
+from tests.conftest import Pair, lab_pair
+from tests.engine_helpers import content, draft_args, serve
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.mark.parametrize("arch", ["dense", "moe"])
+def test_greedy_output_follows_the_designed_map(llama_server: Path, tmp_path: Path, arch: str) -> None:
+    pair = lab_pair(arch=arch, alpha=0.8)
+    with serve(llama_server, pair.target, [], tmp_path / "log") as srv:
+        for prompt in ("Hello there.", "Write a poem about the sea."):
+            assert content(srv.complete(prompt, 120)) == pair.answer(120)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.6, 0.9])
+@pytest.mark.parametrize("k", [2, 8])
+def test_measured_acceptance_matches_design(llama_server: Path, alpha: float, k: int) -> None:
+    result = run_check(llama_server, alpha, k, max_tokens=400)
+    assert result.greedy_matches, "speculation changed the greedy output"
+    assert result.drafted > 100
+    assert abs(result.measured - result.designed) <= 0.03, result.line()
+
+
+def test_moe_pair_serves_with_speculation(llama_server: Path, moe_pair: Pair, tmp_path: Path) -> None:
+    with serve(llama_server, moe_pair.target, draft_args(moe_pair.draft, 4), tmp_path / "log") as srv:
+        assert all(slot["speculative"] for slot in srv.get("/slots"))
+        reply = srv.complete("Explain mixtures of experts.", 300)
+    assert content(reply) == moe_pair.answer(300)
+    timings = reply["timings"]
+    assert timings["draft_n"] > 0
+    assert timings["draft_n_accepted"] / timings["draft_n"] == pytest.approx(
+        moe_pair.truth["designed_acceptance"]["4"], abs=0.06
+    )
+
+
+@pytest.mark.parametrize(
+    "method",
+    [
+        [
+            "--spec-type",
+            "ngram-mod",
+            "--spec-ngram-mod-n-match",
+            "8",
+            "--spec-ngram-mod-n-min",
+            "4",
+            "--spec-ngram-mod-n-max",
+            "16",
+        ],
+        ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "4", "--spec-ngram-simple-size-m", "8"],
+    ],
+)
+def test_ngram_methods_draft_on_a_prompt_containing_the_cycle(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path, method: list[str]
+) -> None:
+    with serve(llama_server, dense_pair.target, method, tmp_path / "log") as srv:
+        hit = srv.complete("Repeat exactly: " + dense_pair.answer(400), 200)
+        miss = srv.complete("Say something.", 200)
+    assert content(hit) == dense_pair.answer(200) == content(miss)
+    assert hit["timings"]["draft_n"] > 50
+    assert hit["timings"]["draft_n_accepted"] / hit["timings"]["draft_n"] > 0.8
+    assert miss["timings"].get("draft_n", 0) == 0  # nothing in the context to look up
+
+
+def test_incompatible_draft_leaves_the_server_running_without_speculation(
+    llama_server: Path, tmp_path: Path
+) -> None:
+    pair = lab_pair(arch="dense", alpha=0.8, incompatible_draft=True)
+    log = tmp_path / "log"
+    with serve(llama_server, pair.target, draft_args(pair.draft, 4), log) as srv:
+        slots = srv.get("/slots")
+        reply = srv.complete("Hello.", 64)
+    text = log.read_text()
+    # What the server says (runner checks rely on these exact lines):
+    assert "draft model bos tokens must match target model to use speculation" in text
+    assert "failed to initialize speculative decoding context" in text
+    assert not any(slot["speculative"] for slot in slots)
+    assert "draft_n" not in reply["timings"]
+    assert content(reply) == pair.answer(64)

@@ -1,0 +1,121 @@
+"""Client recording and per-request metrics on protocol edge cases a real engine cannot be made
+to produce on demand. The server here is a FAKE (httpx.MockTransport) and is named so."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from specbench import metrics
+from specbench.client import chat_body, stream_chat
+
+
+def sse(*events: dict[str, Any] | str) -> list[bytes]:
+    return [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events]
+
+
+def delta(
+    content: str | None = None, reasoning: str | None = None, finish: str | None = None
+) -> dict[str, Any]:
+    d: dict[str, Any] = {"content": content}
+    if reasoning:
+        d["reasoning_content"] = reasoning
+    return {"choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+
+
+def fake_server(parts: list[bytes], status: int = 200, pause: float = 0.0) -> httpx.AsyncClient:
+    """FAKE OpenAI-compatible server streaming ``parts`` with ``pause`` seconds between them."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for part in parts:
+            await asyncio.sleep(pause)
+            yield part
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        assert json.loads(request.content)["stream"] is True
+        return httpx.Response(status, headers={"content-type": "text/event-stream"}, content=body())
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+
+
+def record(parts: list[bytes], status: int = 200, pause: float = 0.0) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        async with fake_server(parts, status, pause) as client:
+            body = chat_body([{"role": "user", "content": "hi"}], 8, 0.0, 0, {})
+            return await stream_chat(client, "http://fake/v1/chat/completions", body, 10)
+
+    return asyncio.run(go())
+
+
+USAGE = {
+    "choices": [],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 6},
+    "timings": {
+        "draft_n": 8,
+        "draft_n_accepted": 6,
+        "prompt_n": 5,
+        "prompt_ms": 2.0,
+        "predicted_per_second": 50.0,
+    },
+}
+
+
+def test_role_chunk_is_not_a_token_and_multi_token_chunks_are_kept() -> None:
+    parts = sse(
+        {"choices": [{"delta": {"role": "assistant", "content": None}}]},
+        delta("a"),
+        delta("bcd"),
+        delta("ef", finish="length"),
+        USAGE,
+        "[DONE]",
+    )
+    rec = record(parts, pause=0.01)
+    assert rec["error"] is None and len(rec["chunks"]) == 4
+    assert metrics.output_text(rec) == "abcdef"
+    assert metrics.output_tokens(rec) == 6  # from usage, not the 3 content chunks
+    assert metrics.ttft_ms(rec) == pytest.approx(rec["chunks"][1][0] / 1e6)
+    # 3 content chunks, 6 tokens: per-token ITL is the chunk gap × (3−1)/(6−1)
+    gaps = np.diff([c[0] for c in rec["chunks"][1:]]) / 1e6
+    assert metrics.itl_ms(rec) == pytest.approx(np.median(gaps) * 2 / 5)
+    assert metrics.acceptance(rec) == 0.75 and metrics.finish_reason(rec) == "length"
+    assert metrics.prefill_tok_s(rec) == 2500.0
+
+
+def test_reasoning_first_separates_ttft_from_time_to_answer() -> None:
+    rec = record(sse(delta(reasoning="think"), delta("answer"), USAGE, "[DONE]"), pause=0.01)
+    assert metrics.ttft_ms(rec) < metrics.ttfa_ms(rec)
+    assert metrics.output_text(rec) == "answer"
+
+
+def test_http_errors_are_stored_as_data() -> None:
+    rec = record([b'{"error": "boom"}'], status=500)
+    assert rec["error"]["type"] == "http_status" and rec["error"]["status"] == 500
+    assert "boom" in rec["error"]["message"]
+
+
+def test_a_torn_stream_keeps_what_arrived() -> None:
+    rec = record([*sse(delta("a"), delta("b")), b"data: {not json\n\n"])
+    assert rec["error"]["type"] == "JSONDecodeError"
+    assert metrics.output_text(rec) == "ab"
+
+
+def test_frame_skips_errors_and_warmups() -> None:
+    ok = {
+        "arm": "a",
+        "prompt_id": "p",
+        "repeat": 0,
+        "warmup": False,
+        "error": None,
+        "chunks": [],
+        "t_end_ns": 5_000_000,
+        "request": {"max_tokens": 8},
+    }
+    df = metrics.frame([ok, {**ok, "warmup": True}, {**ok, "error": {"type": "x"}}])
+    assert len(df) == 1 and df["e2e_ms"].iloc[0] == 5.0
+    assert bool(df["stopped_early"].iloc[0]) is False  # unknown output tokens: not claimed early

@@ -1,0 +1,99 @@
+"""Matrix files: what is accepted, and the one-line errors for what is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench.config import load_matrix, plan_cells
+from specbench.errors import ConfigError
+from specbench.workloads.suites import build_requests
+
+GOOD = """\
+engine: llamacpp
+model: models/target.gguf
+common_args: ["-c", "4096"]
+arms:
+  baseline: []
+  draft8: ["-md", "models/draft.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8"]
+workload: {suite: single, max_tokens: 200, temperature: 0}
+repeats: 3
+"""
+
+
+@pytest.fixture
+def models(tmp_path: Path) -> Path:
+    (tmp_path / "models").mkdir()
+    for name in ("target.gguf", "draft.gguf"):
+        (tmp_path / "models" / name).write_bytes(b"GGUF")
+    return tmp_path
+
+
+def write(folder: Path, text: str) -> Path:
+    path = folder / "matrix.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_issue_example_loads_and_resolves_paths(models: Path) -> None:
+    matrix = load_matrix(write(models, GOOD))
+    assert matrix.model == str(models / "models" / "target.gguf")
+    assert matrix.arm_args("draft8")[:3] == ["-c", "4096", "-md"]
+    assert matrix.arm_args("draft8")[3] == str(models / "models" / "draft.gguf")
+    assert matrix.workload.max_tokens == 200 and matrix.repeats == 3
+
+
+def test_cells_interleave_arms_abba(models: Path) -> None:
+    matrix = load_matrix(write(models, GOOD))
+    requests, warmup, conc = build_requests(matrix, models)
+    order = [(c.arm, c.repeat) for c in plan_cells(matrix, requests, warmup, conc)]
+    assert order == [
+        ("baseline", 0),
+        ("draft8", 0),
+        ("draft8", 1),
+        ("baseline", 1),
+        ("baseline", 2),
+        ("draft8", 2),
+    ]
+    assert len(requests) == 10 and warmup[0].category == "warmup"
+
+
+def test_a_typo_names_file_line_and_field(models: Path) -> None:
+    path = write(models, GOOD.replace("repeats: 3", "repeets: 3"))
+    with pytest.raises(ConfigError) as err:
+        load_matrix(path)
+    assert str(err.value).startswith(f"{path}:8: repeets: unknown field")
+    assert "\n" not in str(err.value)
+
+
+def test_a_bad_value_inside_workload_names_its_line(models: Path) -> None:
+    path = write(models, GOOD.replace("max_tokens: 200", "max_tokens: -1"))
+    with pytest.raises(ConfigError, match=r"matrix.yaml:7: workload.max_tokens: .*greater than 0"):
+        load_matrix(path)
+
+
+def test_missing_model_file_fails_before_anything_launches(models: Path) -> None:
+    path = write(models, GOOD.replace("models/draft.gguf", "models/nope.gguf"))
+    with pytest.raises(ConfigError, match=r"arms.draft8: -md: model file .*nope.gguf does not exist"):
+        load_matrix(path)
+
+
+def test_baseline_must_be_an_arm(models: Path) -> None:
+    with pytest.raises(ConfigError, match="baseline 'base' is not one of the arms"):
+        load_matrix(write(models, GOOD + "baseline: base\n"))
+
+
+def test_unknown_suite_lists_the_valid_ones(models: Path) -> None:
+    matrix = load_matrix(write(models, GOOD.replace("suite: single", "suite: nope")))
+    with pytest.raises(ConfigError, match=r"unknown suite .nope.; known: .*single"):
+        build_requests(matrix, models)
+
+
+def test_not_yaml_and_not_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_matrix(write(tmp_path, "arms: [unclosed"))
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        load_matrix(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(ConfigError, match="no such matrix file"):
+        load_matrix(tmp_path / "absent.yaml")

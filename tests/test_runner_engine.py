@@ -1,0 +1,189 @@
+"""The runner on the real llama-server: complete records, faults, interruption and resume."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+import yaml
+
+from specbench import SCHEMA_VERSION, api
+from specbench.engines import process
+from specbench.store import RunStore
+from tests.conftest import Pair
+
+pytestmark = pytest.mark.engine
+
+
+def write_matrix(
+    folder: Path, pair: Pair, llama_server: Path, arms: dict[str, list[str]], **extra: Any
+) -> Path:
+    matrix = {
+        "model": str(pair.target),
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": arms,
+        "workload": {"suite": "single", "max_tokens": 24, "prompts": 3},
+        "repeats": 2,
+        "warmup": 1,
+        "engine_binary": str(llama_server),
+        **extra,
+    }
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix))
+    return path
+
+
+def draft4(pair: Pair) -> list[str]:
+    return ["-md", str(pair.draft), "--spec-type", "draft-simple", "--spec-draft-n-max", "4"]
+
+
+def planned(arms: list[str], prompts: list[str], repeats: int = 2) -> set[tuple[str, str, int]]:
+    return {(a, p, r) for a in arms for p in prompts for r in range(repeats)}
+
+
+def llama_servers_for(model: Path) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if any("llama-server" in c for c in cmd[:1]) and str(model) in cmd:
+            found.append(proc)
+    return found
+
+
+def test_records_are_complete_versioned_and_raw(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, dense_pair, llama_server, {"baseline": [], "draft4": draft4(dense_pair)})
+    runner = api.prepare_run(matrix, tmp_path / "run")
+    runner.run()
+    store = RunStore(tmp_path / "run")
+    records = store.records()
+    prompts = [p["prompt_id"] for p in store.manifest()["prompts"]]
+    assert {(r["arm"], r["prompt_id"], r["repeat"]) for r in records if not r["warmup"]} == planned(
+        ["baseline", "draft4"], prompts
+    )
+    assert len(records) == 12 + 4  # 12 measured + one warm-up per cell
+    assert all(r["schema_version"] == SCHEMA_VERSION and r["error"] is None for r in records)
+    measured = [r for r in records if not r["warmup"]]
+    assert all(r["usage"]["completion_tokens"] == 24 for r in measured)
+    assert all("".join(c[1] or "" for c in r["chunks"]) == dense_pair.answer(24) for r in measured)
+    cells = store.cells()
+    assert [(c["arm"], c["repeat"]) for c in cells] == [
+        ("baseline", 0),
+        ("draft4", 0),
+        ("draft4", 1),
+        ("baseline", 1),
+    ]
+    draft_cell = next(c for c in cells if c["arm"] == "draft4")
+    delta = (
+        draft_cell["metrics_after"]["spec"]["draft_tokens"]
+        - draft_cell["metrics_before"]["spec"]["draft_tokens"]
+    )
+    assert delta > 0 and draft_cell["server"]["slots_speculative"] == [True]
+    assert any("draft acceptance" in line for line in draft_cell["log_lines"])
+    manifest = store.manifest()
+    assert (
+        manifest["arms"]["draft4"]["status"] == "ok"
+        and "--spec-type" in manifest["arms"]["draft4"]["command"]
+    )
+    assert store.env()["model"]["sha256"] and store.env()["engine"]["commit"] == "0c1e570"
+
+
+def test_an_unknown_flag_fails_only_that_arm(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
+    matrix = write_matrix(tmp_path, dense_pair, llama_server, {"baseline": [], "broken": ["--no-such-flag"]})
+    runner = api.prepare_run(matrix, tmp_path / "run")
+    runner.run()
+    store = RunStore(tmp_path / "run")
+    arm = store.manifest()["arms"]["broken"]
+    assert arm["status"] == "failed" and "engine did not start" in arm["error"]
+    assert "--no-such-flag" in arm["log_tail"] and "--no-such-flag" in arm["command"]
+    assert len([r for r in store.records() if r["arm"] == "baseline" and not r["warmup"]]) == 6
+
+
+def test_a_port_clash_moves_to_another_port(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    ports = [busy.getsockname()[1]]
+    real = process.free_port
+    monkeypatch.setattr("specbench.runner.free_port", lambda host: ports.pop() if ports else real(host))
+    matrix = write_matrix(tmp_path, dense_pair, llama_server, {"baseline": []}, repeats=1)
+    runner = api.prepare_run(matrix, tmp_path / "run")
+    runner.run()
+    busy.close()
+    store = RunStore(tmp_path / "run")
+    assert store.manifest()["arms"]["baseline"]["status"] == "ok"
+    assert len(store.completed()) == 3
+
+
+def test_engine_killed_mid_cell_is_restarted_and_nothing_is_lost(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    matrix = write_matrix(
+        tmp_path,
+        dense_pair,
+        llama_server,
+        {"baseline": []},
+        repeats=1,
+        workload={"suite": "single", "max_tokens": 200, "prompts": 4},
+    )
+    runner = api.prepare_run(matrix, tmp_path / "run")
+    killed: list[int] = []
+
+    def kill_after_first(event: str, info: dict[str, Any]) -> None:
+        if event == "request" and not info["warmup"] and not killed:
+            victim = llama_servers_for(dense_pair.target)[0]
+            killed.append(victim.pid)
+            victim.send_signal(signal.SIGKILL)
+
+    runner.observe = kill_after_first
+    runner.run()
+    store = RunStore(tmp_path / "run")
+    assert killed
+    assert len(store.completed()) == 4
+    ok = [r for r in store.records() if r["error"] is None and not r["warmup"]]
+    assert len(ok) == len({(r["prompt_id"], r["repeat"]) for r in ok}) == 4  # no duplicates
+    assert [c["attempt"] for c in store.cells()] == [0, 1]
+    assert store.manifest()["arms"]["baseline"]["status"] == "ok"
+    assert not llama_servers_for(dense_pair.target)
+
+
+def test_sigint_leaves_no_engine_and_resume_completes_exactly(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    matrix = write_matrix(
+        tmp_path,
+        dense_pair,
+        llama_server,
+        {"baseline": [], "draft4": draft4(dense_pair)},
+        workload={"suite": "single", "max_tokens": 150, "prompts": 4},
+    )
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "specbench.cli", "run", str(matrix), "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "120"}
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(RunStore(out).completed() if out.exists() else ()) < 3:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0].decode()
+    assert proc.returncode == 130, output
+    assert "--resume" in output
+    assert not llama_servers_for(dense_pair.target)
+    before = len(RunStore(out).completed())
+    assert 3 <= before < 16
+    api.prepare_run(matrix, out, resume=True).run()
+    store = RunStore(out)
+    prompts = [p["prompt_id"] for p in store.manifest()["prompts"]]
+    assert store.completed() == planned(["baseline", "draft4"], prompts)
+    ok = [r for r in store.records() if r["error"] is None and not r["warmup"]]
+    assert len(ok) == 16

@@ -1,0 +1,291 @@
+"""Tests for specbench.stats on seeded synthetic data with known properties."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pytest
+
+from specbench import stats as S
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def frame(
+    arms: dict[str, FloatArray],
+    metric: str = "decode_tok_s",
+    workload: str = "chat",
+    categories: list[str] | None = None,
+) -> pd.DataFrame:
+    """One row per value; request i of every arm shares prompt_id p{i}; seq interleaves arms."""
+    parts = []
+    for j, (arm, values) in enumerate(arms.items()):
+        n = len(values)
+        cats = categories if categories is not None else ["general"] * n
+        parts.append(
+            pd.DataFrame(
+                {
+                    "arm": arm,
+                    "workload": workload,
+                    "category": cats,
+                    "prompt_id": [f"p{i}" for i in range(n)],
+                    "repeat": 0,
+                    "seq": np.arange(n) * len(arms) + j,
+                    metric: values,
+                }
+            )
+        )
+    return pd.concat(parts, ignore_index=True)
+
+
+def paired_values(
+    rng: np.random.Generator, n: int, effect: float, sigma: float = 0.1, prompt_sigma: float = 0.3
+) -> tuple[FloatArray, FloatArray]:
+    """Baseline and arm throughputs sharing a per-prompt factor; arm = effect × baseline in law."""
+    prompt = 50.0 * rng.lognormal(0.0, prompt_sigma, n)
+    base = prompt * rng.lognormal(0.0, sigma, n)
+    arm = effect * prompt * rng.lognormal(0.0, sigma, n)
+    return base, arm
+
+
+# --------------------------------------------------------------------------- describe
+
+
+def test_describe_known_array_ignores_nan() -> None:
+    s = S.describe([*range(1, 11), math.nan])
+    assert s.n == 10
+    assert s.median == 5.5 and s.mean == 5.5
+    assert s.min == 1 and s.max == 10
+    assert s.std == pytest.approx(math.sqrt(82.5 / 9))
+    assert s.p90 == pytest.approx(9.1) and s.p99 == pytest.approx(9.91)
+    assert s.cv == pytest.approx(s.std / 5.5)
+
+
+def test_describe_empty_is_nan() -> None:
+    s = S.describe([math.nan])
+    assert s.n == 0 and math.isnan(s.median) and math.isnan(s.cv)
+
+
+def test_describe_frame_long_table() -> None:
+    df = pd.concat(
+        [
+            frame({"base": np.arange(1.0, 11.0), "spec": np.arange(11.0, 21.0)}, workload="chat"),
+            frame({"base": np.full(5, 7.0)}, workload="code"),
+        ]
+    )
+    out = S.describe_frame(df, metrics=["decode_tok_s"])
+    assert list(out[["arm", "workload"]].itertuples(index=False, name=None)) == [
+        ("base", "chat"),
+        ("base", "code"),
+        ("spec", "chat"),
+    ]
+    spec = out[(out["arm"] == "spec")].iloc[0]
+    assert spec["metric"] == "decode_tok_s" and spec["n"] == 10 and spec["median"] == 15.5
+    assert out[out["workload"] == "code"].iloc[0]["std"] == 0.0
+    assert set(S.describe_frame(df)["metric"]) == {"decode_tok_s"}  # defaults: only present columns
+    with pytest.raises(ValueError, match="ttft_ms"):
+        S.describe_frame(df, metrics=["ttft_ms"])
+
+
+# --------------------------------------------------------------------------- speedup
+
+
+def test_verdict_needs_ci_beyond_noise_band() -> None:
+    assert S.verdict(1.005, 1.30) == "no difference"
+    assert S.verdict(1.02, 1.30) == "faster"
+    assert S.verdict(0.70, 0.98) == "slower"
+    assert S.verdict(0.70, 0.995) == "no difference"
+
+
+def test_paired_speedup_detects_true_twenty_percent() -> None:
+    base, arm = paired_values(np.random.default_rng(1), 40, effect=1.2)
+    c = S.speedup(frame({"base": base, "spec": arm}), "spec", "base")
+    assert c.paired and c.n_pairs == 40 and c.estimator == "geometric mean of paired ratios"
+    assert c.verdict == "faster"
+    assert c.ci_low <= 1.2 <= c.ci_high
+    assert c.ratio == pytest.approx(1.2, abs=0.05)
+    assert c.p_value < 0.01
+
+
+def test_speedup_is_reproducible_with_seed() -> None:
+    base, arm = paired_values(np.random.default_rng(2), 20, effect=1.05)
+    df = frame({"base": base, "spec": arm})
+    assert S.speedup(df, "spec", "base", seed=7) == S.speedup(df, "spec", "base", seed=7)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_clearly_slower_arm_is_slower(paired: bool) -> None:
+    base, arm = paired_values(np.random.default_rng(3), 30, effect=0.7)
+    c = S.speedup(frame({"base": base, "spec": arm}), "spec", "base", paired=paired)
+    assert c.paired is paired
+    assert c.verdict == "slower" and c.ci_high < 0.99
+    assert c.ratio < 0.85
+
+
+def test_latency_speedup_above_one_when_arm_is_faster() -> None:
+    rng = np.random.default_rng(4)
+    base_ms = 20.0 * rng.lognormal(0.0, 0.05, 30)
+    arm_ms = 0.8 * 20.0 * rng.lognormal(0.0, 0.05, 30)  # 20 % less latency → 1.25× speedup
+    df = frame({"base": base_ms, "spec": arm_ms}, metric="tpot_ms")
+    c = S.speedup(df, "spec", "base", metric="tpot_ms")
+    assert not c.higher_is_better
+    assert c.ratio == pytest.approx(1.25, rel=0.05) and c.verdict == "faster"
+    assert c.ci_low > 1.0
+    flipped = S.speedup(df, "spec", "base", metric="tpot_ms", higher_is_better=True)
+    assert flipped.ratio == pytest.approx(1 / c.ratio) and flipped.verdict == "slower"
+
+
+def test_falls_back_to_unpaired_with_fewer_than_three_pairs() -> None:
+    rng = np.random.default_rng(5)
+    df = frame({"base": 50 * rng.lognormal(0, 0.05, 20), "spec": 60 * rng.lognormal(0, 0.05, 20)})
+    df.loc[df["arm"] == "spec", "prompt_id"] = [f"other{i}" for i in range(20)]
+    df.loc[(df["arm"] == "spec") & (df["seq"] < 4), "prompt_id"] = ["p0", "p1"]  # only 2 shared keys
+    c = S.speedup(df, "spec", "base")
+    assert not c.paired and c.n_pairs == 0 and c.estimator == "ratio of medians"
+    assert (c.n_a, c.n_b) == (20, 20)
+    assert c.ratio == pytest.approx(1.2, rel=0.05) and c.verdict == "faster"
+
+
+def test_speedup_rejects_unknown_direction_and_empty_arm() -> None:
+    df = frame({"base": np.ones(5), "spec": np.ones(5)}, metric="accept_rate")
+    with pytest.raises(ValueError, match="higher_is_better"):
+        S.speedup(df, "spec", "base", metric="accept_rate")
+    with pytest.raises(ValueError, match="missing=0"):
+        S.speedup(df, "missing", "base", metric="accept_rate", higher_is_better=True)
+
+
+@pytest.mark.parametrize("paired", [True, False])
+def test_aa_experiments_rarely_claim_a_difference(paired: bool) -> None:
+    """200 seeded A/A experiments (identical lognormal laws, n = 12 per arm): a 95 % CI plus
+    the ±1 % noise band must give a false "faster"/"slower" in at most ~5 % of them."""
+    rng = np.random.default_rng(2024)
+    wrong = 0
+    for i in range(200):
+        base, arm = paired_values(rng, 12, effect=1.0, sigma=0.3, prompt_sigma=0.2)
+        c = S.speedup(
+            frame({"base": base, "spec": arm}), "spec", "base", paired=paired, n_resamples=500, seed=i
+        )
+        assert c.paired is paired
+        wrong += c.verdict != "no difference"
+    assert wrong / 200 <= 0.07
+
+
+# --------------------------------------------------------------------------- bimodality
+
+
+def test_two_mode_sample_is_bimodal_with_right_modes() -> None:
+    rng = np.random.default_rng(6)
+    x = np.concatenate([rng.normal(60, 5, 60), rng.normal(135, 8, 40)])
+    b = S.bimodality(rng.permutation(x))
+    assert b.bimodal
+    assert b.modes[0] == pytest.approx(60, abs=4) and b.modes[1] == pytest.approx(135, abs=4)
+    assert b.coefficient > 5 / 9 and b.ashman_d > 3
+    assert b.fractions == pytest.approx((0.6, 0.4))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda r: r.normal(100, 10, 200),
+        lambda r: r.lognormal(4.0, 0.5, 200),
+        lambda r: r.lognormal(4.0, 1.0, 200),
+    ],
+    ids=["normal", "lognormal-0.5", "lognormal-1.0"],
+)
+def test_one_mode_samples_are_not_bimodal(make: Callable[[np.random.Generator], FloatArray]) -> None:
+    x = make(np.random.default_rng(7))
+    b = S.bimodality(x)
+    assert not b.bimodal, b.method
+    assert len(b.modes) == 1 and b.modes[0] == pytest.approx(float(np.median(x)))
+
+
+def test_heavy_tail_passes_sarle_but_fails_kde_dip() -> None:
+    """Sarle's b alone flags a lognormal(σ=1) sample; the KDE valley check is what rejects it."""
+    b = S.bimodality(np.random.default_rng(7).lognormal(4.0, 1.0, 200))
+    assert b.coefficient > 5 / 9 and b.ashman_d > 3
+    assert b.dip_ratio > 0.9 and not b.bimodal
+
+
+def test_tiny_sample_is_not_bimodal() -> None:
+    assert not S.bimodality([1.0, 1.0, 100.0, 100.0, math.nan]).bimodal
+
+
+CATS = ["chat", "qa", "summarize", "code", "math", "extract"]
+
+
+def category_frame(rng: np.random.Generator, centres: list[float], per_cat: int = 30) -> pd.DataFrame:
+    values = np.concatenate([rng.normal(c, 0.05 * c, per_cat) for c in centres])
+    cats = [c for c in CATS[: len(centres)] for _ in range(per_cat)]
+    return frame({"spec": values}, categories=cats)
+
+
+def test_category_bimodality_finds_the_split() -> None:
+    df = category_frame(np.random.default_rng(8), [60, 62, 58, 135, 130, 140])
+    cb = S.category_bimodality(df, "spec")
+    assert cb.bimodal, cb.method
+    assert set(cb.low) == {"chat", "qa", "summarize"} and set(cb.high) == {"code", "math", "extract"}
+    assert cb.modes[0] == pytest.approx(60, abs=3) and cb.modes[1] == pytest.approx(135, abs=6)
+    assert cb.p_value < 0.05 and len(cb.category_medians) == 6
+
+
+def test_category_bimodality_rejects_spread_and_too_few_categories() -> None:
+    spread = S.category_bimodality(
+        category_frame(np.random.default_rng(9), [60, 75, 90, 105, 120, 135]), "spec"
+    )
+    assert not spread.bimodal and spread.low == () and spread.high == ()
+    few = S.category_bimodality(category_frame(np.random.default_rng(9), [60, 135]), "spec")
+    assert not few.bimodal and "need ≥ 3" in few.method
+
+
+# --------------------------------------------------------------------------- warnings
+
+
+def warn_frame(rng: np.random.Generator, n: int = 40) -> pd.DataFrame:
+    """Two arms × two workloads, CV ≈ 3 %, no drift."""
+    return pd.concat(
+        [
+            frame(
+                {"base": 50 * rng.lognormal(0, 0.03, n), "spec": 70 * rng.lognormal(0, 0.03, n)}, workload=w
+            )
+            for w in ("chat", "code")
+        ],
+        ignore_index=True,
+    )
+
+
+def test_clean_data_has_no_warnings() -> None:
+    assert S.stability_warnings(warn_frame(np.random.default_rng(10)), baseline="base") == []
+
+
+def test_low_n_fires_only_for_the_small_cell() -> None:
+    df = warn_frame(np.random.default_rng(11))
+    small = df[(df["arm"] == "spec") & (df["workload"] == "code")].index[5:]
+    ws = S.stability_warnings(df.drop(index=small), baseline="base")
+    assert [(w.code, w.arm, w.workload) for w in ws] == [("LOW_N", "spec", "code")]
+    assert "only 5" in ws[0].message and "10" in ws[0].message
+
+
+def test_unstable_fires_on_high_cv() -> None:
+    df = warn_frame(np.random.default_rng(12))
+    cell = (df["arm"] == "spec") & (df["workload"] == "chat")
+    df.loc[cell, "decode_tok_s"] = 70 * np.random.default_rng(13).lognormal(0, 0.3, int(cell.sum()))
+    ws = S.stability_warnings(df, baseline="base")
+    assert [(w.code, w.arm, w.workload) for w in ws] == [("UNSTABLE", "spec", "chat")]
+    assert "CV" in ws[0].message and "10%" in ws[0].message
+
+
+def test_drift_fires_on_baseline_slowdown_only() -> None:
+    df = warn_frame(np.random.default_rng(14))
+    for arm in ("base", "spec"):
+        cell = (df["arm"] == arm) & (df["workload"] == "chat")
+        order = df.loc[cell, "seq"].rank().to_numpy() - 1
+        df.loc[cell, "decode_tok_s"] *= 1 - 0.15 * order / order.max()  # −15 % across the run
+    ws = S.stability_warnings(df, baseline="base")
+    assert [(w.code, w.arm, w.workload) for w in ws] == [("DRIFT", "base", "chat")]
+    assert "Mann-Whitney p=" in ws[0].message and "%" in ws[0].message
+    every_arm = S.stability_warnings(df)
+    assert {(w.code, w.arm) for w in every_arm} == {("DRIFT", "base"), ("DRIFT", "spec")}

@@ -1,0 +1,138 @@
+"""predict(), calibrate_efficiency(), format_prediction(): wiring, inputs, invariants."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specbench.errors import ConfigError
+from specbench.theory import (
+    Efficiency,
+    acceptance_from_alpha,
+    alpha_from_acceptance,
+    calibrate_efficiency,
+    experts_touched,
+    format_prediction,
+    predict,
+    tokens_per_round,
+)
+
+MOE = ("Qwen3.6-35B-A3B", "RTX 3090", "UD-Q4_K_XL")
+DENSE = ("Qwen3.6-27B", "RTX 3090", "Q4_K_M")
+
+
+def test_speedup_is_spec_over_baseline_and_rates_follow_breakdown() -> None:
+    p = predict(*MOE, "mtp", 3, alpha=0.7)
+    b = p.breakdown
+    assert p.speedup == pytest.approx(p.spec_tok_s / p.baseline_tok_s)
+    assert p.baseline_tok_s == pytest.approx(1 / b.target_step_s)
+    assert p.spec_tok_s == pytest.approx(tokens_per_round(0.7, 3) / b.round_s)
+    assert b.round_s == pytest.approx(b.draft_s + b.verify_s + b.checkpoint_s + b.overhead_s)
+    assert b.draft_s == pytest.approx(3 * b.draft_step_s)
+
+
+def test_acceptance_input_is_converted_to_alpha() -> None:
+    p = predict(*MOE, "mtp", 4, acceptance=0.5)
+    assert p.breakdown.alpha == pytest.approx(alpha_from_acceptance(0.5, 4))
+    q = predict(*MOE, "mtp", 4, alpha=p.breakdown.alpha)
+    assert q.breakdown.acceptance == pytest.approx(0.5)
+    assert q.speedup == pytest.approx(p.speedup)
+
+
+def test_verify_experts_are_the_union_over_all_tokens() -> None:
+    p = predict(*MOE, "ngram", 4, alpha=0.5, concurrency=3)
+    assert p.breakdown.experts_touched_step == pytest.approx(experts_touched(256, 8, 3))
+    assert p.breakdown.experts_touched_verify == pytest.approx(experts_touched(256, 8, 15))
+    extra_experts = 40 * (experts_touched(256, 8, 15) - experts_touched(256, 8, 3))
+    expected = extra_experts * 3 * 2048 * 512 * 4.7 / 8  # 40 MoE layers, 4.7 bits per weight
+    assert p.breakdown.verify_bytes - p.breakdown.step_bytes == pytest.approx(expected, rel=0.01)
+
+
+def test_method_costs() -> None:
+    ngram = predict(*MOE, "ngram", 4, alpha=0.6)
+    assert ngram.breakdown.draft_s == 0.0
+    dflash = predict(*MOE, "dflash", 8, alpha=0.6)
+    assert dflash.breakdown.draft_s == pytest.approx(dflash.breakdown.draft_step_s)
+    eagle = predict(*MOE, "eagle3", 8, alpha=0.6)
+    assert eagle.breakdown.draft_s == pytest.approx(8 * eagle.breakdown.draft_step_s)
+    draft = predict(*MOE, "draft", 4, alpha=0.6, draft_model="Qwen3.5-0.8B")
+    assert draft.breakdown.draft_step_s > eagle.breakdown.draft_step_s
+    assert draft.draft_model == "Qwen3.5-0.8B"
+
+
+def test_checkpoint_only_for_hybrids_and_includes_a_hybrid_draft() -> None:
+    assert predict("Llama-3.1-8B", "RTX 3090", "Q4_K_M", "eagle3", 3, alpha=0.7).breakdown.checkpoint_s == 0
+    mtp = predict(*MOE, "mtp", 3, alpha=0.7).breakdown
+    draft = predict(*MOE, "draft", 3, alpha=0.7, draft_model="Qwen3.5-0.8B").breakdown
+    assert mtp.checkpoint_bytes / 2**20 == pytest.approx(62.8, abs=0.1)
+    assert draft.checkpoint_bytes / 2**20 == pytest.approx(82.0, abs=0.2)
+    assert draft.checkpoint_s > mtp.checkpoint_s > 0
+    # restore happens only on rejection: perfect drafts pay the save alone
+    perfect = predict(*MOE, "mtp", 3, alpha=1.0).breakdown
+    assert perfect.checkpoint_s == pytest.approx(mtp.checkpoint_s / (2 - 0.7**3))
+
+
+def test_speedup_grows_with_alpha() -> None:
+    speedups = [predict(*DENSE, "mtp", 3, alpha=a).speedup for a in (0.2, 0.5, 0.8, 0.95)]
+    assert speedups == sorted(speedups) and speedups[0] < speedups[-1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"method": "medusa"}, "unknown method"),
+        ({"alpha": 0.5, "acceptance": 0.5}, "exactly one"),
+        ({"alpha": None}, "exactly one"),
+        ({"method": "draft"}, "draft_model"),
+        ({"draft_model": "Qwen3.5-0.8B"}, "draft_model"),
+        ({"draft_max": 0}, "draft_max"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"model": "Llama-3.1-8B"}, "no MTP"),
+        ({"gpu": "rtx9090"}, "unknown gpu"),
+    ],
+)
+def test_bad_inputs_are_config_errors(kwargs: dict[str, object], match: str) -> None:
+    args: dict[str, object] = {"model": MOE[0], "gpu": MOE[1], "quant": MOE[2], "method": "mtp"}
+    args |= {"draft_max": 3, "alpha": 0.5} | kwargs
+    with pytest.raises(ConfigError, match=match):
+        predict(**args)  # type: ignore[arg-type]
+
+
+def test_to_dict_is_json_ready() -> None:
+    d = predict(*MOE, "draft", 8, alpha=0.7, draft_model="Qwen3.5-0.8B", draft_quant="Q8_0").to_dict()
+    text = json.dumps(d)
+    assert d["breakdown"]["bound"] in ("bandwidth", "compute")
+    assert d["breakdown"]["experts_touched_verify"] == pytest.approx(63.6, abs=0.1)
+    assert "speedup" in text and d["efficiency"]["bandwidth"] == 0.6
+
+
+def test_format_prediction_mentions_the_key_numbers() -> None:
+    p = predict(*MOE, "draft", 8, alpha=0.7, draft_model="Qwen3.5-0.8B")
+    text = format_prediction(p)
+    assert "Qwen3.6-35B-A3B" in text and "Qwen3.5-0.8B" in text
+    assert f"{p.baseline_tok_s:.1f} tok/s" in text and f"{p.speedup:.2f}x" in text
+    assert "63.6 when verifying" in text and "82.1 MiB" in text
+    assert "experts" not in format_prediction(predict(*DENSE, "mtp", 3, alpha=0.7))
+
+
+def test_calibrate_efficiency_reproduces_the_measured_baseline() -> None:
+    eff = calibrate_efficiency(100.0, *MOE, context=2048)
+    assert 0.0 < eff.bandwidth < 1.0
+    assert eff.kernel_s == Efficiency().kernel_s
+    p = predict(*MOE, "mtp", 3, alpha=0.7, context=2048, efficiency=eff)
+    assert p.baseline_tok_s == pytest.approx(100.0, rel=1e-6)
+    faster = calibrate_efficiency(130.0, *MOE, context=2048)
+    assert faster.bandwidth > eff.bandwidth
+
+
+def test_calibrate_efficiency_rejects_impossible_measurements() -> None:
+    with pytest.raises(ConfigError, match="faster"):
+        calibrate_efficiency(5000.0, *MOE)
+    with pytest.raises(ConfigError, match="positive"):
+        calibrate_efficiency(0.0, *MOE)
+
+
+def test_acceptance_helpers_exported_consistently() -> None:
+    assert acceptance_from_alpha(alpha_from_acceptance(0.3, 8), 8) == pytest.approx(0.3)
