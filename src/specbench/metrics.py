@@ -172,6 +172,10 @@ def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
             continue
         row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
         row.update({name: fn(rec) for name, fn in METRICS.items()})
+        # Records imported from other tools have no raw chunks: they carry the values they had.
+        row.update(
+            {k: float(v) for k, v in (rec.get("imported") or {}).items() if k in METRICS and v is not None}
+        )
         row["stopped_early"] = stopped_early(rec)
         rows.append(row)
     return pd.DataFrame(rows, columns=[*KEYS, *METRICS, "stopped_early"])
