@@ -30,9 +30,16 @@ class WorkloadSpec(_Frozen):
     prompts: int | None = Field(None, gt=0, description="number of prompts (default: the suite's)")
     prompt_file: str | None = None
     categories: tuple[str, ...] | None = None
-    ignore_eos: bool = False
+    ignore_eos: bool | None = Field(None, description="default: the suite's (sweeps force the length)")
     scale: float = Field(
-        1.0, gt=0.0, description="shrinks the suite's prompt lengths, e.g. for CPU lab models"
+        1.0, gt=0.0, description="multiplies the suite's token lengths, e.g. 0.05 for CPU lab models"
+    )
+    input_tokens: int | None = Field(None, gt=0, description="prompt length target (default: the suite's)")
+    lengths: tuple[int, ...] | None = Field(None, description="length-sweep: max_tokens values")
+    levels: tuple[int, ...] | None = Field(None, description="concurrency-sweep: requests in flight")
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="merged into every request, e.g. chat_template_kwargs, reasoning budget",
     )
 
 
@@ -163,11 +170,16 @@ class RequestSpec(_Frozen):
 
     prompt_id: str
     category: str
-    messages: tuple[dict[str, str], ...]
+    messages: tuple[dict[str, Any], ...]
     max_tokens: int
     temperature: float
     seed: int
     ignore_eos: bool = False
+    phase: str = "main"
+    concurrency: int | None = None  # None: the cell's
+    target_tokens: int | None = None  # prompt length to reach with /tokenize before the first cell
+    tools: tuple[dict[str, Any], ...] | None = None
+    extra: dict[str, Any] = {}
 
 
 class RunSpec(_Frozen):

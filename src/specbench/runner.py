@@ -19,10 +19,11 @@ import httpx
 
 from specbench.client import chat_body, stream_chat
 from specbench.config import Matrix, RequestSpec, RunSpec
-from specbench.engines.base import Engine, parse_metrics
+from specbench.engines.base import Engine, count_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError
 from specbench.store import RunStore, now_iso
+from specbench.workloads.length import estimate_tokens, fit_messages
 
 PORT_RETRIES = 3
 Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
@@ -47,6 +48,7 @@ class Runner:
     attach_url: str | None = None
     observe: Observer = field(default=lambda event, info: None)
     _seq: int = 0
+    _fitted: dict[str, Any] = field(default_factory=dict)
 
     # -- plan -------------------------------------------------------------------------------
     def todo(self, cell: RunSpec, done: set[tuple[str, str, int]]) -> list[RequestSpec]:
@@ -58,6 +60,7 @@ class Runner:
 
     def run(self) -> None:
         self._seq = len(self.store.records())
+        self._fitted = self.store.fitted_prompts()
         for cell in self.cells:
             if self.store.manifest().get("arms", {}).get(cell.arm, {}).get("status") == "failed":
                 continue
@@ -139,51 +142,83 @@ class Runner:
     ) -> None:
         async with httpx.AsyncClient(timeout=self.matrix.request_timeout) as client:
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
+            await self._fit(client, server, cell.requests)
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
-            limit = asyncio.Semaphore(cell.concurrency)
-
-            async def bounded(req: RequestSpec) -> None:
-                async with limit:
-                    if server.alive():
-                        await self._one(client, server, cell, req, warmup=False)
-
-            await asyncio.gather(*(bounded(r) for r in todo))
+            for phase in _phases(todo):
+                await self._run_phase(client, server, cell, phase)
             info["metrics_after"] = await self._scrape(client, server, cell, "after")
+
+    async def _run_phase(
+        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]
+    ) -> None:
+        limit = asyncio.Semaphore(phase[0].concurrency or cell.concurrency)
+
+        async def bounded(req: RequestSpec) -> None:
+            async with limit:
+                if server.alive():
+                    await self._one(client, server, cell, req, warmup=False)
+
+        await asyncio.gather(*(bounded(r) for r in phase))
+
+    async def _fit(
+        self, client: httpx.AsyncClient, server: Server, requests: tuple[RequestSpec, ...]
+    ) -> None:
+        """Build prompts to their target length once, with this server's tokenizer; every arm and
+        repeat then sends exactly these messages (kept in the run directory for resume)."""
+        todo = [r for r in requests if r.target_tokens and r.prompt_id not in self._fitted]
+        if not todo:
+            return
+        exact = await count_tokens(client, server.base_url, "probe") is not None
+
+        async def count(text: str) -> int:
+            n = await count_tokens(client, server.base_url, text) if exact else None
+            return n if n is not None else await estimate_tokens(text)
+
+        for req in todo:
+            messages, tokens = await fit_messages(list(req.messages), req.target_tokens or 0, count)
+            self._fitted[req.prompt_id] = {
+                "messages": messages,
+                "tokens": tokens,
+                "target": req.target_tokens,
+                "counted_by": "tokenize" if exact else "estimate",
+            }
+        self.store.save_fitted_prompts(self._fitted)
 
     async def _one(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, req: RequestSpec, warmup: bool
     ) -> None:
-        body = chat_body(
-            list(req.messages),
-            req.max_tokens,
-            req.temperature,
-            req.seed,
-            self.engine.request_extras(req.ignore_eos),
-        )
-        started = now_iso()
-        wall0 = time.time()
-        result = await stream_chat(
-            client, f"{server.base_url}/v1/chat/completions", body, self.matrix.request_timeout
-        )
+        fitted = self._fitted.get(req.prompt_id)
+        messages = fitted["messages"] if fitted else list(req.messages)
+        extras = {**self.engine.request_extras(req.ignore_eos), **req.extra}
+        if req.tools:
+            extras["tools"] = list(req.tools)
+        body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
+        started, wall0 = now_iso(), time.time()
+        url = f"{server.base_url}/v1/chat/completions"
+        result = await stream_chat(client, url, body, self.matrix.request_timeout)
         self._seq += 1
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
             "workload": cell.workload,
+            "phase": req.phase,
             "prompt_id": req.prompt_id,
             "category": req.category,
             "warmup": warmup,
             "seq": self._seq,
             "started_at": started,
             "wall_start": wall0,
-            "concurrency": cell.concurrency,
+            "concurrency": req.concurrency or cell.concurrency,
             "request": {
                 "max_tokens": req.max_tokens,
                 "temperature": req.temperature,
                 "seed": req.seed,
                 "ignore_eos": req.ignore_eos,
+                "target_tokens": req.target_tokens,
+                "fitted_tokens": fitted["tokens"] if fitted else None,
+                "tools": len(req.tools or ()),
             },
             **result,
         }
@@ -218,3 +253,11 @@ class Runner:
             text = fh.read()
         patterns = [*self.engine.fallback_patterns(), "draft acceptance"]
         return [ln.strip() for ln in text.splitlines() if any(p in ln for p in patterns)][:200]
+
+
+def _phases(requests: list[RequestSpec]) -> list[list[RequestSpec]]:
+    """Consecutive requests grouped by phase, in order (sweeps run one level at a time)."""
+    groups: dict[str, list[RequestSpec]] = {}
+    for req in requests:
+        groups.setdefault(req.phase, []).append(req)
+    return list(groups.values())

@@ -134,6 +134,14 @@ class RunStore:
         (self.root / name).write_text(text)
         return name
 
+    def fitted_prompts(self) -> dict[str, Any]:
+        path = self.root / "fitted_prompts.json"
+        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        return data
+
+    def save_fitted_prompts(self, fitted: dict[str, Any]) -> None:
+        _write_json(self.root / "fitted_prompts.json", fitted)
+
     def write_env(self, env: dict[str, Any]) -> None:
         _write_json(self.root / "env.json", env)
 

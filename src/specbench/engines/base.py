@@ -66,3 +66,20 @@ def sum_series(samples: MetricSamples, name: str) -> float | None:
     """Sum a metric over all its label sets (several engines/ranks); None if absent."""
     values = [v for k, v in samples.items() if k == name or k.startswith(name + "{")]
     return sum(values) if values else None
+
+
+async def count_tokens(client: httpx.AsyncClient, base_url: str, text: str) -> int | None:
+    """Tokens in ``text`` by the server's own tokenizer: llama.cpp ``{"content"}`` → ``tokens``;
+    vLLM/SGLang ``{"prompt"}`` → ``count`` or ``tokens``. None when the server has no /tokenize."""
+    for body in ({"content": text, "add_special": False}, {"prompt": text, "add_special_tokens": False}):
+        try:
+            resp = await client.post(f"{base_url}/tokenize", json=body)
+        except httpx.HTTPError:
+            return None
+        if resp.status_code == 200:
+            data = resp.json()
+            if "count" in data:
+                return int(data["count"])
+            if isinstance(data.get("tokens"), list):
+                return len(data["tokens"])
+    return None

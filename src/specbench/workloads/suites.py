@@ -1,17 +1,25 @@
-"""Named workloads: which prompts, how long the answers, how many requests in flight.
+"""Named workloads: which prompts, how long in and out, how many requests in flight.
 
-Speculative decoding's value depends on the workload (findings.md pitfalls 5–7, 9), so a
-matrix names a suite rather than a single prompt. Matrix fields override a suite's defaults.
+Speculative decoding's value depends on the workload — prompt entropy, output length, context
+length, concurrency and cache hits flip the sign (findings.md pitfalls 5–7, 9, 11) — so a matrix
+names a suite. Matrix ``workload`` fields override a suite's defaults; ``scale`` multiplies all
+token lengths so every suite runs on the CPU lab models.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specbench.config import Matrix, RequestSpec, WorkloadSpec
 from specbench.errors import ConfigError
+from specbench.workloads import agent
 from specbench.workloads.prompts import Prompt, load_bundled, load_prompt_file, select
+
+MIN_TOKENS = 8
+WARMUP_MESSAGES = ({"role": "user", "content": "Warm-up request: reply with a short greeting."},)
 
 
 @dataclass(frozen=True)
@@ -19,26 +27,173 @@ class Suite:
     name: str
     description: str
     prompts: int
+    input_tokens: int | None  # None: the prompts as written
     max_tokens: int
     concurrency: int
+    builder: str = "plain"
+    lengths: tuple[int, ...] = ()
+    levels: tuple[int, ...] = ()
 
 
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
-        Suite("single", "batch 1, one request at a time, prompts spanning all categories", 10, 512, 1),
-        Suite("chat", "chat-style requests, 2 in flight", 10, 256, 2),
-        Suite("concurrent", "16 requests in flight: where speculation can flip sign", 16, 512, 16),
+        Suite("single", "batch 1, ~512 in / 512 out, prompts spanning all categories", 10, 512, 512, 1),
+        Suite("prefill", "~8k in / 256 out, 4 concurrent: where prefill dominates", 8, 8192, 256, 4),
+        Suite(
+            "concurrent",
+            "~2k in / 512 out, 16 concurrent: where speculation can flip sign",
+            16,
+            2048,
+            512,
+            16,
+        ),
+        Suite("chat", "~2k in / 256 out, 2 concurrent", 10, 2048, 256, 2),
+        Suite(
+            "agent",
+            "system prompt + 8 tools + long history (~16k), tool calls and prose",
+            6,
+            16384,
+            256,
+            1,
+            builder="agent",
+        ),
+        Suite(
+            "cache-reuse",
+            "identical bodies vs a stable ~4k prefix with a varying last turn",
+            6,
+            4096,
+            128,
+            1,
+            builder="cache",
+        ),
+        Suite(
+            "length-sweep",
+            "the same prompts at max_tokens 100/500/1000/2000 (ignore_eos)",
+            4,
+            512,
+            2000,
+            1,
+            builder="lengths",
+            lengths=(100, 500, 1000, 2000),
+        ),
+        Suite(
+            "concurrency-sweep",
+            "1, 2, 4, 8, 16 requests in flight",
+            8,
+            512,
+            256,
+            1,
+            builder="levels",
+            levels=(1, 2, 4, 8, 16),
+        ),
+        Suite("natural", "bundled prompts as written, 512 out, batch 1", 10, None, 512, 1),
     )
 }
 
-WARMUP_MESSAGES = ({"role": "user", "content": "Warm-up request: reply with a short greeting."},)
+
+@dataclass(frozen=True)
+class Context:
+    """A suite with the matrix's overrides applied."""
+
+    suite: Suite
+    spec: WorkloadSpec
+    seed: int
+    prompts: list[Prompt]
+
+    def tokens(self, value: int) -> int:
+        return max(MIN_TOKENS, round(value * self.spec.scale))
+
+    @property
+    def max_tokens(self) -> int:
+        return self.spec.max_tokens or self.tokens(self.suite.max_tokens)
+
+    @property
+    def input_tokens(self) -> int | None:
+        raw = self.spec.input_tokens or self.suite.input_tokens
+        return None if raw is None else (self.spec.input_tokens or self.tokens(raw))
+
+    def request(self, pid: str, category: str, messages: list[dict[str, Any]], **kw: Any) -> RequestSpec:
+        fields: dict[str, Any] = {
+            "max_tokens": self.max_tokens,
+            "temperature": self.spec.temperature,
+            "seed": self.seed,
+            "ignore_eos": bool(self.spec.ignore_eos),
+            "target_tokens": self.input_tokens,
+            "extra": dict(self.spec.extra_body),
+            **kw,
+        }
+        return RequestSpec(prompt_id=pid, category=category, messages=tuple(messages), **fields)
 
 
 def get_suite(name: str) -> Suite:
     if name not in SUITES:
         raise ConfigError(f"workload.suite: unknown suite {name!r}; known: {', '.join(sorted(SUITES))}")
     return SUITES[name]
+
+
+def _plain(ctx: Context) -> list[RequestSpec]:
+    return [ctx.request(p.id, p.category, p.as_messages()) for p in ctx.prompts]
+
+
+def _agent(ctx: Context) -> list[RequestSpec]:
+    asks = [agent.ASKS[i % len(agent.ASKS)] for i in range(len(ctx.prompts))]
+    return [
+        ctx.request(f"agent-{i:02d}-{kind}", f"agent-{kind}", agent.agent_messages(ask), tools=agent.TOOLS)
+        for i, (kind, ask) in enumerate(asks)
+    ]
+
+
+def _cache(ctx: Context) -> list[RequestSpec]:
+    """Phase 'identical': one body sent n times. Phase 'prefix': one long prefix, varying last turn."""
+    body = ctx.prompts[0].as_messages()
+    same = [
+        ctx.request(f"same-{i:02d}", "cache-identical", body, phase="identical")
+        for i in range(len(ctx.prompts))
+    ]
+    prefix = [
+        ctx.request(
+            f"prefix-{i:02d}",
+            "cache-prefix",
+            [{"role": "system", "content": "Reference document:\n{{FILL}}"}, *p.as_messages()],
+            phase="prefix",
+        )
+        for i, p in enumerate(ctx.prompts)
+    ]
+    return same + prefix
+
+
+def _lengths(ctx: Context) -> list[RequestSpec]:
+    lengths = ctx.spec.lengths or tuple(ctx.tokens(n) for n in ctx.suite.lengths)
+    return [
+        ctx.request(
+            f"{p.id}@len{n}", p.category, p.as_messages(), max_tokens=n, ignore_eos=True, phase=f"len{n}"
+        )
+        for n in lengths
+        for p in ctx.prompts
+    ]
+
+
+def _levels(ctx: Context) -> list[RequestSpec]:
+    levels = ctx.spec.levels or ctx.suite.levels
+    return (
+        [
+            ctx.request(f"{p.id}@c{c}", p.category, p.as_messages(), concurrency=c, phase=f"c{c}")
+            for c in levels
+            for p in (ctx.prompts * (1 + c // max(len(ctx.prompts), 1)))[: max(len(ctx.prompts), c)]
+        ]
+        if levels
+        else []
+    )
+
+
+BUILDERS: dict[str, Callable[[Context], list[RequestSpec]]] = {
+    "plain": _plain,
+    "agent": _agent,
+    "cache": _cache,
+    "lengths": _lengths,
+    "levels": _levels,
+}
 
 
 def _prompts(spec: WorkloadSpec, suite: Suite, seed: int, base: Path) -> list[Prompt]:
@@ -54,32 +209,32 @@ def _prompts(spec: WorkloadSpec, suite: Suite, seed: int, base: Path) -> list[Pr
 def build_requests(
     matrix: Matrix, base: Path
 ) -> tuple[tuple[RequestSpec, ...], tuple[RequestSpec, ...], int]:
-    """(requests, warmup requests, concurrency) for a matrix; identical for every arm."""
+    """(requests, warm-up requests, default concurrency); identical for every arm."""
     spec = matrix.workload
     suite = get_suite(spec.suite)
-    max_tokens = spec.max_tokens or suite.max_tokens
-    requests = tuple(
-        RequestSpec(
-            prompt_id=p.id,
-            category=p.category,
-            messages=tuple(p.as_messages()),
-            max_tokens=max_tokens,
-            temperature=spec.temperature,
-            seed=matrix.seed,
-            ignore_eos=spec.ignore_eos,
-        )
-        for p in _prompts(spec, suite, matrix.seed, base)
-    )
+    ctx = Context(suite, spec, matrix.seed, _prompts(spec, suite, matrix.seed, base))
+    requests = _unique(BUILDERS[suite.builder](ctx))
     # Warm-ups use their own prompt: repeating a measured prompt would warm its prompt cache.
     warmup = tuple(
         RequestSpec(
             prompt_id=f"warmup-{i}",
             category="warmup",
             messages=WARMUP_MESSAGES,
-            max_tokens=min(32, max_tokens),
+            max_tokens=min(32, ctx.max_tokens),
             temperature=spec.temperature,
             seed=matrix.seed,
         )
         for i in range(matrix.warmup)
     )
     return requests, warmup, matrix.concurrency or suite.concurrency
+
+
+def _unique(requests: list[RequestSpec]) -> tuple[RequestSpec, ...]:
+    """Prompt ids must be unique: they key records for resume and pairing."""
+    seen: dict[str, int] = {}
+    out = []
+    for req in requests:
+        n = seen.get(req.prompt_id, 0)
+        seen[req.prompt_id] = n + 1
+        out.append(req if n == 0 else req.model_copy(update={"prompt_id": f"{req.prompt_id}#{n}"}))
+    return tuple(out)

@@ -1,0 +1,73 @@
+"""Prompts built to a target token count, with the engine's own tokenizer when it has one.
+
+A message may hold the placeholder ``{{FILL}}``; fitting replaces it with filler text whose
+length is searched (secant steps on the measured count) until the whole content lands within
+1 % of the target. Without a placeholder the filler is prepended to the last user message as
+context. Without a tokenizer endpoint the count is estimated (4 characters per token).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from functools import cache
+from typing import Any
+
+from specbench.workloads.prompts import load_bundled
+
+FILL = "{{FILL}}"
+CHARS_PER_TOKEN_ESTIMATE = 4.0
+TOLERANCE = 0.01
+MAX_STEPS = 8
+Counter = Callable[[str], Awaitable[int]]
+
+
+@cache
+def filler_source() -> str:
+    """Long, natural text: the bundled RAG and summarization passages, in a fixed order."""
+    parts = [m[1] for p in load_bundled() if p.category in ("rag", "summarization") for m in p.messages]
+    return "\n\n".join(parts)
+
+
+def filler(n_chars: int) -> str:
+    source = filler_source()
+    text = (source * (1 + n_chars // len(source)))[: max(n_chars, 0)]
+    return text.rsplit(" ", 1)[0] if " " in text[-20:] else text
+
+
+async def estimate_tokens(text: str) -> int:
+    return round(len(text) / CHARS_PER_TOKEN_ESTIMATE)
+
+
+def _with_filler(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    out = [dict(m) for m in messages]
+    for msg in out:
+        if isinstance(msg.get("content"), str) and FILL in msg["content"]:
+            msg["content"] = msg["content"].replace(FILL, text)
+            return out
+    last_user = max(i for i, m in enumerate(out) if m.get("role") == "user")
+    out[last_user]["content"] = (
+        f"Context:\n{text}\n\n{out[last_user]['content']}" if text else out[last_user]["content"]
+    )
+    return out
+
+
+def _joined(messages: list[dict[str, Any]]) -> str:
+    return "\n".join(str(m.get("content") or "") for m in messages)
+
+
+async def fit_messages(
+    messages: list[dict[str, Any]], target: int, count: Counter
+) -> tuple[list[dict[str, Any]], int]:
+    """Messages whose joined content counts ``target`` tokens (±1 %), and the count reached."""
+    base = await count(_joined(_with_filler(messages, "")))
+    if base >= target:
+        return _with_filler(messages, ""), base
+    chars = int((target - base) * CHARS_PER_TOKEN_ESTIMATE)
+    fitted, tokens = messages, base
+    for _ in range(MAX_STEPS):
+        fitted = _with_filler(messages, filler(chars))
+        tokens = await count(_joined(fitted))
+        if abs(tokens - target) <= TOLERANCE * target:
+            break
+        chars = max(1, int(chars * (target - base) / max(tokens - base, 1)))
+    return fitted, tokens
