@@ -8,6 +8,7 @@ via :mod:`specbench.analysis`).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -277,6 +278,53 @@ def output_drift(texts: pd.DataFrame, arms: Sequence[str], baseline: str) -> lis
                     f"{arm}: {1 - eq.exact_match_rate:.0%} of {eq.pairs} greedy outputs differ from "
                     f"{baseline} (mean Levenshtein {eq.mean_levenshtein:.0f} chars, normalised drift "
                     f"{eq.mean_normalised_drift:.3f}).",
+                )
+            )
+    return out
+
+
+# -- tool-call integrity ----------------------------------------------------------------------
+def tool_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Reassemble streamed tool calls: deltas carry ``index``, a name once, argument fragments."""
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in record.get("chunks", []):
+        for delta in chunk[3] or []:
+            call = calls.setdefault(int(delta.get("index", 0)), {"name": "", "arguments": ""})
+            fn = delta.get("function") or {}
+            call["name"] += fn.get("name") or ""
+            call["arguments"] += fn.get("arguments") or ""
+    return [calls[i] for i in sorted(calls)]
+
+
+def call_signature(call: dict[str, Any]) -> tuple[str, bool, tuple[str, ...]]:
+    """(function name, arguments are valid JSON, sorted argument keys)."""
+    try:
+        args = json.loads(call["arguments"] or "{}")
+    except json.JSONDecodeError:
+        return call["name"], False, ()
+    return call["name"], True, tuple(sorted(args)) if isinstance(args, dict) else ()
+
+
+def toolcall_mismatch(records: list[dict[str, Any]], arms: Sequence[str], baseline: str) -> list[Finding]:
+    """Per (prompt, repeat): the arm's tool calls must match the baseline's name, JSON validity and keys."""
+    sigs: dict[tuple[str, str, int], list[tuple[str, bool, tuple[str, ...]]]] = {}
+    for rec in records:
+        if rec.get("error") is None and not rec.get("warmup"):
+            sigs[(rec["arm"], rec["prompt_id"], rec["repeat"])] = [call_signature(c) for c in tool_calls(rec)]
+    out = []
+    for arm in arms:
+        pairs = [(sig, sigs.get((baseline, p, r))) for (a, p, r), sig in sigs.items() if a == arm]
+        compared = [(s, b) for s, b in pairs if b is not None and (s or b)]
+        bad = sum(1 for s, b in compared if s != b)
+        invalid = sum(1 for s, _ in compared for c in s if not c[1])
+        if arm != baseline and (bad or invalid):
+            out.append(
+                Finding(
+                    "TOOLCALL_MISMATCH",
+                    (baseline, arm),
+                    f"{arm}: {bad} of {len(compared)} requests with tool calls differ from {baseline} in "
+                    f"function name, JSON validity or argument keys ({invalid} with invalid JSON).",
+                    "error",
                 )
             )
     return out
