@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -23,14 +24,30 @@ from tests.conftest import Pair
 pytestmark = pytest.mark.engine
 
 
+SHORT_PROMPTS = [
+    {"id": f"short-{i}", "category": cat, "prompt": text}
+    for i, (cat, text) in enumerate(
+        [
+            ("chat", "Tell me about the sea."),
+            ("coding", "Write a sort function."),
+            ("reasoning", "Is 91 prime?"),
+            ("chat", "Suggest a name for a cat."),
+            ("json", "Give a JSON object with a name field."),
+        ]
+    )
+]
+
+
 def write_matrix(
     folder: Path, pair: Pair, llama_server: Path, arms: dict[str, list[str]], **extra: Any
 ) -> Path:
+    """A small matrix over short prompts (a prompt file next to it) on the real engine."""
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
     matrix = {
         "model": str(pair.target),
         "common_args": ["-c", "2048", "-np", "1"],
         "arms": arms,
-        "workload": {"suite": "single", "max_tokens": 24, "prompts": 3},
+        "workload": {"suite": "natural", "max_tokens": 24, "prompts": 3, "prompt_file": "prompts.jsonl"},
         "repeats": 2,
         "warmup": 1,
         "engine_binary": str(llama_server),
@@ -133,7 +150,7 @@ def test_engine_killed_mid_cell_is_restarted_and_nothing_is_lost(
         llama_server,
         {"baseline": []},
         repeats=1,
-        workload={"suite": "single", "max_tokens": 200, "prompts": 4},
+        workload={"suite": "natural", "max_tokens": 200, "prompts": 4, "prompt_file": "prompts.jsonl"},
     )
     runner = api.prepare_run(matrix, tmp_path / "run")
     killed: list[int] = []
@@ -164,7 +181,7 @@ def test_sigint_leaves_no_engine_and_resume_completes_exactly(
         dense_pair,
         llama_server,
         {"baseline": [], "draft4": draft4(dense_pair)},
-        workload={"suite": "single", "max_tokens": 150, "prompts": 4},
+        workload={"suite": "natural", "max_tokens": 150, "prompts": 4, "prompt_file": "prompts.jsonl"},
     )
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "specbench.cli", "run", str(matrix), "--out", str(out)]
@@ -187,3 +204,30 @@ def test_sigint_leaves_no_engine_and_resume_completes_exactly(
     assert store.completed() == planned(["baseline", "draft4"], prompts)
     ok = [r for r in store.records() if r["error"] is None and not r["warmup"]]
     assert len(ok) == 16
+
+
+def test_prompts_are_built_to_the_target_length_with_the_servers_tokenizer(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    matrix = write_matrix(
+        tmp_path,
+        dense_pair,
+        llama_server,
+        {"baseline": []},
+        repeats=1,
+        workload={
+            "suite": "single",
+            "max_tokens": 8,
+            "prompts": 3,
+            "input_tokens": 300,
+            "prompt_file": "prompts.jsonl",
+        },
+    )
+    api.prepare_run(matrix, tmp_path / "run").run()
+    store = RunStore(tmp_path / "run")
+    fitted = store.fitted_prompts()
+    assert len(fitted) == 3 and {f["counted_by"] for f in fitted.values()} == {"tokenize"}
+    for rec in (r for r in store.records() if not r["warmup"]):
+        # usage counts the chat template too; the target is for the content
+        assert abs(rec["usage"]["prompt_tokens"] - 300) <= 0.05 * 300, rec["usage"]
+        assert rec["request"]["fitted_tokens"] == fitted[rec["prompt_id"]]["tokens"]

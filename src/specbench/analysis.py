@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pandas as pd
 
 from specbench import checks, stats
 from specbench.checks import Finding
-from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.engines import engine_for_analysis
 from specbench.metrics import frame
 from specbench.store import RunStore
 
@@ -78,15 +79,18 @@ def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.C
 def findings(run: RunData) -> list[Finding]:
     """Every finding, most serious first: what a reader must know before trusting a number."""
     out: list[Finding] = []
-    patterns = LlamaCppEngine(Path("llama-server")).fallback_patterns()
+    engine = engine_for_analysis(str(run.manifest.get("matrix", {}).get("engine", "llamacpp")))
+    patterns = engine.fallback_patterns()
     for arm in run.arms:
         args = run.arm_args(arm)
         out += checks.silent_fallback(arm, args, run.df, run.cells, patterns)
-        if checks.speculates(args):
-            out += checks.acceptance_artefact(arm, run.df, checks.acceptance_sources(arm, run.df, run.cells))
+        if checks.speculates(args, engine):
+            sources = checks.acceptance_sources(arm, run.df, run.cells, engine)
+            out += checks.acceptance_artefact(arm, run.df, sources)
     if run.baseline in run.arms:
-        out += checks.confounds({a: run.arm_args(a) for a in run.arms}, run.baseline)
+        out += checks.confounds({a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine)
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
+        out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
     out += _statistical_findings(run)
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(out, key=lambda f: order.get(f.severity, 3))
@@ -148,3 +152,232 @@ def arm_summary(run: RunData) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
+
+
+# -- request-level extras ---------------------------------------------------------------------
+def detail_frame(run: RunData) -> pd.DataFrame:
+    """``run.df`` plus the request fields sweeps vary: ``max_tokens``, ``concurrency`` and the
+    ``machine`` a merged run's record came from (NaN / None where a record lacks them)."""
+    kept = [r for r in run.records if r.get("error") is None and not r.get("warmup")]
+    df = run.df.copy()
+    if len(kept) != len(df):  # frame() changed its filter: fall back to no extras rather than misalign
+        return df.assign(max_tokens=np.nan, concurrency=np.nan, machine=None)
+    df["max_tokens"] = pd.to_numeric(pd.Series([(r.get("request") or {}).get("max_tokens") for r in kept]))
+    df["concurrency"] = pd.to_numeric(pd.Series([r.get("concurrency") for r in kept]))
+    df["machine"] = [r.get("machine") for r in kept]
+    return df
+
+
+ByWorkload = dict[str, dict[str, stats.Comparison]]
+
+
+def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorkload:
+    """:func:`comparisons` within each workload: speedups never pool different request shapes."""
+    out: ByWorkload = {}
+    for workload, sub in run.df.groupby("workload", sort=True):
+        present = set(sub["arm"])
+        if run.baseline not in present:
+            out[str(workload)] = {}
+            continue
+        out[str(workload)] = {
+            arm: stats.speedup(sub, arm, run.baseline, metric)
+            for arm in run.measured_arms
+            if arm != run.baseline and sub.loc[sub["arm"] == arm, metric].notna().sum() >= 2
+        }
+    return out
+
+
+# -- crossover length (findings.md pitfall 7) -------------------------------------------------
+def _crossover_terms(
+    prefill_base_ms: float, prefill_spec_ms: float, r_base: float, r_spec: float
+) -> tuple[float, float] | None:
+    """(prefill tax in s, seconds saved per output token), or None when a value is unusable."""
+    values = (prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if not all(math.isfinite(v) for v in values) or r_base <= 0 or r_spec <= 0:
+        return None
+    return (prefill_spec_ms - prefill_base_ms) / 1000.0, 1.0 / r_base - 1.0 / r_spec
+
+
+def crossover_length(
+    prefill_base_ms: float, prefill_spec_ms: float, r_base: float, r_spec: float
+) -> float | None:
+    """Output length L* (tokens) where the variant's wall clock equals the baseline's.
+
+    Wall clock for L output tokens is T(L) = prefill + L / r, so the variant wins when
+    L · (1/r_base − 1/r_spec) > prefill_spec − prefill_base, and
+    L* = (prefill_spec − prefill_base) / (1/r_base − 1/r_spec), times in s, rates in tok/s.
+    Prefill times are given in ms (as measured) and converted. Cases:
+
+    * slower prefill, faster decode: the variant wins above L* (a prefill tax repaid) → L*;
+    * faster prefill, slower decode: the variant wins only *below* L* → L* as well
+      (:func:`crossover_regime` says which side);
+    * not slower at either (always wins) or not faster at either (never wins) → None;
+    * a rate ≤ 0 or a NaN input: nothing can be said → None.
+    """
+    terms = _crossover_terms(prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if terms is None:
+        return None
+    tax, gain = terms
+    if tax == 0 or gain == 0 or (tax > 0) != (gain > 0):
+        return None
+    return tax / gain
+
+
+def crossover_regime(prefill_base_ms: float, prefill_spec_ms: float, r_base: float, r_spec: float) -> str:
+    """One phrase for the case :func:`crossover_length` is in, for reports."""
+    terms = _crossover_terms(prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if terms is None:
+        return "unknown (missing prefill or decode data)"
+    tax, gain = terms
+    length = crossover_length(prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if length is not None and length < 1:  # a crossover below one token is prefill noise
+        return "wins on wall clock at every output length" if gain > 0 else "never wins on wall clock"
+    if length is not None:
+        side = "longer" if gain > 0 else "shorter"
+        return f"wins on wall clock for outputs {side} than {length:.0f} tokens"
+    if tax <= 0 and gain >= 0 and (tax, gain) != (0, 0):
+        return "wins on wall clock at every output length"
+    if (tax, gain) == (0, 0):
+        return "ties at every output length"
+    return "never wins on wall clock"
+
+
+def prefill_column(df: pd.DataFrame) -> str:
+    """``prefill_ms`` (server-measured) when every arm has it, else ``ttft_ms`` (client-measured)."""
+    counts = df.groupby("arm")["prefill_ms"].count()
+    return "prefill_ms" if len(counts) and int(counts.min()) > 0 else "ttft_ms"
+
+
+def arm_medians(df: pd.DataFrame, arm: str) -> tuple[float, float]:
+    """(median prefill ms, median decode tok/s) of ``arm``: the inputs of the crossover formula."""
+    sub = df[df["arm"] == arm]
+    return float(sub[prefill_column(df)].median()), float(sub["decode_tok_s"].median())
+
+
+def crossovers(run: RunData) -> dict[str, float | None]:
+    """Each measured non-baseline arm's crossover length vs the baseline, from medians."""
+    if run.baseline not in run.measured_arms:
+        return {}
+    base_prefill, base_rate = arm_medians(run.df, run.baseline)
+    out: dict[str, float | None] = {}
+    for arm in run.measured_arms:
+        if arm != run.baseline:
+            prefill, rate = arm_medians(run.df, arm)
+            out[arm] = crossover_length(base_prefill, prefill, base_rate, rate)
+    return out
+
+
+def wall_clock_winners(run: RunData) -> pd.DataFrame:
+    """Per requested output length (when several ran): median e2e ms of every arm and the winner.
+
+    This is the measured answer the crossover formula predicts; empty without a length sweep."""
+    df = detail_frame(run)
+    if df["max_tokens"].nunique() < 2:
+        return pd.DataFrame(columns=["max_tokens", "winner"])
+    table = df.pivot_table(index="max_tokens", columns="arm", values="e2e_ms", aggfunc="median")
+    table = table[[a for a in run.measured_arms if a in table.columns]]
+    table["winner"] = table.idxmin(axis=1)
+    return table.reset_index().rename_axis(columns=None)
+
+
+# -- decision table ---------------------------------------------------------------------------
+KEEP_OFF = "keep speculation off"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to run for one workload: ``arm`` None means keep speculation off; ``reason`` is one line.
+
+    ``speedup`` and its CI are the recommended arm's decode speedup over the baseline (or the
+    best candidate's, for context, when none is recommended; NaN when there is none)."""
+
+    workload: str
+    arm: str | None
+    speedup: float
+    ci_low: float
+    ci_high: float
+    reason: str
+
+    @property
+    def recommendation(self) -> str:
+        return self.arm if self.arm is not None else KEEP_OFF
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "recommendation": self.recommendation}
+
+
+def untrusted_arms(found: list[Finding]) -> dict[str, list[str]]:
+    """Arm → codes of error-severity findings naming it: such an arm is never recommended."""
+    out: dict[str, list[str]] = {}
+    for f in found:
+        if f.severity == "error":
+            for arm in f.arms:
+                out.setdefault(arm, []).append(f.code)
+    return out
+
+
+def decision_table(
+    run: RunData, metric: str = "decode_tok_s", found: list[Finding] | None = None
+) -> list[Decision]:
+    """Per workload: the significantly faster (verdict "faster"), trusted arm with the largest
+    speedup whose wall clock (e2e) is not significantly worse; else keep speculation off.
+    ``found`` reuses already computed :func:`findings` (they are recomputed when None)."""
+    untrusted = untrusted_arms(findings(run) if found is None else found)
+    decode = workload_comparisons(run, metric)
+    wall = workload_comparisons(run, "e2e_ms")
+    return [_decide(run, wl, cmps, wall.get(wl, {}), untrusted) for wl, cmps in decode.items()]
+
+
+def _decide(
+    run: RunData,
+    workload: str,
+    cmps: dict[str, stats.Comparison],
+    wall: dict[str, stats.Comparison],
+    untrusted: dict[str, list[str]],
+) -> Decision:
+    ok = [
+        c
+        for arm, c in cmps.items()
+        if c.verdict == "faster" and arm not in untrusted and _wall_verdict(wall, arm) != "slower"
+    ]
+    if ok:
+        best = max(ok, key=lambda c: c.ratio)
+        why = f"decode ×{best.ratio:.2f} (95 % CI {best.ci_low:.2f}–{best.ci_high:.2f}) vs {run.baseline}"
+        if best.arm in wall:
+            why += f"; wall clock ×{wall[best.arm].ratio:.2f} ({wall[best.arm].verdict})"
+        return Decision(workload, best.arm, best.ratio, best.ci_low, best.ci_high, why)
+    top = max(cmps.values(), key=lambda c: c.ratio, default=None)
+    nan = float("nan")
+    ratio, lo, hi = (top.ratio, top.ci_low, top.ci_high) if top else (nan, nan, nan)
+    return Decision(workload, None, ratio, lo, hi, _why_off(run, cmps, wall, untrusted))
+
+
+def _why_off(
+    run: RunData,
+    cmps: dict[str, stats.Comparison],
+    wall: dict[str, stats.Comparison],
+    untrusted: dict[str, list[str]],
+) -> str:
+    """The one-line reason no arm is recommended, most decisive first."""
+    if not cmps:
+        return f"no arm could be compared with {run.baseline} (it or every other arm has < 2 measurements)"
+    faster = sorted((c for c in cmps.values() if c.verdict == "faster"), key=lambda c: -c.ratio)
+    if faster and faster[0].arm in untrusted:
+        c, codes = faster[0], "/".join(sorted(set(untrusted[faster[0].arm])))
+        return f"{c.arm} looks ×{c.ratio:.2f} faster but {codes} makes the comparison untrustworthy"
+    if faster:
+        c = faster[0]
+        return (
+            f"{c.arm} decodes ×{c.ratio:.2f} faster but its wall clock is ×{wall[c.arm].ratio:.2f} "
+            "(significantly slower: prefill tax, see the crossover)"
+        )
+    top = max(cmps.values(), key=lambda c: c.ratio)
+    return (
+        f"no arm is significantly faster than {run.baseline} "
+        f"(best: {top.arm} ×{top.ratio:.2f}, 95 % CI {top.ci_low:.2f}–{top.ci_high:.2f})"
+    )
+
+
+def _wall_verdict(wall: dict[str, stats.Comparison], arm: str) -> str:
+    """The e2e verdict of ``arm``, "" when wall clock could not be compared."""
+    return wall[arm].verdict if arm in wall else ""

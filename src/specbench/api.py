@@ -11,6 +11,8 @@ from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine
+from specbench.engines.sglang import SglangEngine
+from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
@@ -27,7 +29,11 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
                 "llama-server not found: run `specbench engine install llamacpp` or pass --llama-server PATH"
             )
         return LlamaCppEngine(binary)
-    raise ConfigError(f"engine: {matrix.engine!r} is not supported yet (llamacpp, or --attach URL)")
+    if matrix.engine == "vllm":
+        return VllmEngine(matrix.engine_binary or "vllm")
+    if matrix.engine == "sglang":
+        return SglangEngine(matrix.engine_binary or "python")
+    raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
 
 
 def prepare_run(

@@ -9,19 +9,20 @@ via :mod:`specbench.analysis`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from specbench.engines.base import Engine
 from specbench.engines.llamacpp import LlamaCppEngine
 
+_LLAMACPP = LlamaCppEngine(Path("llama-server"))
 FALLBACK_SHARE = 0.9  # speculation configured but no drafting on at least this share of requests
 SOURCE_TOLERANCE = 0.02  # acceptance sources may differ by this much before it is a finding
-_LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 
 
 @dataclass(frozen=True)
@@ -57,18 +58,18 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def is_spec_flag(flag: str) -> bool:
-    return flag in LlamaCppEngine.spec_flags or flag.startswith(LlamaCppEngine.spec_flag_prefixes)
+def is_spec_flag(flag: str, engine: Engine = _LLAMACPP) -> bool:
+    return engine.is_spec_flag(flag)
 
 
-def speculates(args: Sequence[str]) -> bool:
+def speculates(args: Sequence[str], engine: Engine = _LLAMACPP) -> bool:
     """Configured to speculate: any speculative flag other than ``--spec-type none``."""
-    pairs = [(f, v) for f, v in split_flags(args) if is_spec_flag(f)]
+    pairs = [(f, v) for f, v in split_flags(args) if engine.is_spec_flag(f)]
     return bool(pairs) and not all(f == "--spec-type" and v == "none" for f, v in pairs)
 
 
-def non_spec_flags(args: Sequence[str]) -> set[tuple[str, str | None]]:
-    return {(f, v) for f, v in split_flags(args) if not is_spec_flag(f)}
+def non_spec_flags(args: Sequence[str], engine: Engine = _LLAMACPP) -> set[tuple[str, str | None]]:
+    return {(f, v) for f, v in split_flags(args) if not engine.is_spec_flag(f)}
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -111,7 +112,7 @@ def silent_fallback(
 
 
 def acceptance_sources(
-    arm: str, df: pd.DataFrame, cells: list[dict[str, Any]]
+    arm: str, df: pd.DataFrame, cells: list[dict[str, Any]], engine: Engine = _LLAMACPP
 ) -> dict[str, dict[str, float]]:
     """Acceptance from every source, each with its definition's numbers."""
     sub = df[df["arm"] == arm]
@@ -122,7 +123,7 @@ def acceptance_sources(
         out["timings"] = {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted}
     deltas = [_delta(c) for c in cells if c["arm"] == arm]
     deltas = [d for d in deltas if d]
-    if deltas and sum(d["draft_tokens"] for d in deltas) > 0:
+    if deltas and sum(d.get("draft_tokens", 0.0) for d in deltas) > 0:
         tot = {k: sum(d.get(k, 0.0) for d in deltas) for k in ("drafts", "draft_tokens", "accepted")}
         out["metrics"] = {
             "drafted": tot["draft_tokens"],
@@ -130,8 +131,10 @@ def acceptance_sources(
             "rate": tot["accepted"] / tot["draft_tokens"],
             "mean_accepted_length": 1 + tot["accepted"] / tot["drafts"] if tot["drafts"] else np.nan,
         }
-    logs = [_LOG_ACCEPT.search(ln) for c in cells if c["arm"] == arm for ln in c.get("log_lines", [])]
-    pairs = [(int(m[1]), int(m[2])) for m in logs if m]
+    parsed = [
+        engine.parse_log_acceptance(ln) for c in cells if c["arm"] == arm for ln in c.get("log_lines", [])
+    ]
+    pairs = [(int(p["accepted"]), int(p["drafted"])) for p in parsed if p and "drafted" in p]
     if pairs and sum(g for _, g in pairs) > 0:
         acc, gen = sum(a for a, _ in pairs), sum(g for _, g in pairs)
         out["log"] = {"drafted": float(gen), "accepted": float(acc), "rate": acc / gen}
@@ -165,15 +168,18 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: dict[str, dict[str,
 
 
 def confounds(
-    arms: dict[str, Sequence[str]], baseline: str, env_by_arm: dict[str, dict[str, Any]] | None = None
+    arms: dict[str, Sequence[str]],
+    baseline: str,
+    env_by_arm: dict[str, dict[str, Any]] | None = None,
+    engine: Engine = _LLAMACPP,
 ) -> list[Finding]:
     """Arms that differ from the baseline in anything but speculative flags."""
     out = []
-    base = non_spec_flags(arms[baseline])
+    base = non_spec_flags(arms[baseline], engine)
     for arm, args in arms.items():
         if arm == baseline:
             continue
-        mine = non_spec_flags(args)
+        mine = non_spec_flags(args, engine)
         if mine != base:
             diff = sorted({f for f, _ in mine ^ base})
             out.append(

@@ -110,16 +110,30 @@ def prefill_tok_s(rec: Record) -> float:
     return float(n) * 1000.0 / float(ms) if n and ms else np.nan
 
 
-def draft_n(rec: Record) -> float:
-    """Drafted tokens (timings.draft_n; absent means none were drafted)."""
+def _spec_counts(rec: Record) -> dict[str, float] | None:
+    """Per-request draft counts: llama.cpp ``timings`` (absent fields mean none drafted), else
+    vLLM's ``metrics.speculative_decoding``; None when the server reports neither."""
     timings = rec.get("timings")
-    return float(timings.get("draft_n", 0)) if timings is not None else np.nan
+    if timings is not None:
+        return {
+            "draft_n": float(timings.get("draft_n", 0)),
+            "draft_accepted": float(timings.get("draft_n_accepted", 0)),
+        }
+    from specbench.engines.vllm import request_spec_metrics
+
+    return request_spec_metrics(rec)
+
+
+def draft_n(rec: Record) -> float:
+    """Drafted tokens in this request (NaN: the server does not say)."""
+    counts = _spec_counts(rec)
+    return float(counts["draft_n"]) if counts else np.nan
 
 
 def draft_accepted(rec: Record) -> float:
-    """Accepted draft tokens (timings.draft_n_accepted)."""
-    timings = rec.get("timings")
-    return float(timings.get("draft_n_accepted", 0)) if timings is not None else np.nan
+    """Accepted draft tokens in this request (NaN: the server does not say)."""
+    counts = _spec_counts(rec)
+    return float(counts["draft_accepted"]) if counts else np.nan
 
 
 def acceptance(rec: Record) -> float:

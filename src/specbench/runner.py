@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ import httpx
 
 from specbench.client import chat_body, stream_chat
 from specbench.config import Matrix, RequestSpec, RunSpec
-from specbench.engines.base import Engine, count_tokens, parse_metrics
+from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError
 from specbench.store import RunStore, now_iso
@@ -93,6 +94,7 @@ class Runner:
 
     def _launch(self, cell: RunSpec) -> Server:
         if self.attach_url:
+            self.store.set_arm_status(cell.arm, command=[], attached=self.attach_url)
             return Server(base_url=self.attach_url.rstrip("/"))
         log = self.store.log_path(cell.arm)
         last: EngineStartError | None = None
@@ -170,14 +172,16 @@ class Runner:
         todo = [r for r in requests if r.target_tokens and r.prompt_id not in self._fitted]
         if not todo:
             return
-        exact = await count_tokens(client, server.base_url, "probe") is not None
+        probe = [{"role": "user", "content": "probe"}]
+        exact = await count_prompt_tokens(client, server.base_url, probe) is not None
 
-        async def count(text: str) -> int:
-            n = await count_tokens(client, server.base_url, text) if exact else None
-            return n if n is not None else await estimate_tokens(text)
+        async def count(messages: list[dict[str, Any]]) -> int:
+            n = await count_prompt_tokens(client, server.base_url, messages) if exact else None
+            return n if n is not None else await estimate_tokens(messages)
 
         for req in todo:
-            messages, tokens = await fit_messages(list(req.messages), req.target_tokens or 0, count)
+            offset = zlib.crc32(req.prompt_id.encode())  # distinct filler per prompt: no shared prefix
+            messages, tokens = await fit_messages(list(req.messages), req.target_tokens or 0, count, offset)
             self._fitted[req.prompt_id] = {
                 "messages": messages,
                 "tokens": tokens,
@@ -251,8 +255,11 @@ class Runner:
         with log.open(errors="replace") as fh:
             fh.seek(server.log_offset)
             text = fh.read()
-        patterns = [*self.engine.fallback_patterns(), "draft acceptance"]
-        return [ln.strip() for ln in text.splitlines() if any(p in ln for p in patterns)][:200]
+        # Failure lines first, then acceptance lines (capped: SGLang logs one every few steps).
+        lines = [ln.strip() for ln in text.splitlines()]
+        failures = [ln for ln in lines if any(p in ln for p in self.engine.fallback_patterns())]
+        accepts = [ln for ln in lines if any(p in ln for p in self.engine.acceptance_log_patterns())]
+        return failures[:100] + accepts[:1000]
 
 
 def _phases(requests: list[RequestSpec]) -> list[list[RequestSpec]]:

@@ -63,8 +63,8 @@ def test_cache_reuse_has_identical_bodies_and_a_shared_prefix() -> None:
 
 @pytest.mark.parametrize("target", [50, 512, 4000])
 def test_fit_messages_lands_within_one_percent(target: int) -> None:
-    async def count(text: str) -> int:  # a tokenizer of ~3.3 characters per token
-        return round(len(text) / 3.3) + 7
+    async def count(messages: list[dict[str, Any]]) -> int:  # ~3.3 characters per token + template
+        return round(sum(len(m["content"]) for m in messages) / 3.3) + 7
 
     messages = [{"role": "user", "content": "Summarise the context."}]
     fitted, tokens = asyncio.run(fit_messages(messages, target, count))
@@ -74,10 +74,20 @@ def test_fit_messages_lands_within_one_percent(target: int) -> None:
 
 
 def test_fill_placeholder_is_replaced_where_it_stands() -> None:
-    async def count(text: str) -> int:
-        return len(text) // 4
+    async def count(messages: list[dict[str, Any]]) -> int:
+        return sum(len(m["content"]) for m in messages) // 4
 
     messages = [{"role": "system", "content": f"Doc:\n{FILL}"}, {"role": "user", "content": "Q?"}]
     fitted, _ = asyncio.run(fit_messages(messages, 200, count))
     assert FILL not in fitted[0]["content"] and len(fitted[0]["content"]) > 600
     assert fitted[1]["content"] == "Q?"
+
+
+def test_different_prompts_get_different_filler() -> None:
+    async def count(messages: list[dict[str, Any]]) -> int:
+        return sum(len(m["content"]) for m in messages) // 4
+
+    messages = [{"role": "user", "content": "Q?"}]
+    a, _ = asyncio.run(fit_messages(messages, 300, count, offset=0))
+    b, _ = asyncio.run(fit_messages(messages, 300, count, offset=5000))
+    assert a[0]["content"][:200] != b[0]["content"][:200]

@@ -23,9 +23,14 @@ class Engine(ABC):
     kind: ClassVar[str]
     #: Flags that configure speculation; any other difference between arms is a confound.
     spec_flags: ClassVar[frozenset[str]] = frozenset()
-    #: Flags whose next argv item is their value (so confound checks pair them correctly).
+    spec_flag_prefixes: ClassVar[tuple[str, ...]] = ()
     health_path: ClassVar[str] = "/health"
     launches: ClassVar[bool] = True
+
+    @classmethod
+    def is_spec_flag(cls, flag: str) -> bool:
+        name = flag.split("=", 1)[0]
+        return name in cls.spec_flags or name.startswith(cls.spec_flag_prefixes)
 
     @abstractmethod
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
@@ -51,6 +56,14 @@ class Engine(ABC):
         """Log substrings that mean speculation failed or silently degraded."""
         return []
 
+    def acceptance_log_patterns(self) -> list[str]:
+        """Log substrings of lines that report acceptance (kept in cells.jsonl)."""
+        return []
+
+    def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
+        """``{"accepted": n, "drafted": m}`` (or engine-specific keys) from one log line."""
+        return None
+
 
 def parse_metrics(text: str) -> MetricSamples:
     """Prometheus text → ``{'name{label="v"}': value}`` with prometheus_client's parser."""
@@ -68,18 +81,24 @@ def sum_series(samples: MetricSamples, name: str) -> float | None:
     return sum(values) if values else None
 
 
-async def count_tokens(client: httpx.AsyncClient, base_url: str, text: str) -> int | None:
-    """Tokens in ``text`` by the server's own tokenizer: llama.cpp ``{"content"}`` → ``tokens``;
-    vLLM/SGLang ``{"prompt"}`` → ``count`` or ``tokens``. None when the server has no /tokenize."""
-    for body in ({"content": text, "add_special": False}, {"prompt": text, "add_special_tokens": False}):
-        try:
-            resp = await client.post(f"{base_url}/tokenize", json=body)
-        except httpx.HTTPError:
-            return None
-        if resp.status_code == 200:
-            data = resp.json()
-            if "count" in data:
-                return int(data["count"])
-            if isinstance(data.get("tokens"), list):
-                return len(data["tokens"])
+async def count_prompt_tokens(
+    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+) -> int | None:
+    """Tokens the server will prefill for ``messages``, chat template included.
+
+    llama.cpp: ``POST /apply-template`` then ``/tokenize`` with special tokens; vLLM: ``/tokenize``
+    takes ``messages`` itself. None when the server offers neither.
+    """
+    try:
+        resp = await client.post(f"{base_url}/apply-template", json={"messages": messages})
+        if resp.status_code == 200 and "prompt" in resp.json():
+            body = {"content": resp.json()["prompt"], "add_special": True, "parse_special": True}
+            tok = await client.post(f"{base_url}/tokenize", json=body)
+            if tok.status_code == 200:
+                return len(tok.json()["tokens"])
+        resp = await client.post(f"{base_url}/tokenize", json={"messages": messages})
+        if resp.status_code == 200 and "count" in resp.json():
+            return int(resp.json()["count"])
+    except (httpx.HTTPError, ValueError, KeyError):
+        return None
     return None

@@ -12,6 +12,7 @@ import httpx
 from specbench.engines.base import Engine, MetricSamples, sum_series
 from specbench.engines.install import build_info
 
+_LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 _VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
 _PREFIX = "llamacpp:"
 
@@ -106,6 +107,14 @@ class LlamaCppEngine(Engine):
         }
         out = {k: sum_series(samples, _PREFIX + v) for k, v in names.items()}
         return {k: v for k, v in out.items() if v is not None}
+
+    def acceptance_log_patterns(self) -> list[str]:
+        return ["draft acceptance"]
+
+    def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
+        """``print_timing``'s per-request line: accepted / generated draft tokens."""
+        match = _LOG_ACCEPT.search(line)
+        return {"accepted": int(match[1]), "drafted": int(match[2])} if match else None
 
     def fallback_patterns(self) -> list[str]:
         return [

@@ -1,41 +1,213 @@
-"""An already running OpenAI-compatible server (attach mode): nothing to launch."""
+"""An already running OpenAI-compatible server (attach mode), and the probing helpers every
+engine's ``describe`` shares.
+
+Attach mode launches nothing, so it must find out which engine answers before it can read that
+engine's speculative counters: the three engines name and shape them differently
+(``shared/reference/engines.md`` §1.5, §2.2, §3.2). :func:`detect_engine` decides from
+``/metrics`` first (the metric prefixes are unambiguous) and from version-like endpoints when
+metrics are disabled; :class:`AttachedEngine` then delegates to that engine's parsers.
+"""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples, sum_series
+from specbench.engines.base import Engine, MetricSamples, parse_metrics
+
+#: Engines attach mode can recognise; "openai" means "unknown OpenAI-compatible server".
+KNOWN_ENGINES = ("llamacpp", "vllm", "sglang")
+UNKNOWN = "openai"
+
+# Metric-name prefixes: llama.cpp `llamacpp:` (engines.md §1.5), vLLM `vllm:` (§2.2),
+# SGLang `sglang:` (§3.2).
+_METRIC_PREFIXES = {"llamacpp:": "llamacpp", "vllm:": "vllm", "sglang:": "sglang"}
+# /v1/models `owned_by`: "llamacpp" (engines.md §1.5) and "vllm" (§2.6). SGLang's is not documented.
+_OWNERS = {"llamacpp": "llamacpp", "vllm": "vllm"}
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
+# -- helpers shared by the engines' describe/spec_counters ------------------------------------
+async def get_json(client: httpx.AsyncClient, url: str) -> Any | None:
+    """GET ``url`` → parsed JSON, or None for any failure: describe must report what a server
+    offers, and a missing endpoint (older version, dev-only route) is information, not an error."""
+    try:
+        resp = await client.get(url)
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        return resp.json()
+    except ValueError:
+        return None
+
+
+async def get_status(client: httpx.AsyncClient, url: str) -> int | None:
+    """HTTP status of a GET (None when nothing answered): readiness without parsing a body."""
+    try:
+        return (await client.get(url)).status_code
+    except httpx.HTTPError:
+        return None
+
+
+async def get_metrics(client: httpx.AsyncClient, base_url: str) -> MetricSamples | None:
+    """One /metrics scrape parsed with prometheus_client's parser; None if unavailable
+    (llama.cpp answers 501 without ``--metrics``, engines.md §1.5)."""
+    try:
+        resp = await client.get(f"{base_url}/metrics")
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        return parse_metrics(resp.text)
+    except ValueError:
+        return None
+
+
+def series(samples: MetricSamples, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every label set of the metric called exactly ``name``, with its labels parsed back.
+
+    Exact-name matching is the point: prometheus_client emits a ``<name>_created`` sample next to
+    every ``<name>_total`` (engines.md §2.2), and ``..._accepted_tokens_per_pos_total`` shares a
+    prefix with ``..._accepted_tokens_total``; neither may leak into a total.
+    """
+    out = []
+    for key, value in samples.items():
+        metric, _, rest = key.partition("{")
+        if metric == name:
+            out.append((dict(_LABEL.findall(rest)), value))
+    return out
+
+
+def total(samples: MetricSamples, name: str) -> float | None:
+    """Sum of a counter over all its label sets (DP engines, ranks); None if absent."""
+    found = series(samples, name)
+    return sum(v for _, v in found) if found else None
+
+
+def model_cards(body: Any) -> list[dict[str, Any]]:
+    """The useful part of a /v1/models answer (id, root, owner, context) from any engine."""
+    data = body.get("data") if isinstance(body, dict) else None
+    keys = ("id", "root", "owned_by", "max_model_len")
+    return [{k: m.get(k) for k in keys if k in m} for m in data or [] if isinstance(m, dict)]
+
+
+# -- detection ---------------------------------------------------------------------------------
+def detect_from_metrics(samples: MetricSamples) -> str | None:
+    """The engine whose metric prefix appears in a scrape; None when no engine metric is present."""
+    for key in samples:
+        for prefix, engine in _METRIC_PREFIXES.items():
+            if key.startswith(prefix):
+                return engine
+    return None
+
+
+def detect_from_models(body: Any) -> str | None:
+    """llama.cpp and vLLM name themselves in /v1/models ``owned_by`` (engines.md §1.5, §2.6)."""
+    owners = {card.get("owned_by") for card in model_cards(body)}
+    return next((_OWNERS[o] for o in owners if isinstance(o, str) and o in _OWNERS), None)
+
+
+def detect_from_server_info(body: Any) -> str | None:
+    """SGLang's server info carries ``internal_states`` (engines.md §3.2); vLLM's dev-mode
+    /server_info carries ``vllm_config`` (§2.6)."""
+    if not isinstance(body, dict):
+        return None
+    if "internal_states" in body:
+        return "sglang"
+    return "vllm" if "vllm_config" in body else None
+
+
+async def detect_engine(base_url: str, client: httpx.AsyncClient | None = None) -> str:
+    """Which engine serves ``base_url``: "llamacpp", "vllm", "sglang", or "openai" (unknown).
+
+    Order: /metrics prefixes, /v1/models ``owned_by``, SGLang/vLLM server info, llama.cpp
+    /props ``build_info`` (§1.5), and last vLLM /version (§2.6), because a bare ``{"version"}``
+    is the least specific answer.
+    """
+    if client is None:
+        async with httpx.AsyncClient(timeout=10.0) as own:
+            return await detect_engine(base_url, own)
+    base = base_url.rstrip("/")
+    samples = await get_metrics(client, base)
+    found = detect_from_metrics(samples) if samples else None
+    found = found or detect_from_models(await get_json(client, f"{base}/v1/models"))
+    for path in ("/server_info", "/get_server_info"):
+        found = found or detect_from_server_info(await get_json(client, base + path))
+    if found is None:
+        props = await get_json(client, f"{base}/props")
+        found = "llamacpp" if isinstance(props, dict) and "build_info" in props else None
+    if found is None:
+        version = await get_json(client, f"{base}/version")
+        found = "vllm" if isinstance(version, dict) and "version" in version else None
+    return found or UNKNOWN
+
+
+def engine_for(kind: str | None) -> Engine | None:
+    """An engine object used only for its parsers (no binary is run), or None if unknown."""
+    # Imported here: vllm.py and sglang.py import the helpers above from this module.
+    from specbench.engines.llamacpp import LlamaCppEngine
+    from specbench.engines.sglang import SglangEngine
+    from specbench.engines.vllm import VllmEngine
+
+    if kind == "llamacpp":
+        return LlamaCppEngine(Path("llama-server"))
+    if kind == "vllm":
+        return VllmEngine()
+    if kind == "sglang":
+        return SglangEngine()
+    return None
+
+
+# -- attach mode -------------------------------------------------------------------------------
 class AttachedEngine(Engine):
-    """Measures whatever answers at the URL; speculative counters are feature-detected."""
+    """Measures whatever answers at the URL; speculative counters are feature-detected.
+
+    ``describe`` (the runner calls it once per cell, before any request) detects the engine and
+    caches it; ``spec_counters`` re-detects from each scrape's prefixes, so it is right even when
+    called without ``describe``.
+    """
 
     kind = "openai"
     launches = False
+
+    def __init__(self, engine: str | None = None) -> None:
+        self.detected = engine
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return []
 
     async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+        base = base_url.rstrip("/")
         info: dict[str, Any] = {}
         for path in ("/v1/models", "/version", "/props"):
             try:
-                resp = await client.get(base_url + path)
+                resp = await client.get(base + path)
             except httpx.HTTPError:
                 continue
             if resp.status_code == 200 and "json" in resp.headers.get("content-type", ""):
                 info[path.strip("/").replace("/", "_")] = resp.json()
+        if self.detected is None:
+            self.detected = await detect_engine(base, client)
+        info["detected_engine"] = self.detected
+        delegate = engine_for(self.detected)
+        if delegate is not None:
+            try:
+                info.update(await delegate.describe(client, base))
+            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+                info["describe_error"] = f"{type(exc).__name__}: {exc}"
         return info
 
+    def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
+        # Engine-specific fields only once the engine is known: a strict OpenAI server rejects them.
+        delegate = engine_for(self.detected)
+        return delegate.request_extras(ignore_eos) if delegate is not None else {}
+
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
-        for prefix in ("llamacpp:", "vllm:"):
-            drafts = sum_series(samples, prefix + "spec_decode_num_drafts_total")
-            if drafts is not None:
-                return {
-                    "drafts": drafts,
-                    "draft_tokens": sum_series(samples, prefix + "spec_decode_num_draft_tokens_total") or 0.0,
-                    "accepted": sum_series(samples, prefix + "spec_decode_num_accepted_tokens_total") or 0.0,
-                }
-        return {}
+        delegate = engine_for(detect_from_metrics(samples) or self.detected)
+        return delegate.spec_counters(samples) if delegate is not None else {}

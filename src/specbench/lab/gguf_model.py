@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 
 from specbench.lab import weights as W
-from specbench.lab.vocab import BOS, EOS, UNK, Vocab
+from specbench.lab.vocab import UNK, Vocab
 
 Arch = Literal["dense", "moe"]
 GGUF_ARCH: dict[str, str] = {"dense": "llama", "moe": "qwen3moe"}
@@ -97,8 +97,8 @@ def _write_tokenizer(writer: gguf.GGUFWriter, vocab: Vocab) -> None:
     writer.add_token_scores([0.0] * vocab.size)
     writer.add_token_types(vocab.types)
     writer.add_unk_token_id(UNK)
-    writer.add_bos_token_id(BOS)
-    writer.add_eos_token_id(EOS)
+    writer.add_bos_token_id(vocab.bos)
+    writer.add_eos_token_id(vocab.eos)
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(False)
     writer.add_bool("tokenizer.ggml.add_space_prefix", False)

@@ -13,7 +13,7 @@ from specbench.lab.acceptance import designed_acceptance, mean_accepted_length
 from specbench.lab.gguf_model import Arch, ModelShape, weight_bytes, write_model
 from specbench.lab.vocab import Vocab, build_vocab, cycle_text, design_maps
 
-TRUTH_VERSION = 1
+TRUTH_VERSION = 2
 LAST_TEMPLATE_CHAR = ":"  # the chat template ends with "assistant:", so ":" precedes every answer
 
 # Sizes: "tiny" for tests (files of a few MB), "small" for the demo, "membound" makes CPU decode
@@ -22,7 +22,7 @@ PRESETS: dict[str, dict[str, ModelShape]] = {
     "tiny": {
         "dense": ModelShape("dense", n_embd=128, n_layer=2, n_head=4, n_head_kv=2, n_ff=256),
         "moe": ModelShape("moe", 128, 2, 4, 2, 256, n_expert=128, n_expert_used=8, n_ff_exp=32),
-        "draft": ModelShape("dense", n_embd=64, n_layer=1, n_head=2, n_head_kv=1, n_ff=128),
+        "draft": ModelShape("dense", n_embd=128, n_layer=1, n_head=2, n_head_kv=1, n_ff=128),
     },
     "small": {
         "dense": ModelShape("dense", n_embd=512, n_layer=8, n_head=8, n_head_kv=4, n_ff=1536),
@@ -93,10 +93,9 @@ def cached_pair(spec: LabSpec, root: Path) -> Path:
 
 
 def _incompatible(vocab: Vocab) -> Vocab:
-    """Same texts, but BOS and EOS swap types: llama.cpp rejects the pair (bos/eos ids differ)."""
-    pieces = list(vocab.pieces)
-    pieces[1], pieces[2] = pieces[2], pieces[1]
-    return Vocab(pieces=pieces, types=vocab.types)
+    """Same texts, but BOS and EOS ids swapped: llama.cpp's compatibility check compares the ids,
+    rejects the pair, and the server carries on without speculation (findings.md pitfall 1)."""
+    return replace(vocab, bos=vocab.eos, eos=vocab.bos)
 
 
 def _truth(spec: LabSpec, vocab: Vocab, maps: Any, tgt: ModelShape, dft: ModelShape) -> dict[str, Any]:

@@ -33,6 +33,8 @@ class Vocab:
 
     pieces: list[str]
     types: list[int]
+    bos: int = BOS
+    eos: int = EOS
 
     @property
     def size(self) -> int:

@@ -1,9 +1,12 @@
 """Prompts built to a target token count, with the engine's own tokenizer when it has one.
 
-A message may hold the placeholder ``{{FILL}}``; fitting replaces it with filler text whose
-length is searched (secant steps on the measured count) until the whole content lands within
-1 % of the target. Without a placeholder the filler is prepended to the last user message as
-context. Without a tokenizer endpoint the count is estimated (4 characters per token).
+The count is of the whole prompt the server prefills, chat template included. A message may hold
+the placeholder ``{{FILL}}``; fitting replaces it with filler text whose length is searched
+(secant steps on the measured count) until the prompt lands within 1 % of the target. Without a
+placeholder the filler is prepended to the last user message as context. Each prompt's filler
+starts at its own offset, so different prompts share no long prefix (a shared prefix would be
+served from the prompt cache and hide prefill cost, findings.md pitfall 11). Without a tokenizer
+endpoint the count is estimated (4 characters per token, 4 tokens per message).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ FILL = "{{FILL}}"
 CHARS_PER_TOKEN_ESTIMATE = 4.0
 TOLERANCE = 0.01
 MAX_STEPS = 8
-Counter = Callable[[str], Awaitable[int]]
+Counter = Callable[[list[dict[str, Any]]], Awaitable[int]]
 
 
 @cache
@@ -28,14 +31,16 @@ def filler_source() -> str:
     return "\n\n".join(parts)
 
 
-def filler(n_chars: int) -> str:
+def filler(n_chars: int, offset: int = 0) -> str:
+    """``n_chars`` of natural text starting ``offset`` characters into the source (wrapping)."""
     source = filler_source()
-    text = (source * (1 + n_chars // len(source)))[: max(n_chars, 0)]
+    start = offset % len(source)
+    text = (source[start:] + source * (1 + n_chars // len(source)))[: max(n_chars, 0)]
     return text.rsplit(" ", 1)[0] if " " in text[-20:] else text
 
 
-async def estimate_tokens(text: str) -> int:
-    return round(len(text) / CHARS_PER_TOKEN_ESTIMATE)
+async def estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    return round(len(_joined(messages)) / CHARS_PER_TOKEN_ESTIMATE) + 4 * len(messages)
 
 
 def _with_filler(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
@@ -56,17 +61,17 @@ def _joined(messages: list[dict[str, Any]]) -> str:
 
 
 async def fit_messages(
-    messages: list[dict[str, Any]], target: int, count: Counter
+    messages: list[dict[str, Any]], target: int, count: Counter, offset: int = 0
 ) -> tuple[list[dict[str, Any]], int]:
-    """Messages whose joined content counts ``target`` tokens (±1 %), and the count reached."""
-    base = await count(_joined(_with_filler(messages, "")))
+    """Messages whose prompt counts ``target`` tokens (±1 %), and the count reached."""
+    base = await count(_with_filler(messages, ""))
     if base >= target:
         return _with_filler(messages, ""), base
     chars = int((target - base) * CHARS_PER_TOKEN_ESTIMATE)
     fitted, tokens = messages, base
     for _ in range(MAX_STEPS):
-        fitted = _with_filler(messages, filler(chars))
-        tokens = await count(_joined(fitted))
+        fitted = _with_filler(messages, filler(chars, offset))
+        tokens = await count(fitted)
         if abs(tokens - target) <= TOLERANCE * target:
             break
         chars = max(1, int(chars * (target - base) / max(tokens - base, 1)))

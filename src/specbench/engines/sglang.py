@@ -1,0 +1,196 @@
+"""SGLang's server, ``python -m sglang.launch_server`` (see ``shared/reference/engines.md`` §3).
+
+SGLang exposes **no speculative counters**: ``sglang:spec_accept_length`` and
+``sglang:spec_accept_rate`` are gauges set from the last decode-log window (§3.2). A before/after
+difference of them means nothing, so :meth:`SglangEngine.spec_counters` returns them under
+``*_gauge`` keys that the counter-differencing checks ignore. The other acceptance sources are the
+``accept len:`` decode log line and ``internal_states[i].avg_spec_accept_length`` in the server
+info, which is cumulative since boot (§3.2). Every SGLang accept length includes the bonus token.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from typing import Any, ClassVar
+
+import httpx
+
+from specbench.engines.base import Engine, MetricSamples
+from specbench.engines.openai import get_json, model_cards, series
+
+#: spec_counters key → gauge (§3.2; the last two only in some newer versions). Not counters.
+GAUGES = {
+    "accept_length_gauge": "sglang:spec_accept_length",
+    "accept_rate_gauge": "sglang:spec_accept_rate",
+    "num_steps_gauge": "sglang:spec_num_steps",
+    "num_draft_tokens_gauge": "sglang:spec_num_draft_tokens",
+}
+# Newer servers serve /server_info and deprecate /get_server_info (§3.2): try both, in this order.
+SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+_LOG_MARK = "accept len:"
+_LOG_FIELDS = {
+    "mean_acceptance_length": re.compile(r"accept len: ([\d.]+)"),
+    "rate": re.compile(r"accept rate: ([\d.]+)"),
+    "gen_throughput": re.compile(r"gen throughput \(token/s\): ([\d.]+)"),
+}
+_LOG_RUNNING = re.compile(r"#running-req: (\d+)")
+_LOG_CUDA_GRAPH = re.compile(r"cuda graph: (True|False)")
+
+
+class SglangEngine(Engine):
+    """``python -m sglang.launch_server --model-path M --host H --port P --enable-metrics [args]``."""
+
+    kind = "sglang"
+    #: Every ``--speculative-*`` flag (sglang:python/sglang/srt/server_args.py@001067f, §3.1),
+    #: including the ``--speculative-draft-model`` alias; the prefix covers future ones.
+    spec_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--speculative-algorithm",
+            "--speculative-draft-model-path",
+            "--speculative-draft-model",
+            "--speculative-draft-model-revision",
+            "--speculative-draft-load-format",
+            "--speculative-num-steps",
+            "--speculative-eagle-topk",
+            "--speculative-num-draft-tokens",
+            "--speculative-accept-threshold-single",
+            "--speculative-accept-threshold-acc",
+            "--speculative-use-rejection-sampling",
+            "--speculative-token-map",
+            "--speculative-attention-mode",
+            "--speculative-draft-attention-backend",
+            "--speculative-draft-kv-cache-dtype",
+            "--speculative-draft-model-quantization",
+            "--speculative-adaptive",
+            "--speculative-dflash-block-size",
+            "--speculative-dspark-block-size",
+        }
+    )
+    spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-",)
+    #: 503 while starting, then 200 (§3.3).
+    health_path: ClassVar[str] = "/health"
+
+    def __init__(self, python: str = "python") -> None:
+        self.python = python
+
+    @classmethod
+    def is_spec_flag(cls, flag: str) -> bool:
+        """Whether ``flag`` (also ``--flag=value``) configures speculation."""
+        name = flag.split("=", 1)[0]
+        return name in cls.spec_flags or name.startswith(cls.spec_flag_prefixes)
+
+    def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
+        # --enable-metrics: /metrics (and the spec gauges) exist only with it (§3.1).
+        return [
+            self.python,
+            "-m",
+            "sglang.launch_server",
+            "--model-path",
+            model,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--enable-metrics",
+            *args,
+        ]
+
+    def version(self) -> dict[str, Any]:
+        """The installed sglang distribution's version, read without importing sglang (fast)."""
+        code = "import importlib.metadata as m; print(m.version('sglang'))"
+        info: dict[str, Any] = {"python": self.python}
+        try:
+            done = subprocess.run(
+                [self.python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return {**info, "error": f"{type(exc).__name__}: {exc}"}
+        if done.returncode != 0:
+            return {**info, "error": done.stderr.strip()[-500:]}
+        return {**info, "version": done.stdout.strip()}
+
+    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+        """Server info (/server_info, falling back to /get_server_info) and /v1/models.
+
+        ``speculative_*`` server args say what the server actually runs (None algorithm = no
+        speculation). ``avg_spec_accept_length_since_boot`` is cumulative since the server started
+        (it includes warm-ups and earlier cells) and appears only once speculation has run (§3.2).
+        /health is not called: on SGLang it runs a generation (§3.3).
+        """
+        info, path = await _server_info(client, base_url)
+        raw = info.get("internal_states")
+        states: list[Any] = raw if isinstance(raw, list) else []
+        return {
+            "engine": "sglang",
+            "ready": path is not None,
+            "server_info_path": path,
+            "version": info.get("version"),
+            "speculative": {k: v for k, v in info.items() if k.startswith("speculative_")},
+            "avg_spec_accept_length_since_boot": [_state(s, "avg_spec_accept_length") for s in states],
+            "last_gen_throughput": [_state(s, "last_gen_throughput") for s in states],
+            "models": model_cards(await get_json(client, f"{base_url}/v1/models")),
+        }
+
+    def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
+        """``ignore_eos`` and neutral ``min_p``/``repetition_penalty`` (SGLang OpenAI protocol
+        extras, §3.3): servers fill unset sampling fields from the model's preferences."""
+        extras: dict[str, Any] = {"min_p": 0.0, "repetition_penalty": 1.0}
+        return {**extras, "ignore_eos": True} if ignore_eos else extras
+
+    def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
+        """Windowed gauges (mean over label sets), under ``*_gauge`` keys: never difference them.
+        SGLang has no drafts/draft_tokens/accepted counters, so those keys are absent."""
+        out: dict[str, float] = {}
+        for key, name in GAUGES.items():
+            values = [v for _, v in series(samples, name)]
+            if values:
+                out[key] = sum(values) / len(values)
+        return out
+
+    def fallback_patterns(self) -> list[str]:
+        """No documented SGLang log line announces a speculation failure (engines.md §3); a server
+        that ignored the flags shows ``speculative_algorithm: None`` in :meth:`describe`."""
+        return []
+
+    def acceptance_log_patterns(self) -> list[str]:
+        """The decode log line carries accept len/rate (§3.2); informative, not a failure."""
+        return [_LOG_MARK]
+
+    def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
+        return parse_log_acceptance(line)
+
+
+def _state(state: Any, key: str) -> Any:
+    return state.get(key) if isinstance(state, dict) else None
+
+
+async def _server_info(client: httpx.AsyncClient, base_url: str) -> tuple[dict[str, Any], str | None]:
+    """(server info, the path that answered) — newest path first (§3.2)."""
+    for path in SERVER_INFO_PATHS:
+        body = await get_json(client, base_url + path)
+        if isinstance(body, dict):
+            return body, path
+    return {}, None
+
+
+def parse_log_acceptance(line: str) -> dict[str, Any] | None:
+    """One decode log line → its window's accept length and rate.
+
+    ``mean_acceptance_length`` is SGLang's ``accept len`` = (accepted + bs)/forward_ct, which
+    **includes the bonus token** (§3.2) — comparable with vLLM's 1 + accepted/drafts, not with an
+    acceptance rate. ``rate`` is accepted/draft tokens in the window (absent in older versions).
+    There are no token counts, so lines can only be averaged, not summed.
+    """
+    if _LOG_MARK not in line:
+        return None
+    found = {k: float(m[1]) for k, rx in _LOG_FIELDS.items() if (m := rx.search(line))}
+    if "mean_acceptance_length" not in found:
+        return None
+    out: dict[str, Any] = {"source": "sglang_log", **found}
+    if running := _LOG_RUNNING.search(line):
+        out["running_req"] = int(running[1])
+    if graph := _LOG_CUDA_GRAPH.search(line):
+        out["cuda_graph"] = graph[1] == "True"
+    return out

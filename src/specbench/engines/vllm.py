@@ -1,0 +1,191 @@
+"""vLLM's OpenAI-compatible server, ``vllm serve`` (see ``shared/reference/engines.md`` §2).
+
+Speculation is configured by one JSON flag, ``--speculative-config`` (§2.1); acceptance comes
+from Prometheus counters summed over every ``engine`` label set (§2.2, the method of
+``vllm bench serve``, §2.4), from the periodic ``SpecDecoding metrics:`` log line (§2.3), and,
+on vLLM >= 0.29 with ``--per-request-spec-decode-metrics``, per request (§2.5).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import httpx
+
+from specbench.engines.base import Engine, MetricSamples
+from specbench.engines.openai import get_json, get_metrics, get_status, model_cards, series, total
+
+_PREFIX = "vllm:spec_decode_"
+#: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire, §2.2).
+COUNTERS = {
+    "drafts": _PREFIX + "num_drafts_total",  # verification steps
+    "draft_tokens": _PREFIX + "num_draft_tokens_total",
+    "accepted": _PREFIX + "num_accepted_tokens_total",
+}
+PER_POSITION = _PREFIX + "num_accepted_tokens_per_pos_total"  # label `position` = "0".."k-1"
+
+# §2.3: current and older formats of SpecDecodingLogging.log().
+_LOG_MARK = "SpecDecoding metrics:"
+_LOG_FIELDS = {
+    "accepted": re.compile(r"Accepted: (\d+) tokens"),
+    "drafted": re.compile(r"Drafted: (\d+) tokens"),
+    "mean_acceptance_length": re.compile(r"Mean acceptance length: ([\d.]+)"),
+    "logged_rate_pct": re.compile(r"Draft acceptance rate: ([\d.]+)%"),
+}
+_LOG_PER_POS = re.compile(r"Per-position acceptance rate: ((?:[\d.]+(?:, )?)+)")
+
+
+class VllmEngine(Engine):
+    """``vllm serve MODEL [arm args] --host H --port P``; /metrics is always mounted (§2.2)."""
+
+    kind = "vllm"
+    #: Speculative flags: the JSON flag in its spellings (`-sc` alias: vllm/engine/arg_utils.py
+    #: ``add_argument("--speculative-config", "-sc", ...)``; underscore form in vLLM's v0.10 docs
+    #: ``--speculative_config``) and the pre-V1 flags it replaced (vllm:vllm/engine/arg_utils.py@001999d).
+    spec_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "--speculative-config",
+            "--speculative_config",
+            "-sc",
+            "--num-speculative-tokens",
+            "--ngram-prompt-lookup-max",
+            "--ngram-prompt-lookup-min",
+            "--spec-decoding-acceptance-method",
+            "--typical-acceptance-sampler-posterior-threshold",
+            "--typical-acceptance-sampler-posterior-alpha",
+            "--disable-logprobs-during-spec-decoding",
+        }
+    )
+    #: ``--speculative-config.method ngram`` style keys and the old ``--speculative-model`` family.
+    spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-", "--speculative_")
+    health_path: ClassVar[str] = "/health"
+
+    def __init__(self, executable: str = "vllm") -> None:
+        self.executable = executable
+
+    @classmethod
+    def is_spec_flag(cls, flag: str) -> bool:
+        """Whether ``flag`` (also ``--flag=value``) configures speculation."""
+        name = flag.split("=", 1)[0]
+        return name in cls.spec_flags or name.startswith(cls.spec_flag_prefixes)
+
+    def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
+        return [self.executable, "serve", model, *args, "--host", host, "--port", str(port)]
+
+    def version(self) -> dict[str, Any]:
+        """``vllm --version`` (argparse ``action='version'`` in vllm/entrypoints/cli/main.py); slow
+        because the CLI imports torch, hence the long timeout. The server's /version is the truth."""
+        info: dict[str, Any] = {"executable": self.executable}
+        try:
+            done = subprocess.run(
+                [self.executable, "--version"], capture_output=True, text=True, timeout=180, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return {**info, "error": f"{type(exc).__name__}: {exc}"}
+        lines = done.stdout.strip().splitlines()
+        return {**info, "version": lines[-1].strip()} if lines else {**info, "error": done.stderr[-500:]}
+
+    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+        """Readiness, version (/version, §2.6), models (/v1/models) and whether the spec counters
+        exist at all: vLLM creates them only when ``speculative_config`` is set (§2.2), so their
+        absence on a speculative arm means the flag did not take."""
+        version = await get_json(client, f"{base_url}/version")
+        samples = await get_metrics(client, base_url)
+        return {
+            "engine": "vllm",
+            "ready": await get_status(client, f"{base_url}/health") == 200,
+            "version": version.get("version") if isinstance(version, dict) else None,
+            "models": model_cards(await get_json(client, f"{base_url}/v1/models")),
+            "spec_metrics_present": None if samples is None else COUNTERS["drafts"] in _names(samples),
+        }
+
+    def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
+        """``ignore_eos`` (vLLM chat protocol, §2.6), plus neutral ``min_p``/``repetition_penalty``:
+        unset fields fall back to the model's generation_config, which differs between models
+        and versions (§2.6: "set temperature and the other sampling fields explicitly")."""
+        extras: dict[str, Any] = {"min_p": 0.0, "repetition_penalty": 1.0}
+        return {**extras, "ignore_eos": True} if ignore_eos else extras
+
+    def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
+        """drafts/draft_tokens/accepted summed over all label sets (two ``engine`` labels in DP
+        mode), and ``accepted_pos_<i>`` per draft position; ``_created`` samples never count."""
+        out = {key: value for key, name in COUNTERS.items() if (value := total(samples, name)) is not None}
+        for labels, value in series(samples, PER_POSITION):
+            position = labels.get("position", "")
+            if position.isdigit():
+                key = f"accepted_pos_{position}"
+                out[key] = out.get(key, 0.0) + value
+        return out
+
+    def fallback_patterns(self) -> list[str]:
+        """CUDA-graph downgrades caused by speculation, as vLLM logs them at startup (seen in public
+        vLLM 0.27–0.30 logs from vllm/config/compilation.py): the arm still speculates, but without
+        full CUDA graphs, so its speed is not the configuration's best."""
+        return [
+            "is not supported with spec-decode",
+            "not supported for ngram-based speculative decoding",
+        ]
+
+    def acceptance_log_patterns(self) -> list[str]:
+        """Informative log lines carrying acceptance (§2.3); keep them, but they are not failures."""
+        return [_LOG_MARK]
+
+    def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
+        return parse_log_acceptance(line)
+
+
+def _names(samples: MetricSamples) -> set[str]:
+    return {key.partition("{")[0] for key in samples}
+
+
+def parse_log_acceptance(line: str) -> dict[str, Any] | None:
+    """One ``SpecDecoding metrics:`` line → accepted/drafted token counts for its interval.
+
+    The counts cover the interval since the previous line (default 10 s, reset after each
+    line, §2.3), so summing a cell's lines gives its totals. ``rate`` = accepted/drafted;
+    ``mean_acceptance_length`` = 1 + accepted/drafts (includes the bonus token; newer format only).
+    """
+    if _LOG_MARK not in line:
+        return None
+    found = {k: m[1] for k, rx in _LOG_FIELDS.items() if (m := rx.search(line))}
+    if "accepted" not in found or "drafted" not in found:
+        return None
+    accepted, drafted = int(found["accepted"]), int(found["drafted"])
+    out: dict[str, Any] = {
+        "source": "vllm_log",
+        "accepted": accepted,
+        "drafted": drafted,
+        "rate": accepted / drafted if drafted else None,
+    }
+    if "mean_acceptance_length" in found:
+        out["mean_acceptance_length"] = float(found["mean_acceptance_length"])
+    if "logged_rate_pct" in found:
+        out["logged_rate"] = float(found["logged_rate_pct"]) / 100
+    per_pos = _LOG_PER_POS.search(line)
+    if per_pos:
+        out["per_position"] = [float(p) for p in per_pos[1].rstrip(", ").split(", ")]
+    return out
+
+
+def request_spec_metrics(record: Mapping[str, Any]) -> dict[str, float] | None:
+    """Per-request acceptance from ``metrics.speculative_decoding`` (vLLM >= 0.29 with
+    ``--per-request-spec-decode-metrics``; it rides the final usage chunk, §2.5), in the record
+    fields llama.cpp's ``timings`` fill: ``draft_n`` (drafted) and ``draft_accepted``.
+    None when absent, including ``n > 1`` where vLLM sends null (§2.5)."""
+    metrics = record.get("metrics")
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return None
+    drafted, accepted = spec.get("num_draft_tokens"), spec.get("num_accepted_draft_tokens")
+    if not isinstance(drafted, (int, float)) or not isinstance(accepted, (int, float)):
+        return None
+    out = {"draft_n": float(drafted), "draft_accepted": float(accepted)}
+    optional = {"draft_steps": "num_spec_steps", "mean_acceptance_length": "mean_acceptance_length"}
+    for key, name in optional.items():
+        value = spec.get(name)
+        if isinstance(value, (int, float)):
+            out[key] = float(value)
+    return out

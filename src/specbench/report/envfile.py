@@ -1,0 +1,129 @@
+"""BENCHMARK_ENV.md: everything a reader needs to reproduce (or doubt) the numbers.
+
+Hardware, OS, driver / CUDA, engine version, commit and build options, model path and SHA-256,
+and the exact command line every arm was served with — read from env.json and manifest.json
+(and, after a merge, ``envs/<machine>.json`` for each machine), never from the current machine.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench import __version__
+from specbench.report.document import Block, Code, Heading, Para, Table
+
+GIB = 2**30
+
+
+def _kv(pairs: list[tuple[str, Any]]) -> Table:
+    rows = [{"item": k, "value": "—" if v in (None, "", [], {}) else str(v)} for k, v in pairs]
+    return Table(pd.DataFrame(rows, columns=["item", "value"]))
+
+
+def _gpus(env: dict[str, Any]) -> str:
+    gpus = env.get("gpus") or []
+    if not gpus:
+        return "none detected"
+    return "; ".join(
+        f"{g.get('name', '?')} ({g.get('memory.total', '?')}, driver {g.get('driver_version', '?')}, "
+        f"CUDA {g.get('cuda') or '?'})"
+        for g in gpus
+    )
+
+
+def machine_blocks(env: dict[str, Any], level: int = 2) -> list[Block]:
+    ram = env.get("ram_bytes")
+    engine, model = env.get("engine") or {}, env.get("model") or {}
+    build = engine.get("build") or {}
+    machine = _kv([
+        ("CPU", env.get("cpu")),
+        ("cores (physical / logical)", f"{env.get('cpu_count_physical')} / {env.get('cpu_count_logical')}"),
+        ("RAM", f"{ram / GIB:.1f} GiB" if isinstance(ram, int | float) else None),
+        ("GPU, driver, CUDA", _gpus(env)),
+        ("OS", env.get("platform")),
+        ("Python", env.get("python")),
+        ("specbench (at measurement)", env.get("specbench_version")),
+        ("captured at", env.get("captured_at")),
+    ])  # fmt: skip
+    eng = _kv([
+        ("engine", engine.get("kind")),
+        ("version", engine.get("version")),
+        ("build number", engine.get("build_number")),
+        ("commit", engine.get("commit")),
+        ("binary", engine.get("binary")),
+        ("build options", json.dumps(build, sort_keys=True) if build else "not recorded (user's own build)"),
+    ])  # fmt: skip
+    mod = _kv([("path", model.get("path")), ("SHA-256", model.get("sha256")), ("bytes", model.get("bytes"))])
+    h = level + 1
+    return [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng, Heading("Model", h), mod]
+
+
+def command_blocks(arms: dict[str, Any], level: int = 2) -> list[Block]:
+    out: list[Block] = []
+    for arm, info in arms.items():
+        cmd = (info or {}).get("command")
+        out.append(Heading(f"{arm} ({(info or {}).get('status', 'not run')})", level + 1))
+        out.append(
+            Code(shlex.join(map(str, cmd))) if cmd else Para("not recorded: the arm was never launched.")
+        )
+    return out
+
+
+def _matrix_blocks(manifest: dict[str, Any]) -> list[Block]:
+    matrix = manifest.get("matrix") or {}
+    return [
+        Heading("Matrix", 2),
+        _kv([
+            ("run started / finished", f"{manifest.get('started_at')} / {manifest.get('finished_at')}"),
+            ("specbench (at measurement)", manifest.get("specbench_version")),
+            ("specbench (this report)", __version__),
+            ("engine", matrix.get("engine")),
+            ("baseline", matrix.get("baseline")),
+            ("common args", shlex.join(map(str, matrix.get("common_args") or []))),
+            ("workload", json.dumps(matrix.get("workload"), sort_keys=True)),
+            ("repeats / warm-up", f"{matrix.get('repeats')} / {matrix.get('warmup')}"),
+            *_merge_rows(manifest),
+        ]),
+    ]  # fmt: skip
+
+
+def _merge_rows(manifest: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Where a merged run's records came from, and what was pooled despite differing."""
+    sources = manifest.get("sources") or []
+    if not sources:
+        return []
+    names = ", ".join(f"{s.get('machine')} ← {s.get('path')} ({s.get('started_at')})" for s in sources)
+    return [("merged from", names), ("pooled despite", "; ".join(manifest.get("pooled_despite") or []))]
+
+
+def merged_envs(run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Machine → env.json of each source of a merged run (empty for a plain run)."""
+    folder = run_dir / "envs"
+    return (
+        {p.stem: json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))} if folder.is_dir() else {}
+    )
+
+
+def env_blocks(run_dir: Path, manifest: dict[str, Any]) -> list[Block]:
+    """The environment document: one machine, or one section per machine of a merged run."""
+    blocks: list[Block] = [Heading("Benchmark environment", 1), Para(f"Run directory: {run_dir.name}")]
+    blocks += _matrix_blocks(manifest)
+    envs = merged_envs(run_dir)
+    if not envs:
+        env_path = run_dir / "env.json"
+        env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+        blocks += [Heading("Machine", 2), *machine_blocks(env)]
+        return [*blocks, Heading("Command line of every arm", 2), *command_blocks(manifest.get("arms") or {})]
+    sources = {s.get("machine"): s for s in manifest.get("sources") or []}
+    for machine, env in envs.items():
+        blocks += [Heading(f"Machine {machine}", 2), *machine_blocks(env)]
+        blocks += [
+            Heading("Command line of every arm", 3),
+            *command_blocks(sources.get(machine, {}).get("arms", {}), 3),
+        ]
+    return blocks

@@ -1,0 +1,209 @@
+"""Pool run directories from several machines, and compare two runs of the same matrix.
+
+Merging keeps every record raw and adds where it came from: ``machine`` (the source's host
+plus its index, unique even when two sources share a host name) and ``source_repeat``;
+``repeat`` is renumbered so pairs never cross machines (a paired speedup then compares an arm
+with the baseline measured on the same box). Pooling numbers from different model files or
+engine commits would average different things, so it is refused unless forced.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from specbench.analysis import load_run
+from specbench.errors import StoreError
+from specbench.stats import speedup
+from specbench.store import RunStore, now_iso
+
+
+def _source(path: Path, index: int) -> dict[str, Any]:
+    store = RunStore(path)
+    manifest = store.manifest()
+    host = re.sub(r"[^A-Za-z0-9_.-]", "_", str(manifest.get("host") or "host"))
+    return {
+        "path": path,
+        "machine": f"{host}-{index}",
+        "manifest": manifest,
+        "env": store.env(),
+        "store": store,
+    }
+
+
+def _identity(env: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model SHA-256": (env.get("model") or {}).get("sha256"),
+        "engine commit": (env.get("engine") or {}).get("commit"),
+    }
+
+
+def check_poolable(sources: list[dict[str, Any]]) -> list[str]:
+    """One line per difference from the first source in model SHA-256 or engine commit,
+    naming both values and both runs (empty: the sources may be pooled)."""
+    first = sources[0]
+    problems = []
+    for other in sources[1:]:
+        for key, value in _identity(first["env"]).items():
+            theirs = _identity(other["env"])[key]
+            if value != theirs:
+                problems.append(f"{key} differs: {value} ({first['path']}) vs {theirs} ({other['path']})")
+    return problems
+
+
+def _merged_matrix(sources: list[dict[str, Any]]) -> dict[str, Any]:
+    matrix = dict(sources[0]["manifest"].get("matrix") or {})
+    arms = dict(matrix.get("arms") or {})
+    for s in sources[1:]:
+        for arm, args in ((s["manifest"].get("matrix") or {}).get("arms") or {}).items():
+            arms.setdefault(arm, args)
+    return {**matrix, "arms": arms}
+
+
+def _merged_arms(sources: list[dict[str, Any]]) -> dict[str, Any]:
+    """Arm status: "ok" only if ok on every machine; the command of the first machine that ran it."""
+    out: dict[str, Any] = {}
+    for s in sources:
+        for arm, info in (s["manifest"].get("arms") or {}).items():
+            entry = out.setdefault(arm, {"status": info.get("status"), "command": info.get("command")})
+            if info.get("status") != "ok":
+                entry["status"] = info.get("status")
+            entry.setdefault("machines", []).append(s["machine"])
+    return out
+
+
+def _copy_rows(s: dict[str, Any], out: RunStore, offset: int, seq: int) -> int:
+    """Append the source's records and cells, tagged; returns the last seq used."""
+    for rec in s["store"].records():
+        seq += 1
+        out.append(out.records_path, rec | _tags(s, rec, offset) | {"seq": seq})
+    for cell in s["store"].cells():
+        out.append(out.cells_path, cell | _tags(s, cell, offset))
+    return seq
+
+
+def _tags(s: dict[str, Any], row: dict[str, Any], offset: int) -> dict[str, Any]:
+    repeat = row.get("repeat")
+    shifted = offset + repeat if isinstance(repeat, int) else repeat
+    return {"machine": s["machine"], "source_repeat": repeat, "repeat": shifted}
+
+
+def merge_runs(runs: Sequence[Path], out: Path, force: bool = False) -> Path:
+    """Combine run directories into ``out`` (a new run directory) and return it.
+
+    Each source's env goes to ``out/envs/<machine>.json``; the manifest lists the sources.
+    Raises StoreError when the sources used different model files or engine commits (unless
+    ``force``), when fewer than two runs are given, or when ``out`` already holds a run."""
+    if len(runs) < 2:
+        raise StoreError(f"merge needs at least two run directories, got {len(runs)}")
+    sources = [_source(Path(p), i) for i, p in enumerate(runs)]
+    problems = check_poolable(sources)
+    if problems and not force:
+        raise StoreError(f"refusing to pool runs: {problems[0]}; pass force to merge anyway")
+    store = RunStore(out)
+    store.create(_manifest(sources, problems), resume=False)
+    (out / "envs").mkdir(exist_ok=True)
+    seq, stride = 0, 1 + max(_max_repeat(s) for s in sources)
+    for i, s in enumerate(sources):
+        (out / "envs" / f"{s['machine']}.json").write_text(json.dumps(s["env"], indent=1))
+        seq = _copy_rows(s, store, i * stride, seq)
+    store.write_env({**sources[0]["env"], "merged_from": [s["machine"] for s in sources]})
+    store.update_manifest(finished_at=now_iso())
+    return out
+
+
+def _max_repeat(s: dict[str, Any]) -> int:
+    repeats = [r["repeat"] for r in s["store"].records() if isinstance(r.get("repeat"), int)]
+    return max(repeats, default=0)
+
+
+def _manifest(sources: list[dict[str, Any]], problems: list[str]) -> dict[str, Any]:
+    return {
+        "matrix": _merged_matrix(sources),
+        "arms": _merged_arms(sources),
+        "merged_at": now_iso(),
+        "pooled_despite": problems,
+        "sources": [
+            {
+                "path": str(s["path"].resolve()),
+                "machine": s["machine"],
+                "host": s["manifest"].get("host"),
+                "started_at": s["manifest"].get("started_at"),
+                "finished_at": s["manifest"].get("finished_at"),
+                "specbench_version": s["manifest"].get("specbench_version"),
+                "arms": s["manifest"].get("arms") or {},
+            }
+            for s in sources
+        ],
+    }
+
+
+# -- compare ----------------------------------------------------------------------------------
+COMPARE_COLUMNS = [
+    "arm",
+    "n_a",
+    "n_b",
+    "median_a",
+    "median_b",
+    "ratio",
+    "ci_low",
+    "ci_high",
+    "verdict",
+    "p_value",
+]
+
+
+def compare_runs(a: Path, b: Path, metric: str = "decode_tok_s") -> pd.DataFrame:
+    """Per arm present in both runs: median ``metric`` in each, b vs a (ratio > 1: b is better;
+    for tok/s that is median_b / median_a) with an unpaired bootstrap 95 % CI and verdict,
+    and whether the arm's arguments changed. Raises StoreError when no arm is in both."""
+    run_a, run_b = load_run(a), load_run(b)
+    common = [arm for arm in run_a.measured_arms if arm in run_b.measured_arms]
+    if not common:
+        raise StoreError(f"{a} and {b} have no measured arm in common")
+    rows = [_compare_arm(run_a.df, run_b.df, arm, metric) for arm in common]
+    df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    df["args_changed"] = [run_a.arm_args(arm) != run_b.arm_args(arm) for arm in common]
+    df.attrs.update(metric=metric, a=str(a), b=str(b))
+    return df
+
+
+def _compare_arm(df_a: pd.DataFrame, df_b: pd.DataFrame, arm: str, metric: str) -> dict[str, Any]:
+    both = pd.concat([df_a[df_a["arm"] == arm].assign(arm="a"), df_b[df_b["arm"] == arm].assign(arm="b")])
+    med_a, med_b = (
+        df_a.loc[df_a["arm"] == arm, metric].median(),
+        df_b.loc[df_b["arm"] == arm, metric].median(),
+    )
+    row: dict[str, Any] = {"arm": arm, "median_a": med_a, "median_b": med_b}
+    try:
+        c = speedup(both, "b", "a", metric, paired=False)
+    except ValueError:  # fewer than two values on a side: report medians, no verdict
+        return row | {"verdict": "too few values"}
+    return row | {"n_a": c.n_b, "n_b": c.n_a, "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
+                  "verdict": c.verdict, "p_value": c.p_value}  # fmt: skip
+
+
+def format_comparison(df: pd.DataFrame, width: int = 110) -> str:
+    """The comparison as a plain-text table for the terminal (no colour codes)."""
+    metric = df.attrs.get("metric", "decode_tok_s")
+    table = Table(title=f"{metric}: b vs a ({df.attrs.get('b', 'b')} vs {df.attrs.get('a', 'a')})",
+                  title_justify="left")  # fmt: skip
+    for col in ("arm", "median a", "median b", "b vs a", "95 % CI", "verdict", "args changed"):
+        table.add_column(col, justify="left" if col in ("arm", "verdict") else "right")
+    for r in df.to_dict("records"):
+        ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if pd.notna(r["ci_low"]) else "—"
+        ratio = f"×{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "—"
+        changed = "yes" if r["args_changed"] else "no"
+        medians = (f"{r['median_a']:.2f}", f"{r['median_b']:.2f}")
+        table.add_row(str(r["arm"]), *medians, ratio, ci, str(r["verdict"]), changed)
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, highlight=False).print(table)
+    return buffer.getvalue()

@@ -1,0 +1,232 @@
+"""The report's plots: matplotlib figures on the Agg canvas (no pyplot state, no display), saved as PNG.
+
+Each plot function returns None when its data are absent (no categories, no length or
+concurrency sweep, a single machine): the report skips it instead of drawing an empty axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from specbench import analysis, checks
+from specbench.analysis import RunData
+from specbench.report.tables import median_ci, position_frame
+
+DPI = 100
+BASE_COLOUR, ARM_COLOUR = "#888888", "#1f77b4"
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str
+    title: str
+    caption: str
+    draw: Callable[[RunData, pd.DataFrame], Figure | None]
+
+
+def _figure(width: float, height: float) -> Figure:
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _values(df: pd.DataFrame, column: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+    x: np.ndarray[Any, np.dtype[np.float64]] = df[column].to_numpy(np.float64)
+    finite: np.ndarray[Any, np.dtype[np.float64]] = x[np.isfinite(x)]
+    return finite
+
+
+def _distribution(ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, seed: int = 0) -> None:
+    """Notched box per arm (the notch is the bootstrap 95 % CI of the median), the points as
+    a jittered strip, and the baseline's median CI as a band across the axis."""
+    data = [_values(df[df["arm"] == a], "decode_tok_s") for a in arms]
+    keep = [i for i, d in enumerate(data) if d.size]
+    if not keep:
+        return
+    data, names = [data[i] for i in keep], [arms[i] for i in keep]
+    ax.boxplot(data, notch=True, bootstrap=2000, showfliers=False)
+    ax.set_xticks(range(1, len(names) + 1), names)  # not boxplot's labels=: renamed in matplotlib 3.9
+    rng = np.random.default_rng(seed)
+    for i, (name, d) in enumerate(zip(names, data, strict=True), 1):
+        colour = BASE_COLOUR if name == baseline else ARM_COLOUR
+        ax.scatter(i + rng.uniform(-0.15, 0.15, d.size), d, s=9, alpha=0.5, color=colour, zorder=3)
+    if baseline in names:
+        _, low, high = median_ci(data[names.index(baseline)])
+        ax.axhspan(low, high, color=BASE_COLOUR, alpha=0.2, label=f"{baseline} median 95 % CI")
+        ax.legend(loc="best", fontsize=8)
+    ax.set_ylabel("decode tok/s")
+    ax.tick_params(axis="x", labelrotation=20)
+
+
+def decode_distribution(run: RunData, df: pd.DataFrame) -> Figure | None:
+    if not df["decode_tok_s"].notna().any():
+        return None
+    fig = _figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
+    ax = fig.add_subplot()
+    _distribution(ax, df, run.measured_arms, run.baseline)
+    ax.set_title("Decode rate per request, by arm")
+    return fig
+
+
+def _facets(count: int, height: float = 3.2) -> tuple[Figure, list[Any]]:
+    cols = min(3, count)
+    rows = math.ceil(count / cols)
+    fig = _figure(5.0 * cols, height * rows)
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
+    for ax in axes[count:]:
+        ax.set_visible(False)
+    return fig, list(axes[:count])
+
+
+def decode_by_category(run: RunData, df: pd.DataFrame) -> Figure | None:
+    categories = sorted(str(c) for c in df["category"].dropna().unique())
+    if len(categories) < 2:
+        return None
+    fig, axes = _facets(len(categories))
+    for ax, cat in zip(axes, categories, strict=True):
+        _distribution(ax, df[df["category"] == cat], run.measured_arms, run.baseline)
+        ax.set_title(cat, fontsize=10)
+    return fig
+
+
+def by_machine(run: RunData, df: pd.DataFrame) -> Figure | None:
+    machines = sorted(str(m) for m in df["machine"].dropna().unique())
+    if len(machines) < 2:
+        return None
+    fig, axes = _facets(len(machines))
+    for ax, machine in zip(axes, machines, strict=True):
+        _distribution(ax, df[df["machine"] == machine], run.measured_arms, run.baseline)
+        ax.set_title(machine, fontsize=10)
+    return fig
+
+
+def acceptance(run: RunData, df: pd.DataFrame) -> Figure | None:
+    """Accepted / drafted per speculating arm, one bar per source (timings, /metrics, log)."""
+    rates = {
+        arm: {k: v["rate"] for k, v in checks.acceptance_sources(arm, df, run.cells).items()}
+        for arm in run.measured_arms
+        if checks.speculates(run.arm_args(arm))
+    }
+    sources = sorted({s for r in rates.values() for s in r})
+    if not sources:
+        return None
+    fig = _figure(max(6.0, 1.2 * len(rates) + 2), 4.0)
+    ax = fig.add_subplot()
+    width = 0.8 / len(sources)
+    x = np.arange(len(rates))
+    for i, source in enumerate(sources):
+        bars = ax.bar(x + i * width, [r.get(source, np.nan) for r in rates.values()], width, label=source)
+        ax.bar_label(bars, fmt="%.3f", fontsize=8)
+    ax.set_xticks(x + width * (len(sources) - 1) / 2, list(rates), rotation=20)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("accepted / drafted tokens")
+    ax.legend(title="source", fontsize=8)
+    return fig
+
+
+def acceptance_by_position(run: RunData, df: pd.DataFrame) -> Figure | None:
+    """Accepted / drafts at each draft position (position 0 first): where the drafter loses track."""
+    frame = position_frame(run)
+    if frame.empty:
+        return None
+    fig = _figure(7.0, 4.0)
+    ax = fig.add_subplot()
+    for arm, sub in frame.groupby("arm", sort=False):
+        ax.plot(sub["position"] + 1, sub["rate"], "o-", label=str(arm))
+    ax.set_xticks(sorted(frame["position"].unique() + 1))
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("draft position")
+    ax.set_ylabel("accepted / drafts")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def speedup_vs_length(run: RunData, df: pd.DataFrame) -> Figure | None:
+    """Measured wall-clock speedup per requested length, the prefill + L/r model, and L*."""
+    lengths = np.sort(df["max_tokens"].dropna().unique())
+    if lengths.size < 2 or run.baseline not in run.measured_arms:
+        return None
+    e2e = df.pivot_table(index="max_tokens", columns="arm", values="e2e_ms", aggfunc="median")
+    fig = _figure(7.5, 4.5)
+    ax = fig.add_subplot()
+    grid = np.geomspace(lengths.min(), lengths.max(), 100)
+    base_prefill, base_rate = analysis.arm_medians(df, run.baseline)
+    for arm in (a for a in run.measured_arms if a != run.baseline and a in e2e.columns):
+        line = ax.plot(e2e.index, e2e[run.baseline] / e2e[arm], "o-", label=f"{arm} measured")[0]
+        prefill, rate = analysis.arm_medians(df, arm)
+        model = (base_prefill / 1000 + grid / base_rate) / (prefill / 1000 + grid / rate)
+        ax.plot(grid, model, ":", color=line.get_color(), label=f"{arm} prefill + L/r model")
+        cross = analysis.crossover_length(base_prefill, prefill, base_rate, rate)
+        if cross is not None:
+            ax.axvline(cross, color=line.get_color(), ls="--", lw=1, label=f"{arm} L* ≈ {cross:.0f} tokens")
+    ax.axhline(1.0, color="black", lw=0.8)
+    _log_ticks(ax, lengths)
+    ax.set_xlabel("requested output tokens (max_tokens)")
+    ax.set_ylabel(f"wall-clock speedup vs {run.baseline}")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _log_ticks(ax: Any, values: Any) -> None:
+    """Log x axis ticked at the values measured, labelled as plain integers."""
+    ax.set_xscale("log")
+    ax.set_xticks(list(values), [f"{v:g}" for v in values])
+    ax.minorticks_off()
+
+
+def latency_vs_concurrency(run: RunData, df: pd.DataFrame) -> Figure | None:
+    if df["concurrency"].nunique() < 2:
+        return None
+    fig = _figure(11.0, 4.2)
+    axes = fig.subplots(1, 2)
+    for ax, metric in zip(axes, ("ttft_ms", "e2e_ms"), strict=True):
+        med = df.pivot_table(index="concurrency", columns="arm", values=metric, aggfunc="median")
+        for arm in (a for a in run.measured_arms if a in med.columns):
+            ax.plot(med.index, med[arm], "o-", label=arm)
+        _log_ticks(ax, med.index.to_numpy())
+        ax.set_xlabel("requests in flight")
+        ax.set_ylabel(f"median {metric.replace('_ms', '')} ms")
+        ax.legend(fontsize=8)
+    return fig
+
+
+PLOTS = (
+    Plot("decode_by_arm", "Decode rate by arm", "one point per request; notch = 95 % CI of the median; "
+         "grey band = the baseline median's 95 % CI", decode_distribution),
+    Plot("decode_by_category", "Decode rate by prompt category", "the same, per category: a speculative "
+         "arm that only wins on some categories shows here (pitfall 5)", decode_by_category),
+    Plot("acceptance", "Acceptance by arm and source", "accepted / drafted tokens from each source; "
+         "sources should agree (pitfall 2)", acceptance),
+    Plot("acceptance_by_position", "Acceptance per draft position", "share of drafts whose i-th token "
+         "was accepted (per-position counters, e.g. vLLM)", acceptance_by_position),
+    Plot("speedup_vs_length", "Wall-clock speedup vs output length", "measured median e2e ratio per length, "
+         "the prefill + L/r model and its crossover L* (pitfall 7)", speedup_vs_length),
+    Plot("latency_vs_concurrency", "TTFT and e2e vs concurrency", "median per concurrency level "
+         "(pitfall 9: concurrency can flip the sign)", latency_vs_concurrency),
+    Plot("decode_by_machine", "Decode rate per machine", "one panel per machine of a merged run", by_machine),
+)  # fmt: skip
+
+
+def write_plots(run: RunData, folder: Path) -> list[tuple[Plot, Path]]:
+    """Every plot whose data exist, saved as ``folder/<name>.png``; stale PNGs are removed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    df = analysis.detail_frame(run)
+    out = []
+    for plot in PLOTS:
+        path = folder / f"{plot.name}.png"
+        path.unlink(missing_ok=True)
+        fig = plot.draw(run, df)
+        if fig is not None:
+            fig.suptitle(plot.title)
+            fig.savefig(path, format="png")
+            out.append((plot, path))
+    return out

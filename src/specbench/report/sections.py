@@ -1,0 +1,209 @@
+"""The report's content, in reading order: findings first — what a reader must know before
+trusting any number — then the decision, then the numbers that support it, then the plots."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from specbench import analysis
+from specbench.analysis import Decision, RunData
+from specbench.checks import Finding
+from specbench.report import tables
+from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
+from specbench.report.plots import Plot
+
+
+@dataclass(frozen=True)
+class Computed:
+    """Everything derived from the run once, shared by every output format."""
+
+    run: RunData
+    found: list[Finding]
+    decisions: list[Decision]
+    summary: pd.DataFrame
+    crossovers: pd.DataFrame
+    winners: pd.DataFrame
+
+
+def crossover_frame(run: RunData) -> pd.DataFrame:
+    """Per arm: the crossover formula's inputs, L* and the case it is in (numeric columns)."""
+    if run.baseline not in run.measured_arms:
+        return pd.DataFrame()
+    base_prefill, base_rate = analysis.arm_medians(run.df, run.baseline)
+    rows = []
+    for arm, length in analysis.crossovers(run).items():
+        prefill, rate = analysis.arm_medians(run.df, arm)
+        rows.append({
+            "arm": arm, "prefill_column": analysis.prefill_column(run.df),
+            "prefill_baseline_ms": base_prefill, "prefill_arm_ms": prefill,
+            "prefill_tax_s": (prefill - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
+            "decode_arm_tok_s": rate, "crossover_tokens": length,
+            "regime": analysis.crossover_regime(base_prefill, prefill, base_rate, rate),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def compute(run: RunData) -> Computed:
+    found = analysis.findings(run)
+    return Computed(
+        run=run,
+        found=found,
+        decisions=analysis.decision_table(run, found=found),
+        summary=tables.summary_frame(run),
+        crossovers=crossover_frame(run),
+        winners=analysis.wall_clock_winners(run),
+    )
+
+
+def _findings(c: Computed) -> list[Block]:
+    if not c.found:
+        return [Heading("Findings"), Para("No check flagged this run.")]
+    counts = pd.Series([f.severity for f in c.found]).value_counts()
+    line = ", ".join(f"{n} {sev}" for sev, n in counts.items())
+    return [Heading("Findings"), Para(f"{line}; most serious first."), Table(tables.findings_table(c.found))]
+
+
+def _decision(c: Computed) -> list[Block]:
+    rule = (
+        "Rule: recommend the arm with the largest decode speedup whose 95 % CI lies above 1.01 "
+        f"(verdict faster) vs {c.run.baseline}, whose wall clock is not significantly slower, and "
+        "that no error-severity finding names; otherwise keep speculation off."
+    )
+    if not c.decisions:
+        return [Heading("Decision"), Para("No measured requests: nothing to decide."), Para(rule)]
+    return [Heading("Decision"), Table(tables.decision_table(c.decisions)), Para(rule)]
+
+
+def _context(run: RunData, run_dir: Path) -> list[Block]:
+    matrix = run.manifest.get("matrix") or {}
+    failed = sum(1 for r in run.records if r.get("error") is not None and not r.get("warmup"))
+    return [
+        Heading("Run"),
+        Para(
+            f"{run_dir.name}: engine {matrix.get('engine', '?')}, model {matrix.get('model', '?')}, "
+            f"{len(run.df)} measured requests ({failed} failed) over {len(run.measured_arms)} arms, "
+            f"baseline {run.baseline}. Environment and exact command lines: BENCHMARK_ENV.md."
+        ),
+    ]
+
+
+def _crossover(c: Computed) -> list[Block]:
+    if c.crossovers.empty:
+        return []
+    shown = pd.DataFrame({
+        "arm": c.crossovers["arm"],
+        f"prefill ms ({c.crossovers['prefill_column'].iloc[0]}) baseline → arm": [
+            f"{tables.fmt(b, '.0f')} → {tables.fmt(a, '.0f')}"
+            for b, a in zip(c.crossovers["prefill_baseline_ms"], c.crossovers["prefill_arm_ms"], strict=True)
+        ],
+        "decode tok/s baseline → arm": [
+            f"{tables.fmt(b)} → {tables.fmt(a)}"
+            for b, a in zip(c.crossovers["decode_baseline_tok_s"], c.crossovers["decode_arm_tok_s"],
+                            strict=True)
+        ],
+        "L* tokens": [tables.fmt(v, ".0f") if v is not None and not math.isnan(v) else "—"
+                      for v in c.crossovers["crossover_tokens"]],
+        "on wall clock the arm": c.crossovers["regime"],
+    })  # fmt: skip
+    blocks: list[Block] = [
+        Heading("Crossover length"),
+        Para("L* = (prefill_arm − prefill_baseline) / (1/r_baseline − 1/r_arm), medians over the run."),
+        Table(shown),
+    ]
+    if not c.winners.empty:
+        win = c.winners.copy()
+        for col in win.columns.drop(["max_tokens", "winner"]):
+            win[col] = win[col].map(lambda v: tables.fmt(v, ".0f"))
+        win["max_tokens"] = win["max_tokens"].map(lambda v: tables.fmt(v, ".0f"))
+        blocks.append(Table(win, "Measured median e2e ms per requested length, and the wall-clock winner"))
+    return blocks
+
+
+def _per_arm(c: Computed) -> list[Block]:
+    blocks: list[Block] = [Heading("Per arm"), Para("Medians with 95 % bootstrap CIs in parentheses.")]
+    for workload in c.summary["workload"].unique() if not c.summary.empty else ():
+        blocks.append(Table(tables.arm_table(c.summary, str(workload)), f"workload {workload}"))
+    return blocks
+
+
+def _machines(run: RunData) -> list[Block]:
+    df = analysis.detail_frame(run)
+    if df["machine"].nunique() < 2:
+        return []
+    table = tables.machine_table(df, run.baseline, run.measured_arms)
+    caption = "decode speedup vs the baseline measured on the same machine"
+    return [Heading("Per machine"), Table(table, caption)]
+
+
+def _categories(run: RunData) -> list[Block]:
+    table = tables.category_table(run)
+    if table.empty:
+        return []
+    blocks: list[Block] = [
+        Heading("Per prompt category"),
+        Table(table, "median decode tok/s; × = vs baseline"),
+    ]
+    splits = tables.category_splits(run)
+    return [*blocks, Bullets(tuple(splits))] if splits else blocks
+
+
+def _acceptance(run: RunData) -> list[Block]:
+    frame = tables.acceptance_frame(run)
+    if frame.empty:
+        return []
+    note = (
+        "Acceptance = accepted / drafted tokens per source: response timings (draft_n_accepted / draft_n), "
+        "/metrics counter deltas, server log lines. Mean accepted length counts the bonus token."
+    )
+    return [
+        Heading("Acceptance by source"),
+        Para(note),
+        Table(tables.acceptance_table(frame)),
+        *_positions(run),
+    ]
+
+
+def _positions(run: RunData) -> list[Block]:
+    positions = tables.position_frame(run)
+    if positions.empty:
+        return []
+    shown = positions.pivot_table(index="position", columns="arm", values="rate").map(tables.fmt_rate)
+    shown.index = shown.index + 1
+    return [Table(shown.reset_index().rename_axis(columns=None), "accepted / drafts per draft position")]
+
+
+def _equivalence(run: RunData) -> list[Block]:
+    table = tables.equivalence_table(run)
+    if table.empty:
+        return []
+    blocks: list[Block] = [Heading(f"Output equivalence vs {run.baseline}"), Table(table)]
+    examples = tables.divergence_examples(run)
+    if not examples.empty:
+        blocks.append(Table(examples, "first differing outputs, cut around the first difference"))
+    return blocks
+
+
+def _plots(plots: list[tuple[Plot, Path]]) -> list[Block]:
+    if not plots:
+        return []
+    return [Heading("Plots"), *(Figure(path, plot.title, plot.caption) for plot, path in plots)]
+
+
+def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) -> list[Block]:
+    return [
+        Heading(f"specbench report: {run_dir.name}", 1),
+        *_findings(c),
+        *_decision(c),
+        *_context(c.run, run_dir),
+        *_crossover(c),
+        *_per_arm(c),
+        *_machines(c.run),
+        *_categories(c.run),
+        *_acceptance(c.run),
+        *_equivalence(c.run),
+        *_plots(plots),
+    ]

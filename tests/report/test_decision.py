@@ -1,0 +1,81 @@
+"""Crossover formula and decision table, on numbers and on SYNTHETIC run directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench import analysis
+from specbench.analysis import KEEP_OFF, crossover_length, crossover_regime
+from tests.report.synth import Arm, Plan, make_run, spec
+
+
+def test_crossover_matches_the_published_example() -> None:
+    # findings.md pitfall 7: a prefill tax of 11.5 s at 29 → 46 tok/s pays back after ≈ 900 tokens.
+    length = crossover_length(0.0, 11_500.0, 29.0, 46.0)
+    assert length == pytest.approx(11.5 / (1 / 29 - 1 / 46))
+    assert 890 < length < 910  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected", "phrase"),
+    [
+        ((200.0, 1000.0, 30.0, 45.0), 72.0, "longer than 72"),  # tax repaid by faster decode
+        ((1000.0, 200.0, 45.0, 30.0), 72.0, "shorter than 72"),  # faster prefill, slower decode
+        ((300.0, 200.0, 30.0, 45.0), None, "every output length"),  # faster at both: always wins
+        ((200.0, 300.0, 45.0, 30.0), None, "never wins"),  # slower at both
+        ((200.0, 200.0, 30.0, 30.0), None, "ties"),
+        ((200.0, float("nan"), 30.0, 45.0), None, "unknown"),
+        ((200.0, 300.0, 0.0, 45.0), None, "unknown"),
+    ],
+)
+def test_crossover_cases(args: tuple[float, ...], expected: float | None, phrase: str) -> None:
+    length = crossover_length(*args)
+    assert length == (pytest.approx(expected) if expected is not None else None)
+    assert phrase in crossover_regime(*args)
+
+
+def _run(root: Path, **arms: Arm) -> analysis.RunData:
+    return analysis.load_run(make_run(root, Plan(arms=dict(arms), repeats=2, prompts_per_category=3)))
+
+
+def test_decision_picks_the_clearly_faster_arm(tmp_path: Path) -> None:
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), fast=spec(45), slow=spec(20))
+    (decision,) = analysis.decision_table(run)
+    assert decision.arm == "fast" and decision.recommendation == "fast"
+    assert 1.4 < decision.ci_low <= decision.speedup <= decision.ci_high < 1.6
+    assert "decode ×1.5" in decision.reason
+
+
+def test_decision_keeps_speculation_off_when_the_arm_is_slower(tmp_path: Path) -> None:
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), slow=spec(20))
+    (decision,) = analysis.decision_table(run)
+    assert decision.arm is None and decision.recommendation == KEEP_OFF
+    assert "no arm is significantly faster" in decision.reason and "slow ×0.6" in decision.reason
+
+
+def test_decision_never_recommends_an_arm_with_an_error_finding(tmp_path: Path) -> None:
+    # Configured to speculate, never drafts, yet measures faster: a confounded number.
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), broken=spec(40, drafts=False))
+    (decision,) = analysis.decision_table(run)
+    assert decision.arm is None
+    assert "SILENT_FALLBACK" in decision.reason and "untrustworthy" in decision.reason
+
+
+def test_decision_refuses_a_decode_win_that_loses_on_wall_clock(tmp_path: Path) -> None:
+    # 10 % faster decode cannot repay 2 s of extra prefill on 128-token outputs.
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), taxed=spec(33, prefill_ms=2200))
+    (decision,) = analysis.decision_table(run)
+    assert decision.arm is None and "wall clock" in decision.reason
+
+
+def test_crossovers_and_measured_winners_from_a_sweep(sweep: Path) -> None:
+    run = analysis.load_run(sweep)
+    assert analysis.crossovers(run)["spec"] == pytest.approx(72, rel=0.1)
+    winners = analysis.wall_clock_winners(run).set_index("max_tokens")["winner"]
+    assert winners.to_dict() == {32: "baseline", 128: "spec", 512: "spec"}
+
+
+def test_no_winners_without_a_length_sweep(three_arms: Path) -> None:
+    assert analysis.wall_clock_winners(analysis.load_run(three_arms)).empty
