@@ -289,3 +289,28 @@ def test_drift_fires_on_baseline_slowdown_only() -> None:
     assert "Mann-Whitney p=" in ws[0].message and "%" in ws[0].message
     every_arm = S.stability_warnings(df)
     assert {(w.code, w.arm) for w in every_arm} == {("DRIFT", "base"), ("DRIFT", "spec")}
+
+
+def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> None:
+    import pandas as pd
+
+    from specbench.stats import repeat_cv, stability_warnings
+
+    rows = [
+        {
+            "arm": "a",
+            "workload": "w",
+            "prompt_id": f"p{p}",
+            "repeat": r,
+            "seq": 10 * p + r,
+            "decode_tok_s": 50.0 + 40 * p + 0.1 * r,
+        }
+        for p in range(4)
+        for r in range(3)
+    ]
+    steady = pd.DataFrame(rows)
+    assert repeat_cv(steady, "decode_tok_s")[0] < 0.01
+    assert not [w for w in stability_warnings(steady, min_n=1) if w.code == "UNSTABLE"]
+    shaky = steady.assign(decode_tok_s=[100.0 * (1 + 0.3 * (r % 2)) for p in range(4) for r in range(3)])
+    (warning,) = [w for w in stability_warnings(shaky, min_n=1) if w.code == "UNSTABLE"]
+    assert "median over 4 prompts" in warning.message

@@ -152,12 +152,15 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: dict[str, dict[str,
     out = []
     drafting = df[(df["arm"] == arm) & (df["draft_n"].fillna(0) > 0)]
     if len(drafting) >= 3 and bool((drafting["draft_accepted"] == drafting["draft_n"]).all()):
+        others = [name for name, src in sources.items() if name != "timings"]
+        agree = all(abs(sources[n]["rate"] - 1.0) <= SOURCE_TOLERANCE for n in others)
+        check = f"{' and '.join(others)} agree" if others and agree else "no independent source confirms it"
         out.append(
             Finding(
                 "ACCEPTANCE_ARTEFACT",
                 (arm,),
-                f"{arm}: accepted == drafted on all {len(drafting)} drafting requests (100 % acceptance "
-                "is usually a counter artefact; check the drafter's own counters).",
+                f"{arm}: accepted == drafted on all {len(drafting)} drafting requests ({check}); 100 % "
+                "is often a counter that sees only re-verified tokens — check the drafter's own counters.",
             )
         )
     rates = {name: s["rate"] for name, s in sources.items()}

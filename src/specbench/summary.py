@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -10,7 +11,8 @@ from rich.table import Table
 
 from specbench.analysis import RunData, arm_summary, findings
 
-stdout = Console(highlight=False)
+# Wide enough for the table when piped to a file or CI log (rich assumes 80 columns there).
+stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -19,16 +21,19 @@ def _fmt(value: Any, spec: str) -> str:
 
 def summary_table(run: RunData, title: str = "") -> Table:
     table = Table(title=title or None, title_justify="left")
-    for col in (
+    headers = (
         "arm",
         "status",
         "requests",
-        "median TTFT ms",
-        "median decode tok/s",
-        "median e2e ms",
+        "TTFT ms",
+        "decode tok/s",
+        "e2e ms",
         "acceptance",
-        "speedup vs " + run.baseline,
-    ):
+        "speedup",
+        "95 % CI",
+        "verdict",
+    )
+    for col in headers:
         table.add_column(col, justify="left" if col in ("arm", "status") else "right")
     for row in arm_summary(run).to_dict("records"):
         errors = f" ({row['errors']} err)" if row["errors"] else ""

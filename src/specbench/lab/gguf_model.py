@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Literal
 
 import gguf
+import gguf.quants
 import numpy as np
 
 from specbench.lab import weights as W
@@ -38,7 +39,7 @@ class ModelShape:
     n_expert_used: int = 0
     n_ff_exp: int = 0
     n_ctx: int = 8192
-    dtype: Literal["f16", "f32"] = "f16"
+    dtype: Literal["f16", "f32", "q8_0"] = "f16"  # q8_0: layer matrices only; embeddings stay f16
 
     @property
     def head_dim(self) -> int:
@@ -55,17 +56,26 @@ def write_model(path: Path, shape: ModelShape, vocab: Vocab, successor: list[int
     _write_hparams(writer, shape, vocab)
     _write_tokenizer(writer, vocab)
     codes = W.token_codes(rng, vocab.size, shape.n_embd)
-    cast = np.float16 if shape.dtype == "f16" else np.float32
-    writer.add_tensor("token_embd.weight", W.embedding(codes).astype(cast))
+    head_dtype = "f32" if shape.dtype == "f32" else "f16"
+    _add(writer, "token_embd.weight", W.embedding(codes), head_dtype)
     writer.add_tensor("output_norm.weight", np.ones(shape.n_embd, dtype=np.float32))
-    writer.add_tensor("output.weight", W.readout(codes, successor, vocab.normal_ids).astype(cast))
+    _add(writer, "output.weight", W.readout(codes, successor, vocab.normal_ids), head_dtype)
     for layer in range(shape.n_layer):
         for name, tensor in _layer_tensors(rng, shape).items():
-            writer.add_tensor(f"blk.{layer}.{name}", tensor if tensor.ndim == 1 else tensor.astype(cast))
+            _add(writer, f"blk.{layer}.{name}", tensor, "f32" if tensor.ndim == 1 else shape.dtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def _add(writer: gguf.GGUFWriter, name: str, tensor: np.ndarray, dtype: str) -> None:
+    """Norms stay f32; matrices are f16, f32 or Q8_0 (quantized here with gguf.quants)."""
+    if dtype == "q8_0":
+        qtype = gguf.GGMLQuantizationType.Q8_0
+        writer.add_tensor(name, gguf.quants.quantize(tensor, qtype), raw_dtype=qtype)
+    else:
+        writer.add_tensor(name, tensor.astype(np.float16 if dtype == "f16" else np.float32))
 
 
 def _write_hparams(writer: gguf.GGUFWriter, shape: ModelShape, vocab: Vocab) -> None:
@@ -138,14 +148,14 @@ def _experts(
 
 def weight_bytes(shape: ModelShape, n_vocab: int) -> dict[str, int]:
     """Weight bytes read per decoded token: the always-read part, and one expert (MoE)."""
-    elt = 2 if shape.dtype == "f16" else 4
+    elt = {"f16": 2.0, "f32": 4.0, "q8_0": 34 / 32}[shape.dtype]  # Q8_0: 32 int8 + one f16 scale
     d, hd = shape.n_embd, shape.head_dim
     attn = d * hd * (2 * shape.n_head + 2 * shape.n_head_kv)
     lm_head = n_vocab * d
     if shape.arch == "dense":
-        return {"bytes_per_token": elt * (shape.n_layer * (attn + 3 * d * shape.n_ff) + lm_head)}
-    expert = elt * 3 * d * shape.n_ff_exp
-    shared = elt * (shape.n_layer * (attn + d * shape.n_expert) + lm_head)
+        return {"bytes_per_token": round(elt * shape.n_layer * (attn + 3 * d * shape.n_ff) + 2 * lm_head)}
+    expert = round(elt * 3 * d * shape.n_ff_exp)
+    shared = round(elt * shape.n_layer * (attn + d * shape.n_expert) + 2 * lm_head)
     return {
         "shared_bytes_per_token": shared,
         "bytes_per_expert": expert,

@@ -16,8 +16,9 @@ from specbench.lab.vocab import Vocab, build_vocab, cycle_text, design_maps
 TRUTH_VERSION = 2
 LAST_TEMPLATE_CHAR = ":"  # the chat template ends with "assistant:", so ":" precedes every answer
 
-# Sizes: "tiny" for tests (files of a few MB), "small" for the demo, "membound" makes CPU decode
-# memory-bound (hundreds of MB), where the dense-vs-MoE difference in verification cost shows.
+# Sizes: "tiny" for tests (files of a few MB), "small" (tens of MB), "membound" makes CPU decode
+# memory-bound (hundreds of MB): verifying K+1 tokens then costs about one step on the dense model.
+# f16 throughout: llama.cpp's AMX path (native builds on AMX CPUs) crashed on Q8_0 weights here.
 PRESETS: dict[str, dict[str, ModelShape]] = {
     "tiny": {
         "dense": ModelShape("dense", n_embd=128, n_layer=2, n_head=4, n_head_kv=2, n_ff=256),
@@ -31,7 +32,7 @@ PRESETS: dict[str, dict[str, ModelShape]] = {
     },
     "membound": {
         "dense": ModelShape("dense", n_embd=1024, n_layer=16, n_head=16, n_head_kv=4, n_ff=4096),
-        "moe": ModelShape("moe", 1024, 8, 16, 4, 4096, n_expert=128, n_expert_used=8, n_ff_exp=256),
+        "moe": ModelShape("moe", 768, 6, 12, 4, 3072, n_expert=128, n_expert_used=8, n_ff_exp=128),
         "draft": ModelShape("dense", n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=512),
     },
 }
@@ -65,7 +66,9 @@ class LabSpec:
         return target, draft
 
     def key(self) -> str:
-        blob = json.dumps({**self.__dict__, "v": TRUTH_VERSION}, sort_keys=True)
+        """Hash of the spec *and* the shapes it resolves to: changing a preset makes a new model."""
+        shapes = [s.as_dict() for s in self.shapes()]
+        blob = json.dumps({**self.__dict__, "shapes": shapes, "v": TRUTH_VERSION}, sort_keys=True)
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 

@@ -1,0 +1,94 @@
+"""Verdicts on the real engine where the answer is known by construction (lab models)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench import api
+from specbench.analysis import comparisons, decision_table, findings, load_run
+from specbench.report import render_report
+from tests.conftest import lab_pair
+from tests.test_runner_engine import write_matrix
+
+pytestmark = pytest.mark.engine
+
+
+def draft(pair_draft: Path, k: int) -> list[str]:
+    return ["-md", str(pair_draft), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k)]
+
+
+def run(tmp_path: Path, matrix: Path) -> Path:
+    out = tmp_path / "run"
+    api.prepare_run(matrix, out).run()
+    return out
+
+
+def test_incompatible_draft_is_reported_as_silent_fallback(llama_server: Path, tmp_path: Path) -> None:
+    pair = lab_pair(arch="dense", alpha=0.8, incompatible_draft=True)
+    matrix = write_matrix(
+        tmp_path, pair, llama_server, {"baseline": [], "draft4": draft(pair.draft, 4)}, repeats=1
+    )
+    found = findings(load_run(run(tmp_path, matrix)))
+    (fallback,) = [f for f in found if f.code == "SILENT_FALLBACK"]
+    assert fallback.arms == ("draft4",) and fallback.severity == "error"
+    assert "/slots reports speculative=false" in fallback.evidence
+    assert "failed to initialize speculative decoding context" in fallback.evidence
+
+
+def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> None:
+    pair = lab_pair(arch="dense", alpha=0.8)
+    matrix = write_matrix(
+        tmp_path,
+        pair,
+        llama_server,
+        {"baseline": [], "same": []},
+        repeats=4,
+        workload={"suite": "natural", "max_tokens": 64, "prompts": 5, "prompt_file": "prompts.jsonl"},
+    )
+    data = load_run(run(tmp_path, matrix))
+    cmp = comparisons(data)["same"]
+    assert cmp.n_pairs == 20
+    assert cmp.verdict == "no difference", cmp
+    assert not [f for f in findings(data) if f.code in ("CONFOUND", "SILENT_FALLBACK", "OUTPUT_DRIFT")]
+
+
+def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tmp_path: Path) -> None:
+    """Dense, α 0.9, K 4 on a model large enough that CPU decode is memory-bound: verifying five
+    tokens costs about one step, so the draft arm must be faster and the decision must say so."""
+    pair = lab_pair(arch="dense", alpha=0.9, size="membound")
+    matrix = write_matrix(
+        tmp_path,
+        pair,
+        llama_server,
+        {"baseline": [], "draft4": draft(pair.draft, 4)},
+        workload={"suite": "natural", "max_tokens": 48, "prompts": 5, "prompt_file": "prompts.jsonl"},
+    )
+    out = run(tmp_path, matrix)
+    data = load_run(out)
+    sub = data.df[data.df["arm"] == "draft4"]
+    acceptance = sub["draft_accepted"].sum() / sub["draft_n"].sum()
+    assert acceptance == pytest.approx(pair.truth["designed_acceptance"]["4"], abs=0.1)
+    assert comparisons(data)["draft4"].verdict == "faster"
+    (decision,) = decision_table(data)
+    assert decision.arm == "draft4"
+    html = (Path(p) for p in render_report(out, ["html"]) if str(p).endswith(".html"))
+    assert "draft4" in next(html).read_text()
+
+
+def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path, tmp_path: Path) -> None:
+    """Tiny model (compute-bound on CPU), α 0.3, K 8: most of every 9-token verification is wasted."""
+    pair = lab_pair(arch="dense", alpha=0.3)
+    matrix = write_matrix(
+        tmp_path,
+        pair,
+        llama_server,
+        {"baseline": [], "draft8": draft(pair.draft, 8)},
+        workload={"suite": "natural", "max_tokens": 64, "prompts": 5, "prompt_file": "prompts.jsonl"},
+    )
+    data = load_run(run(tmp_path, matrix))
+    assert comparisons(data)["draft8"].verdict == "slower"
+    (decision,) = decision_table(data)
+    assert decision.arm is None and "keep speculation off" in decision.recommendation
+    assert any(f.code == "SPEC_LOSS" for f in findings(data))
