@@ -315,9 +315,11 @@ def workloads_load(
 
 @app.command("predict")
 def predict(
-    model: Annotated[str, typer.Option(help="model preset or path to a Hugging Face config.json")],
-    gpu: Annotated[str, typer.Option(help="GPU preset, or 'cpu' to probe this machine")],
-    method: Annotated[str, typer.Option(help="draft, mtp, eagle3, dflash or ngram")],
+    model: Annotated[
+        str | None, typer.Option(help="model preset or path to a Hugging Face config.json")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU preset, or 'cpu' to probe this machine")] = None,
+    method: Annotated[str | None, typer.Option(help="draft, mtp, eagle3, dflash or ngram")] = None,
     quant: Annotated[str, typer.Option(help="quantisation, e.g. Q4_K_M, FP8, BF16")] = "Q4_K_M",
     draft_max: Annotated[int, typer.Option(help="K, drafted tokens per round")] = 4,
     acceptance: Annotated[float | None, typer.Option(help="server-style accepted/drafted ratio")] = None,
@@ -325,6 +327,12 @@ def predict(
     draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
     concurrency: Annotated[int, typer.Option()] = 1,
     context: Annotated[int, typer.Option(help="tokens in context")] = 4096,
+    calibrate: Annotated[
+        Path | None, typer.Option(help="run directory: calibrate on its baseline, predict every arm")
+    ] = None,
+    fit_arm: Annotated[
+        str | None, typer.Option(help="with --calibrate: also fit the per-round overhead to this arm")
+    ] = None,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:
     """Predict baseline and speculative decode speed from architecture and hardware."""
@@ -333,6 +341,16 @@ def predict(
     from specbench import theory
 
     try:
+        if calibrate is not None:
+            fitted = theory.run_theory(calibrate, fit_arm=fit_arm)
+            print(
+                json.dumps(fitted.to_dict(), indent=1)
+                if format == "json"
+                else theory.format_arm_predictions(fitted)
+            )
+            return
+        if not (model and gpu and method):
+            fail(SpecbenchError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)"))
         result = theory.predict(
             model,
             gpu,

@@ -269,3 +269,41 @@ def spec(rate: float, prefill_ms: float = 200.0, **kw: Any) -> Arm:
 def arms(**named: Arm) -> dict[str, Arm]:
     """Arms in order, the first being the baseline."""
     return dict(named)
+
+
+# -- lab models (theory: predicted vs measured) ---------------------------------------------------
+def lab_truth(
+    size: str = "membound", arch: str = "dense", alpha: float = 0.8, vocab: int = 866
+) -> dict[str, Any]:
+    """The shape part of a truth.json as ``specbench lab make`` writes it (no model files)."""
+    from specbench.lab.acceptance import designed_acceptance
+    from specbench.lab.gguf_model import weight_bytes
+    from specbench.lab.make import PRESETS
+
+    target, draft = PRESETS[size][arch], PRESETS[size]["draft"]
+    return {
+        "alpha": alpha,
+        "vocab_size": vocab,
+        "target": {**target.as_dict(), **weight_bytes(target, vocab)},
+        "draft": {**draft.as_dict(), **weight_bytes(draft, vocab)},
+        "designed_acceptance": {str(k): designed_acceptance(alpha, k) for k in (1, 2, 4, 8, 16)},
+    }
+
+
+def use_lab_model(run: Path, truth: dict[str, Any], gpu: str | None = None) -> Path:
+    """Point ``run`` at a lab pair in ``run/lab`` (truth.json only): the matrix model becomes
+    ``lab/target.gguf``, every ``-md`` ``lab/draft.gguf``; ``gpu`` None makes it a CPU run."""
+    lab = run / "lab"
+    lab.mkdir(exist_ok=True)
+    (lab / "truth.json").write_text(json.dumps(truth))
+    manifest = json.loads((run / "manifest.json").read_text())
+    matrix = manifest["matrix"]
+    matrix["model"] = str(lab / "target.gguf")
+    for name, argv in matrix["arms"].items():
+        matrix["arms"][name] = [str(lab / "draft.gguf") if a == SPEC_ARGS[1] else a for a in argv]
+    (run / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    env = json.loads((run / "env.json").read_text())
+    env["gpus"] = [{"name": gpu}] if gpu else []
+    env["engine"]["build"]["cuda"] = gpu is not None
+    (run / "env.json").write_text(json.dumps(env, indent=1))
+    return run

@@ -15,6 +15,7 @@ from specbench.checks import Finding
 from specbench.report import tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.plots import Plot
+from specbench.report.predicted import predicted_blocks
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         Heading(f"specbench report: {run_dir.name}", 1),
         *_findings(c),
         *_decision(c),
+        *predicted_blocks(c.run, run_dir),
         *_context(c.run, run_dir),
         *_crossover(c),
         *_per_arm(c),

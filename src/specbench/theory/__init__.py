@@ -7,6 +7,13 @@ Public API::
     list_presets() -> {"models": [...], "gpus": [...], "quants": [...]}
     calibrate_efficiency(measured_baseline_tok_s, model, gpu, quant, context=4096) -> Efficiency
 
+On a run directory (lab truth.json, config.json or a preset describes its model)::
+
+    model_from_run(run_dir) -> RunModels | None
+    calibrate_from_run(run_dir, fit_arm=None) -> Efficiency
+    predict_arms(run_dir, fit_arm=None) -> list[ArmPrediction]
+    run_theory(run_dir, fit_arm=None) -> RunTheory;  format_arm_predictions(run_theory) -> str
+
 See docs/theory.md for the model, its assumptions and its limits.
 """
 
@@ -23,19 +30,36 @@ from specbench.theory.formulas import (
 from specbench.theory.methods import METHODS
 from specbench.theory.predict import Breakdown, Prediction, calibrate_efficiency, format_prediction, predict
 from specbench.theory.presets import list_presets
+from specbench.theory.runpredict import (
+    ArmPrediction,
+    RunTheory,
+    calibrate_from_run,
+    format_arm_predictions,
+    predict_arms,
+    run_theory,
+)
+from specbench.theory.runspec import RunModels, model_from_run
 
 __all__ = [
     "METHODS",
+    "ArmPrediction",
     "Breakdown",
     "Efficiency",
     "Prediction",
+    "RunModels",
+    "RunTheory",
     "acceptance_from_alpha",
     "alpha_from_acceptance",
     "calibrate_efficiency",
+    "calibrate_from_run",
     "experts_touched",
+    "format_arm_predictions",
     "format_prediction",
     "list_presets",
+    "model_from_run",
     "predict",
+    "predict_arms",
+    "run_theory",
     "saturation_tokens",
     "tokens_per_round",
 ]

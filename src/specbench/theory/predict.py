@@ -120,23 +120,71 @@ def predict(
     _check_inputs(draft_max, concurrency, context)
     if (draft_model is not None) != (m == "draft"):
         raise ConfigError("draft_model is required for method 'draft' and only for it")
-    a, acc = _resolve_alpha(acceptance, alpha, draft_max)
-    target, dev, q = get_model(model), get_gpu(gpu), get_quant(quant)
-    draft = get_model(draft_model) if draft_model is not None else None
+    _resolve_alpha(acceptance, alpha, draft_max)  # input errors before any lookup or CPU probe
+    q = get_quant(quant)
     dq = get_quant(draft_quant) if draft_quant is not None else q
+    return predict_architecture(
+        Weights(get_model(model), q.bytes_per_weight, q.name),
+        get_gpu(gpu),
+        m,
+        draft_max,
+        acceptance=acceptance,
+        alpha=alpha,
+        draft=Weights(get_model(draft_model), dq.bytes_per_weight, dq.name) if draft_model else None,
+        concurrency=concurrency,
+        context=context,
+        efficiency=efficiency,
+    )
+
+
+@dataclass(frozen=True)
+class Weights:
+    """A model architecture stored at ``bytes_per_weight`` (``quant`` names the format)."""
+
+    arch: Architecture
+    bytes_per_weight: float
+    quant: str
+
+
+def predict_architecture(
+    target: Weights,
+    gpu: Gpu,
+    method: str,
+    draft_max: int,
+    *,
+    acceptance: float | None = None,
+    alpha: float | None = None,
+    draft: Weights | None = None,
+    concurrency: int = 1,
+    context: int = 4096,
+    efficiency: Efficiency | None = None,
+) -> Prediction:
+    """:func:`predict` on already resolved architectures and device (no preset lookups)."""
+    m = check_method(method)
+    _check_inputs(draft_max, concurrency, context)
+    if (draft is not None) != (m == "draft"):
+        raise ConfigError("a draft model is required for method 'draft' and only for it")
+    a, acc = _resolve_alpha(acceptance, alpha, draft_max)
     setup = DraftSetup(
-        m, target, q.bytes_per_weight, draft, dq.bytes_per_weight, draft_max, concurrency, context
+        m,
+        target.arch,
+        target.bytes_per_weight,
+        draft.arch if draft else None,
+        draft.bytes_per_weight if draft else target.bytes_per_weight,
+        draft_max,
+        concurrency,
+        context,
     )
     eff = efficiency or Efficiency()
-    bd = _breakdown(setup, dev, eff, a, acc)
+    bd = _breakdown(setup, gpu, eff, a, acc)
     base = concurrency / bd.target_step_s
     spec = concurrency * bd.tokens_per_round / bd.round_s
     return Prediction(
-        model=target.name,
-        gpu=dev.name,
-        quant=q.name,
+        model=target.arch.name,
+        gpu=gpu.name,
+        quant=target.quant,
         method=m,
-        draft_model=draft.name if draft else None,
+        draft_model=draft.arch.name if draft else None,
         draft_max=draft_max,
         concurrency=concurrency,
         context=context,
@@ -200,23 +248,41 @@ def calibrate_efficiency(
     Solves C / t(η_bw) = measured for η_bw ∈ (0, 1] with brentq; a measurement faster than
     η_bw = 1 allows, or below what the fixed latencies permit, is a ConfigError.
     """
+    q = get_quant(quant)
+    target = Weights(get_model(model), q.bytes_per_weight, q.name)
+    return fit_bandwidth(
+        measured_baseline_tok_s, target, get_gpu(gpu), context, concurrency=concurrency, efficiency=efficiency
+    )
+
+
+def fit_bandwidth(
+    measured_baseline_tok_s: float,
+    target: Weights,
+    gpu: Gpu,
+    context: int = 4096,
+    *,
+    concurrency: int = 1,
+    efficiency: Efficiency | None = None,
+) -> Efficiency:
+    """:func:`calibrate_efficiency` on a resolved architecture and device."""
     if measured_baseline_tok_s <= 0:
         raise ConfigError(f"measured baseline must be positive, got {measured_baseline_tok_s}")
     _check_inputs(1, concurrency, context)
-    target, dev, q = get_model(model), get_gpu(gpu), get_quant(quant)
     base = efficiency or Efficiency()
 
     def gap(eta: float) -> float:
         eff = replace(base, bandwidth=eta)
         return (
-            baseline_tok_s(target, dev, q.bytes_per_weight, concurrency, context, eff)
+            baseline_tok_s(target.arch, gpu, target.bytes_per_weight, concurrency, context, eff)
             - measured_baseline_tok_s
         )
 
     lo, hi = 1e-4, 1.0
     rate = f"{measured_baseline_tok_s:.1f} tok/s"
     if gap(hi) < 0:
-        raise ConfigError(f"{rate} is faster than {target.name} can decode on {dev.name} at full bandwidth")
+        raise ConfigError(
+            f"{rate} is faster than {target.arch.name} can decode on {gpu.name} at full bandwidth"
+        )
     if gap(lo) > 0:
         raise ConfigError(
             f"{rate} is slower than any bandwidth efficiency explains; raise kernel_s/forward_s"

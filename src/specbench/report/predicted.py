@@ -1,0 +1,47 @@
+"""The "Predicted vs measured" section: the theory model calibrated on the baseline arm, per arm.
+
+The theory fits η_bw so its baseline equals the measured baseline, then predicts each speculative
+arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.theory.runpredict`).
+``error = measured / predicted − 1``. When no prediction is possible the section is one line
+saying why; it never stops the report.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from specbench.analysis import RunData
+from specbench.report.document import Block, Bullets, Heading, Para, Table
+from specbench.theory.runpredict import RunTheory, prediction_rows, skipped_lines, theory_or_reason
+
+TITLE = "Predicted vs measured"
+NOTE = (
+    "Theory (docs/theory.md) calibrated so its baseline equals the measured one; each arm is predicted "
+    "from its measured acceptance A at its configured K. error = measured / predicted − 1."
+)
+
+
+def theory_section(theory: RunTheory | str) -> list[Block]:
+    """Blocks for a computed theory, or the one-line reason it is unavailable."""
+    if isinstance(theory, str):
+        return [Heading(TITLE), Para(f"No prediction: {theory}.")]
+    blocks: list[Block] = [Heading(TITLE), Para(theory.describe()), Para(NOTE)]
+    rows = prediction_rows(theory.arms)
+    if rows:
+        blocks.append(Table(pd.DataFrame(rows), "decode speedup vs the baseline: predicted, measured, error"))
+    skipped = skipped_lines(theory.arms)
+    if skipped:
+        blocks.append(Bullets(tuple(skipped)))
+    if not rows and not skipped:
+        blocks.append(Para("No arm besides the baseline was measured."))
+    return blocks
+
+
+def predicted_blocks(run: RunData, run_dir: Path) -> list[Block]:
+    """The section for ``run_dir``; any failure becomes the section's one-line reason."""
+    try:
+        return theory_section(theory_or_reason(run_dir, run))
+    except Exception as err:  # formatting must not take the report down either
+        return theory_section(f"the theory section failed ({type(err).__name__}: {err})")

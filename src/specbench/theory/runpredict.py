@@ -1,0 +1,358 @@
+"""Calibrate the theory on a run's baseline arm and put its prediction next to each measured arm.
+
+Everything is a pure function of the run directory (plus the ``cpu`` probe for CPU runs).
+
+Calibration. The baseline arm's median per-request decode rate r_b (tok/s per sequence) at the
+run's concurrency C fixes the bandwidth efficiency::
+
+    C / t(target, C × 1; η_bw) = C · r_b                       (brentq, η_bw ∈ (0, 1])
+
+Optionally the fixed per-round overhead is then fitted to one speculative arm with measured
+speedup S, in closed form::
+
+    round_s = C · τ / (S · C · r_b) − (t_draft + t_verify + t_checkpoint)
+
+Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's configured K gives
+α = A⁻¹(A, K) (:func:`alpha_from_acceptance`), and the model predicts the speedup::
+
+    predicted = (C · τ(α, K) / t_round) / (C / t_step)       error = measured / predicted − 1
+
+``measured`` is :func:`specbench.analysis.comparisons`' paired ratio with its 95 % CI.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench import analysis
+from specbench.analysis import RunData, load_run
+from specbench.errors import ConfigError
+from specbench.stats import Comparison
+from specbench.theory.cost import Efficiency
+from specbench.theory.hardware import Gpu
+from specbench.theory.predict import Prediction, fit_bandwidth, predict_architecture
+from specbench.theory.runspec import (
+    ArmMethod,
+    RunModels,
+    arm_method,
+    device_from_run,
+    draft_weights,
+    model_from_run,
+)
+
+DEFAULT_CONTEXT = 512
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What calibration needs from a run: models, device, concurrency, context, baseline rate."""
+
+    run: RunData
+    models: RunModels
+    gpu: Gpu
+    concurrency: int
+    context: int
+    baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
+
+
+@dataclass(frozen=True)
+class ArmPrediction:
+    """One arm: predicted vs measured decode speedup over the baseline, or why it was skipped.
+
+    ``error = measured / predicted − 1`` (NaN when either is missing); ``fitted`` marks the arm
+    the round overhead was fitted to (its error is 0 by construction).
+    """
+
+    arm: str
+    method: str | None = None
+    label: str | None = None
+    draft_max: int | None = None
+    acceptance: float = math.nan
+    alpha: float = math.nan
+    predicted_speedup: float = math.nan
+    measured_speedup: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    predicted_tok_s: float = math.nan
+    measured_tok_s: float = math.nan
+    fitted: bool = False
+    reason: str | None = None
+
+    @property
+    def error(self) -> float:
+        return self.measured_speedup / self.predicted_speedup - 1.0
+
+    @property
+    def skipped(self) -> bool:
+        return self.reason is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, ``error`` included; NaN becomes None (strict JSON)."""
+        return {k: _finite(v) for k, v in {**asdict(self), "error": self.error}.items()}
+
+
+@dataclass(frozen=True)
+class RunTheory:
+    """The calibration and the per-arm predictions of one run."""
+
+    setup: RunSetup
+    efficiency: Efficiency
+    arms: list[ArmPrediction]
+
+    def describe(self) -> str:
+        """What the theory was calibrated on, in two sentences."""
+        s, t, eff = self.setup, self.setup.models.target, self.efficiency
+        draft = f"; draft {s.models.draft.arch.name} at {s.models.draft.quant}" if s.models.draft else ""
+        device = f"{s.gpu.name} ({s.gpu.bandwidth_gbs:.1f} GB/s)"
+        return (
+            f"Calibrated on {s.run.baseline} ({s.baseline_tok_s:.1f} tok/s per sequence, reproduced exactly):"
+            f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms."
+            f" Target {t.arch.name} at {t.quant}{draft} (from {s.models.source});"
+            f" C={s.concurrency}, context {s.context} tokens."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The calibration (device, efficiency, baseline, models) and every arm, as strict JSON values."""
+        s = self.setup
+        return {
+            "calibration": self.describe(),
+            "baseline_arm": s.run.baseline,
+            "baseline_tok_s": s.baseline_tok_s,
+            "device": asdict(s.gpu),
+            "efficiency": asdict(self.efficiency),
+            "target": s.models.target.arch.name,
+            "draft": s.models.draft.arch.name if s.models.draft else None,
+            "model_source": s.models.source,
+            "concurrency": s.concurrency,
+            "context": s.context,
+            "arms": [a.to_dict() for a in self.arms],
+        }
+
+
+# -- setup and calibration ----------------------------------------------------------------------
+def _single_level(run: RunData) -> int:
+    df = analysis.detail_frame(run)
+    levels = sorted({int(c) for c in df.loc[df["arm"] == run.baseline, "concurrency"].dropna()})
+    if len(levels) > 1:
+        raise ConfigError(f"the run sweeps concurrency {levels}: the theory calibrates one level at a time")
+    return levels[0] if levels else 1
+
+
+def _context(df: pd.DataFrame) -> int:
+    """Median tokens in context while decoding: prompt + half the output."""
+    mid = (df["prompt_tokens"] + df["output_tokens"] / 2).median()
+    return max(1, round(float(mid))) if math.isfinite(mid) else DEFAULT_CONTEXT
+
+
+def _check_run(run: RunData) -> pd.DataFrame:
+    if run.baseline not in run.measured_arms:
+        raise ConfigError(f"baseline arm {run.baseline!r} has no measured requests")
+    machines = analysis.detail_frame(run)["machine"].nunique()
+    if machines > 1:
+        raise ConfigError(f"a merged run from {machines} machines: calibrate each machine's run separately")
+    return run.df[run.df["arm"] == run.baseline]
+
+
+def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
+    """Models, device and baseline of ``run_dir``; a ConfigError says why the theory cannot apply."""
+    run = run if run is not None else load_run(run_dir)
+    base = _check_run(run)
+    models = model_from_run(run_dir)
+    if models is None:
+        model = (run.manifest.get("matrix") or {}).get("model", "?")
+        raise ConfigError(f"no lab truth.json, config.json or preset describes the model {model}")
+    rate = float(base["decode_tok_s"].median())
+    if not rate > 0:
+        raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
+    return RunSetup(run, models, device_from_run(run_dir), _single_level(run), _context(base), rate)
+
+
+def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Efficiency:
+    """η_bw such that the predicted baseline equals the measured one (see the module docstring)."""
+    c = setup.concurrency
+    return fit_bandwidth(
+        c * setup.baseline_tok_s,
+        setup.models.target,
+        setup.gpu,
+        setup.context,
+        concurrency=c,
+        efficiency=efficiency,
+    )
+
+
+def calibrate_from_run(run_dir: Path, fit_arm: str | None = None) -> Efficiency:
+    """Efficiency fitted to ``run_dir``'s baseline arm (and the round overhead to ``fit_arm``)."""
+    setup = run_setup(run_dir)
+    eff = calibrate_setup(setup)
+    return fit_round_overhead(setup, eff, fit_arm) if fit_arm else eff
+
+
+# -- per arm ------------------------------------------------------------------------------------
+def _acceptance(run: RunData, arm: str) -> float:
+    a = analysis.pooled_acceptance(run.df[run.df["arm"] == arm])
+    if not math.isfinite(a):
+        raise ConfigError("no drafted tokens were measured, so there is no acceptance to predict from")
+    return a
+
+
+def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency) -> Prediction:
+    draft = draft_weights(spec.draft_path) if spec.draft_path else None
+    return predict_architecture(
+        setup.models.target,
+        setup.gpu,
+        spec.method,
+        spec.draft_max,
+        acceptance=acceptance,
+        draft=draft,
+        concurrency=setup.concurrency,
+        context=setup.context,
+        efficiency=eff,
+    )
+
+
+def _spec(setup: RunSetup, arm: str) -> ArmMethod:
+    spec = arm_method(setup.run.arm_args(arm))
+    if spec is None:
+        raise ConfigError("the arm does not speculate")
+    return spec
+
+
+def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency:
+    """Per-round overhead making ``arm``'s predicted speedup equal its measured one (closed form)."""
+    cmp = analysis.comparisons(setup.run).get(arm)
+    if cmp is None or not cmp.ratio > 0:
+        raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
+    p = _predict(setup, _spec(setup, arm), _acceptance(setup.run, arm), eff)
+    b = p.breakdown
+    needed = setup.concurrency * b.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
+    round_s = needed - (b.round_s - b.overhead_s)
+    if round_s < 0:
+        raise ConfigError(
+            f"{arm} measured ×{cmp.ratio:.2f}, faster than the model allows even with no per-round overhead"
+        )
+    return replace(eff, round_s=round_s)
+
+
+def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> ArmPrediction:
+    measured = ArmPrediction(
+        arm,
+        measured_speedup=cmp.ratio if cmp else math.nan,
+        ci_low=cmp.ci_low if cmp else math.nan,
+        ci_high=cmp.ci_high if cmp else math.nan,
+        measured_tok_s=float(setup.run.df.loc[setup.run.df["arm"] == arm, "decode_tok_s"].median()),
+    )
+    try:
+        spec = _spec(setup, arm)
+        measured = replace(measured, method=spec.method, label=spec.label, draft_max=spec.draft_max)
+        acceptance = _acceptance(setup.run, arm)
+        p = _predict(setup, spec, acceptance, eff)
+    except ConfigError as err:
+        return replace(measured, reason=str(err))
+    return replace(
+        measured,
+        acceptance=acceptance,
+        alpha=p.breakdown.alpha,
+        predicted_speedup=p.speedup,
+        predicted_tok_s=p.spec_tok_s / setup.concurrency,
+    )
+
+
+def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:
+    """Calibrate on ``setup`` and predict every measured non-baseline arm."""
+    eff = calibrate_setup(setup)
+    if fit_arm is not None:
+        eff = fit_round_overhead(setup, eff, fit_arm)
+    cmps = analysis.comparisons(setup.run)
+    arms = [
+        replace(_arm(setup, arm, eff, cmps.get(arm)), fitted=arm == fit_arm)
+        for arm in setup.run.measured_arms
+        if arm != setup.run.baseline
+    ]
+    return RunTheory(setup, eff, arms)
+
+
+def run_theory(run_dir: Path, fit_arm: str | None = None, run: RunData | None = None) -> RunTheory:
+    """Calibration and per-arm predictions of ``run_dir`` (ConfigError when the theory cannot apply)."""
+    return theory_for_setup(run_setup(run_dir, run), fit_arm)
+
+
+def predict_arms(run_dir: Path, fit_arm: str | None = None) -> list[ArmPrediction]:
+    """Per arm: method, K, measured acceptance → α, predicted vs measured speedup and the error."""
+    return run_theory(run_dir, fit_arm).arms
+
+
+def theory_or_reason(run_dir: Path, run: RunData | None = None) -> RunTheory | str:
+    """:func:`run_theory`, or the one-line reason it is unavailable; never raises (for reports)."""
+    try:
+        return run_theory(run_dir, run=run)
+    except ConfigError as err:
+        return str(err)
+    except Exception as err:  # a report must render even when the theory has a bug
+        return f"the theory failed on this run ({type(err).__name__}: {err})"
+
+
+# -- text ---------------------------------------------------------------------------------------
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def _fmt(value: float, spec: str) -> str:
+    return format(value, spec) if math.isfinite(value) else "—"
+
+
+def measured_cell(p: ArmPrediction) -> str:
+    """``1.23x (1.10–1.35)``, the CI left out when there is none."""
+    if not math.isfinite(p.measured_speedup):
+        return "—"
+    ci = f" ({p.ci_low:.2f}–{p.ci_high:.2f})" if math.isfinite(p.ci_low) else ""
+    return f"{p.measured_speedup:.2f}x{ci}"
+
+
+def error_cell(p: ArmPrediction) -> str:
+    text = _fmt(p.error * 100, "+.0f")
+    return f"{text} %" + (" (fitted)" if p.fitted else "") if text != "—" else text
+
+
+def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
+    """The predicted arms as table rows of strings (skipped arms are left out)."""
+    return [
+        {
+            "arm": p.arm,
+            "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
+            "K": str(p.draft_max),
+            "acceptance A": _fmt(p.acceptance, ".3f"),
+            "α": _fmt(p.alpha, ".3f"),
+            "predicted": _fmt(p.predicted_speedup, ".2f") + "x",
+            "measured (95 % CI)": measured_cell(p),
+            "error": error_cell(p),
+        }
+        for p in arms
+        if not p.skipped
+    ]
+
+
+def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
+    return [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
+
+
+def _table(rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return []
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    line = [" ".join(c.ljust(width[c]) for c in cols).rstrip()]
+    return line + [" ".join(r[c].ljust(width[c]) for c in cols).rstrip() for r in rows]
+
+
+def format_arm_predictions(theory: RunTheory) -> str:
+    """The calibration line, the per-arm table (predicted, measured with CI, error) and skipped arms."""
+    lines = [theory.describe(), *_table(prediction_rows(theory.arms)), *skipped_lines(theory.arms)]
+    if len(lines) == 1:
+        lines.append("no arm besides the baseline was measured")
+    return "\n".join(lines)

@@ -1,0 +1,59 @@
+"""The "Predicted vs measured" section on SYNTHETIC runs: where it sits, what it shows, and that it
+never takes the report down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench.analysis import load_run
+from specbench.report import render_report
+from specbench.report.document import Heading, Para, Table
+from specbench.report.predicted import TITLE, predicted_blocks
+from specbench.theory.hardware import Gpu
+from tests.report.synth import Arm, Plan, lab_truth, make_run, spec, use_lab_model
+
+FAKE_CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=1.0, memory_gb=32.0, unified=True, host_link_gbs=20.0)
+
+
+def test_every_report_has_the_section_after_the_decision(three_arms: Path) -> None:
+    md = (three_arms / "report" / "report.md").read_text()
+    order = [md.index(f"## {h}") for h in ("Decision", TITLE, "Run")]
+    assert order == sorted(order)
+    section = md[order[1] : order[2]]
+    assert "No prediction: no lab truth.json, config.json or preset describes the model" in section
+    assert TITLE in (three_arms / "report" / "report.html").read_text()
+
+
+def test_a_lab_run_shows_predicted_and_measured_per_arm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("specbench.theory.runspec.cpu", lambda: FAKE_CPU)
+    plan = Plan(
+        arms={"baseline": Arm(decode_tok_s=20), "draft8": spec(34)}, prompts_per_category=2, repeats=2
+    )
+    run = use_lab_model(make_run(tmp_path / "run", plan), lab_truth("membound", "dense"))
+    render_report(run, ("md", "html"))
+    md = (run / "report" / "report.md").read_text()
+    section = md[md.index(f"## {TITLE}") : md.index("## Run")]
+    assert "Calibrated on baseline" in section and "lab target dense 1024x16" in section
+    assert "| draft8 |" in section and "predicted" in section and "measured (95 % CI)" in section
+    html = (run / "report" / "report.html").read_text()
+    assert "Calibrated on baseline" in html and "draft8" in html
+
+
+def test_a_theory_crash_becomes_the_sections_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = make_run(tmp_path / "run", Plan(arms={"baseline": Arm(), "fast": spec(40)}, repeats=2))
+
+    def boom(*_args: object, **_kw: object) -> None:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr("specbench.theory.runpredict.run_theory", boom)
+    blocks = predicted_blocks(load_run(run), run)
+    assert blocks[0] == Heading(TITLE)
+    assert isinstance(blocks[1], Para) and "RuntimeError: kaput" in blocks[1].text
+    monkeypatch.setattr("specbench.report.predicted.theory_or_reason", boom)
+    blocks = predicted_blocks(load_run(run), run)
+    assert len(blocks) == 2 and not any(isinstance(b, Table) for b in blocks)
+    assert isinstance(blocks[1], Para) and "section failed" in blocks[1].text

@@ -1,0 +1,248 @@
+"""The theory on run directories: arm parsing, models and device from a run, calibration, per-arm
+predictions. Every run here is SYNTHETIC (tests/report/synth.py); the CPU is a fixed fake device so
+no probe runs and the numbers are reproducible."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from tests.report.synth import SPEC_ARGS, Arm, Plan, lab_truth, make_run, spec, use_lab_model
+
+from specbench.errors import ConfigError
+from specbench.theory.arch import Architecture
+from specbench.theory.cost import forward_cost
+from specbench.theory.hardware import Gpu
+from specbench.theory.predict import predict_architecture
+from specbench.theory.runpredict import (
+    calibrate_from_run,
+    calibrate_setup,
+    format_arm_predictions,
+    predict_arms,
+    run_setup,
+    run_theory,
+    theory_or_reason,
+)
+from specbench.theory.runspec import (
+    arm_method,
+    device_from_run,
+    gpu_preset,
+    lab_weights,
+    model_from_run,
+)
+
+FAKE_CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=1.0, memory_gb=32.0, unified=True, host_link_gbs=20.0)
+NGRAM = ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16")
+
+
+@pytest.fixture(autouse=True)
+def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("specbench.theory.runspec.cpu", lambda: FAKE_CPU)
+
+
+def small_plan(**arms: Arm) -> Plan:
+    return Plan(arms=dict(arms), prompts_per_category=2, repeats=2)
+
+
+@pytest.fixture(scope="module")
+def lab_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CPU run of the dense ``membound`` lab pair: baseline 20 tok/s, draft K=8 at A=0.6 (α≈0.88)
+    34 tok/s, ngram-mod K=16, an unknown --spec-type, and an arm that never drafts."""
+    plan = small_plan(
+        baseline=Arm(decode_tok_s=20),
+        draft8=spec(34, acceptance=0.6),
+        ngram=Arm(args=NGRAM, decode_tok_s=24, acceptance=0.5),
+        mystery=Arm(args=("--spec-type", "suffix-tree"), decode_tok_s=21),
+        silent=spec(20, drafts=False),
+    )
+    run = make_run(tmp_path_factory.mktemp("lab") / "run", plan)
+    return use_lab_model(run, lab_truth("membound", "dense"))
+
+
+# -- arm argv ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "method", "k"),
+    [
+        (SPEC_ARGS, "draft", 8),
+        (("-md", "d.gguf", "--spec-type", "draft-simple"), "draft", 3),
+        (("--spec-type", "ngram-mod"), "ngram", 64),
+        (NGRAM, "ngram", 16),
+        (("--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "12"), "ngram", 12),
+        (("--spec-type", "draft-mtp", "--spec-draft-n-max", "2"), "mtp", 2),
+        (
+            ("--speculative-config", json.dumps({"method": "eagle3", "num_speculative_tokens": 5})),
+            "eagle3",
+            5,
+        ),
+    ],
+)
+def test_arm_method_reads_llamacpp_and_vllm_argv(argv: tuple[str, ...], method: str, k: int) -> None:
+    got = arm_method(list(argv))
+    assert got is not None and (got.method, got.draft_max) == (method, k)
+    assert (got.draft_path is not None) == (method == "draft")
+
+
+@pytest.mark.parametrize("argv", [(), ("-c", "4096"), ("--spec-type", "none")])
+def test_arm_method_is_none_without_speculation(argv: tuple[str, ...]) -> None:
+    assert arm_method(list(argv)) is None
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (("--spec-type", "suffix-tree"), "no model for this method"),
+        (("--spec-type", "draft-simple"), "without a draft model"),
+        (("--spec-type", "draft-simple", "-md", "d.gguf", "--spec-draft-n-max", "x"), "not an integer"),
+    ],
+)
+def test_arm_method_refuses_what_it_cannot_model(argv: tuple[str, ...], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        arm_method(list(argv))
+
+
+# -- models and device ------------------------------------------------------------------------
+@pytest.mark.parametrize("arch", ["dense", "moe"])
+def test_lab_shapes_read_the_bytes_truth_json_counts(arch: str) -> None:
+    """A decode step reads exactly truth's bytes_per_token (layers, router, k experts and the f16 LM
+    head): the lab and the theory count the same weights."""
+    truth = lab_truth("membound", arch)
+    target = lab_weights(truth, "target")
+    step = forward_cost(target.arch, target.bytes_per_weight, 1, 1, 1)
+    assert target.bytes_per_weight == 2.0 and target.arch.is_moe == (arch == "moe")
+    assert step.weight_bytes == pytest.approx(truth["target"]["bytes_per_token"], rel=1e-9)
+
+
+def test_model_from_a_lab_run_has_target_and_draft(lab_run: Path) -> None:
+    models = model_from_run(lab_run)
+    assert models is not None and models.draft is not None
+    assert models.target.arch.name == "lab target dense 1024x16" and models.target.quant == "f16"
+    assert models.draft.arch.layers == 2 and "truth.json" in models.source
+
+
+def test_model_from_config_json_next_to_the_model(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", small_plan(baseline=Arm()))
+    model_dir = tmp_path / "hf"
+    model_dir.mkdir()
+    config = {"num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4, "vocab_size": 1000}
+    (model_dir / "config.json").write_text(json.dumps({**config, "intermediate_size": 512}))
+    _set_model(run, str(model_dir / "tiny-Q8_0.gguf"))
+    models = model_from_run(run)
+    assert models is not None and models.target.arch.layers == 4
+    assert models.target.quant == "Q8_0" and models.draft is None
+
+
+def test_model_from_a_preset_named_in_the_file_name(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", small_plan(baseline=Arm()))
+    _set_model(run, "/nowhere/Qwen3.6-27B-UD-Q4_K_XL.gguf")
+    models = model_from_run(run)
+    assert models is not None
+    assert (models.target.arch.name, models.target.quant) == ("Qwen3.6-27B", "UD-Q4_K_XL")
+
+
+def test_unknown_model_gives_none_and_the_report_reason(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", small_plan(baseline=Arm(), fast=spec(40)))
+    assert model_from_run(run) is None
+    reason = theory_or_reason(run)
+    assert isinstance(reason, str) and "no lab truth.json, config.json or preset" in reason
+
+
+@pytest.mark.parametrize(
+    ("name", "preset"),
+    [
+        ("NVIDIA GeForce RTX 3090", "RTX 3090"),
+        ("NVIDIA GeForce RTX 3090 Ti", "RTX 3090 Ti"),
+        ("NVIDIA H100 PCIe", "H100 PCIe"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB"),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB"),
+    ],
+)
+def test_gpu_names_match_presets(name: str, preset: str) -> None:
+    assert gpu_preset(name).name == preset
+
+
+def test_unknown_gpu_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="no preset"):
+        gpu_preset("Voodoo 5 6000")
+
+
+def test_cpu_runs_use_the_cpu_device(lab_run: Path, tmp_path: Path) -> None:
+    assert device_from_run(lab_run) is FAKE_CPU
+    gpu_run = make_run(tmp_path / "run", small_plan(baseline=Arm()))
+    assert device_from_run(gpu_run).name == "RTX 3090"
+
+
+# -- calibration and predictions --------------------------------------------------------------
+def test_calibration_reproduces_the_measured_baseline(lab_run: Path) -> None:
+    setup = run_setup(lab_run)
+    eff = calibrate_setup(setup)
+    assert eff == calibrate_from_run(lab_run)
+    target, ctx = setup.models.target, setup.context
+    p = predict_architecture(target, setup.gpu, "ngram", 1, alpha=0.5, context=ctx, efficiency=eff)
+    measured = setup.run.df.loc[setup.run.df["arm"] == "baseline", "decode_tok_s"].median()
+    assert p.baseline_tok_s == pytest.approx(measured, rel=1e-6)
+    assert p.breakdown.bound == "bandwidth" and 0 < eff.bandwidth < 1
+
+
+def test_high_acceptance_on_a_memory_bound_dense_target_predicts_a_faster_draft_arm(lab_run: Path) -> None:
+    arms = {p.arm: p for p in predict_arms(lab_run)}
+    draft = arms["draft8"]
+    assert (draft.method, draft.draft_max, draft.acceptance) == ("draft", 8, pytest.approx(0.6, abs=0.01))
+    assert 0.85 < draft.alpha < 0.9
+    assert draft.predicted_speedup > 1.5 and draft.measured_speedup > 1.5
+    assert draft.ci_low <= draft.measured_speedup <= draft.ci_high
+    assert draft.error == pytest.approx(draft.measured_speedup / draft.predicted_speedup - 1)
+
+
+def test_arms_without_a_model_or_acceptance_are_skipped_with_a_reason(lab_run: Path) -> None:
+    arms = {p.arm: p for p in predict_arms(lab_run)}
+    assert set(arms) == {"draft8", "ngram", "mystery", "silent"}
+    assert arms["ngram"].method == "ngram" and not arms["ngram"].skipped
+    assert arms["mystery"].reason is not None and "suffix-tree" in arms["mystery"].reason
+    assert arms["silent"].reason is not None and "no drafted tokens" in arms["silent"].reason
+    assert math.isnan(arms["silent"].predicted_speedup) and math.isfinite(arms["silent"].measured_speedup)
+
+
+def test_fitting_the_round_overhead_to_an_arm_makes_its_error_zero(lab_run: Path) -> None:
+    theory = run_theory(lab_run, fit_arm="draft8")
+    draft = next(p for p in theory.arms if p.arm == "draft8")
+    assert draft.fitted and draft.error == pytest.approx(0.0, abs=1e-9)
+    assert theory.efficiency.round_s > 0
+    assert theory.efficiency.bandwidth == calibrate_from_run(lab_run).bandwidth
+
+
+def test_format_arm_predictions_lists_every_arm(lab_run: Path) -> None:
+    text = format_arm_predictions(run_theory(lab_run))
+    assert text.startswith("Calibrated on baseline")
+    for arm in ("draft8", "ngram"):
+        assert any(line.startswith(arm) and "x" in line for line in text.splitlines())
+    assert "mystery: not predicted" in text and "silent: not predicted" in text
+
+
+def test_a_baseline_too_fast_for_the_device_is_a_reason_not_a_crash(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "run", small_plan(baseline=Arm(decode_tok_s=5000), fast=spec(6000)))
+    use_lab_model(run, lab_truth("membound", "dense"))
+    reason = theory_or_reason(run)
+    assert isinstance(reason, str) and "faster than" in reason
+
+
+def _set_model(run: Path, model: str) -> None:
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["matrix"]["model"] = model
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
+def test_lab_architecture_is_an_architecture() -> None:
+    assert isinstance(lab_weights(lab_truth("tiny", "moe"), "draft").arch, Architecture)
+
+
+def test_run_theory_to_dict_is_strict_json(lab_run: Path) -> None:
+    data = json.loads(json.dumps(run_theory(lab_run).to_dict(), allow_nan=False))
+    assert data["device"]["name"] == "cpu" and data["baseline_arm"] == "baseline"
+    arms = {a["arm"]: a for a in data["arms"]}
+    assert arms["silent"]["predicted_speedup"] is None and arms["silent"]["reason"]
+    assert arms["draft8"]["error"] == pytest.approx(
+        arms["draft8"]["measured_speedup"] / arms["draft8"]["predicted_speedup"] - 1
+    )
