@@ -178,6 +178,7 @@ class RequestSpec(_Frozen):
     phase: str = "main"
     concurrency: int | None = None  # None: the cell's
     target_tokens: int | None = None  # prompt length to reach with /tokenize before the first cell
+    fill_key: str | None = None  # requests with one key share one filler text (default: own prompt id)
     tools: tuple[dict[str, Any], ...] | None = None
     extra: dict[str, Any] = {}
 

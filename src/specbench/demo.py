@@ -4,7 +4,7 @@ Builds (or finds) llama-server, makes two lab pairs (dense α 0.8, memory-bound 
 writes a prompt
 file mixing bundled prompts with prompts that contain the target's cycle (so n-gram drafting
 has known hits), runs one matrix per model — baseline, draft-simple n_max 4 and 8, ngram-mod —
-and prints each per-arm summary.
+prints each per-arm summary with its findings, and writes each report (``report/report.html``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from specbench.analysis import load_run
 from specbench.engines.install import BuildOptions, find_llama_server, install_llamacpp
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
+from specbench.lab.prompts import cycle_prompt
 from specbench.progress import RunProgress, console, make_progress
-from specbench.summary import print_summary
+from specbench.report import render_report
+from specbench.summary import print_summary, stdout
 from specbench.workloads.prompts import load_bundled, select
 
 # The dense pair is big enough that CPU decode is memory-bound (verification is nearly free, so a
@@ -69,13 +71,13 @@ def demo_arms(draft: Path) -> dict[str, list[str]]:
 
 def write_prompts(path: Path, truth: dict[str, Any]) -> None:
     """Bundled prompts plus prompts quoting the target's answer, where n-gram lookup must hit."""
+    short = [p for p in load_bundled() if sum(len(c) for _, c in p.messages) < SHORT_PROMPT_CHARS]
     rows = [
         {"id": p.id, "category": p.category, "messages": p.as_messages()}
-        for p in select(load_bundled(), BUNDLED_PROMPTS, seed=0)
+        for p in select(short, BUNDLED_PROMPTS, seed=0)
     ]
-    cycle = truth["answer_text"]
     for i in range(NGRAM_PROMPTS):
-        text = f"Repeat this text exactly, twice:\n{cycle[: 2 * DEMO_MAX_TOKENS]}\n(variant {i})"
+        text = cycle_prompt(truth, DEMO_MAX_TOKENS, variant=i)
         rows.append({"id": f"lab-cycle-{i}", "category": "repetitive", "prompt": text})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -87,7 +89,7 @@ def write_matrix(path: Path, pair: Path, repeats: int) -> None:
         "common_args": ["-c", "4096", "-np", "1"],
         "arms": demo_arms(pair / "draft.gguf"),
         "workload": {
-            "suite": "single",
+            "suite": "natural",  # prompts as written: no padding to a target length
             "max_tokens": DEMO_MAX_TOKENS,
             "temperature": 0.0,
             "prompt_file": "prompts.jsonl",
@@ -116,5 +118,7 @@ def run_demo(out: Path, llama_server: str | None = None, repeats: int = 3) -> li
             runner.observe = bar
             runner.run()
         print_summary(load_run(run_dir), title=f"{name}: {run_dir}")
+        report = next(p for p in render_report(run_dir) if p.name == "report.html")
+        stdout.print(f"report: {report}")
         runs.append(run_dir)
     return runs

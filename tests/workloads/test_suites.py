@@ -67,7 +67,7 @@ def test_fit_messages_lands_within_one_percent(target: int) -> None:
         return round(sum(len(m["content"]) for m in messages) / 3.3) + 7
 
     messages = [{"role": "user", "content": "Summarise the context."}]
-    fitted, tokens = asyncio.run(fit_messages(messages, target, count))
+    fitted, tokens, _ = asyncio.run(fit_messages(messages, target, count))
     assert abs(tokens - target) <= 0.01 * target + 1
     assert fitted[-1]["content"].endswith("Summarise the context.")
     assert fitted[-1]["content"].startswith("Context:")
@@ -78,7 +78,7 @@ def test_fill_placeholder_is_replaced_where_it_stands() -> None:
         return sum(len(m["content"]) for m in messages) // 4
 
     messages = [{"role": "system", "content": f"Doc:\n{FILL}"}, {"role": "user", "content": "Q?"}]
-    fitted, _ = asyncio.run(fit_messages(messages, 200, count))
+    fitted, _, _ = asyncio.run(fit_messages(messages, 200, count))
     assert FILL not in fitted[0]["content"] and len(fitted[0]["content"]) > 600
     assert fitted[1]["content"] == "Q?"
 
@@ -88,6 +88,15 @@ def test_different_prompts_get_different_filler() -> None:
         return sum(len(m["content"]) for m in messages) // 4
 
     messages = [{"role": "user", "content": "Q?"}]
-    a, _ = asyncio.run(fit_messages(messages, 300, count, offset=0))
-    b, _ = asyncio.run(fit_messages(messages, 300, count, offset=5000))
+    a, _, _ = asyncio.run(fit_messages(messages, 300, count, offset=0))
+    b, _, _ = asyncio.run(fit_messages(messages, 300, count, offset=5000))
     assert a[0]["content"][:200] != b[0]["content"][:200]
+
+
+def test_a_given_filler_length_is_reused_exactly() -> None:
+    async def count(messages: list[dict[str, Any]]) -> int:
+        return sum(len(m["content"]) for m in messages) // 4
+
+    first, _, chars = asyncio.run(fit_messages([{"role": "user", "content": "Q1?"}], 300, count, offset=7))
+    again, _, same = asyncio.run(fit_messages([{"role": "user", "content": "Q1?"}], 300, count, 7, chars))
+    assert same == chars and again == first

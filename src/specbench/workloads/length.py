@@ -61,12 +61,16 @@ def _joined(messages: list[dict[str, Any]]) -> str:
 
 
 async def fit_messages(
-    messages: list[dict[str, Any]], target: int, count: Counter, offset: int = 0
-) -> tuple[list[dict[str, Any]], int]:
-    """Messages whose prompt counts ``target`` tokens (±1 %), and the count reached."""
+    messages: list[dict[str, Any]], target: int, count: Counter, offset: int = 0, chars: int | None = None
+) -> tuple[list[dict[str, Any]], int, int]:
+    """Messages whose prompt counts ``target`` tokens (±1 %), the count reached, and the filler
+    length used. With ``chars`` given, that filler is used as is (requests sharing a document)."""
+    if chars is not None:
+        fitted = _with_filler(messages, filler(chars, offset))
+        return fitted, await count(fitted), chars
     base = await count(_with_filler(messages, ""))
     if base >= target:
-        return _with_filler(messages, ""), base
+        return _with_filler(messages, ""), base, 0
     chars = int((target - base) * CHARS_PER_TOKEN_ESTIMATE)
     fitted, tokens = messages, base
     for _ in range(MAX_STEPS):
@@ -75,4 +79,4 @@ async def fit_messages(
         if abs(tokens - target) <= TOLERANCE * target:
             break
         chars = max(1, int(chars * (target - base) / max(tokens - base, 1)))
-    return fitted, tokens
+    return fitted, tokens, chars

@@ -148,7 +148,7 @@ def _cache(ctx: Context) -> list[RequestSpec]:
     """Phase 'identical': one body sent n times. Phase 'prefix': one long prefix, varying last turn."""
     body = ctx.prompts[0].as_messages()
     same = [
-        ctx.request(f"same-{i:02d}", "cache-identical", body, phase="identical")
+        ctx.request(f"same-{i:02d}", "cache-identical", body, phase="identical", fill_key="same")
         for i in range(len(ctx.prompts))
     ]
     prefix = [
@@ -157,6 +157,7 @@ def _cache(ctx: Context) -> list[RequestSpec]:
             "cache-prefix",
             [{"role": "system", "content": "Reference document:\n{{FILL}}"}, *p.as_messages()],
             phase="prefix",
+            fill_key="prefix",  # one document shared by every request: a stable, cacheable prefix
         )
         for i, p in enumerate(ctx.prompts)
     ]

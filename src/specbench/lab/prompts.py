@@ -1,0 +1,14 @@
+"""Prompts for lab models: text containing a stretch of the target's cycle, so n-gram methods
+(ngram-simple, ngram-mod, prompt lookup) find their continuation in the context — known hits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def cycle_prompt(truth: dict[str, Any], n_tokens: int, lead: int = 8, variant: int = 0) -> str:
+    """A request quoting the answer the target will give, ``n_tokens`` + ``lead`` characters of it
+    (one lab token per character), so a lookup drafter matches from the first tokens on."""
+    answer: str = truth["answer_text"]
+    stretch = (answer * (1 + (n_tokens + lead) // len(answer)))[: n_tokens + lead]
+    return f"Repeat this text exactly:\n{stretch}\n(variant {variant})"

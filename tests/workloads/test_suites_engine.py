@@ -1,0 +1,67 @@
+"""Every suite runs through the runner on a lab model, scaled down for a 2-core CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specbench import api
+from specbench.metrics import frame
+from specbench.store import RunStore
+from specbench.workloads.suites import SUITES
+from tests.conftest import Pair
+
+pytestmark = pytest.mark.engine
+
+
+def run_suite(tmp_path: Path, pair: Pair, llama_server: Path, suite: str, **workload: object) -> RunStore:
+    matrix = {
+        "model": str(pair.target),
+        "common_args": ["-c", "4096", "-np", "1"],
+        "arms": {"baseline": []},
+        "workload": {"suite": suite, "scale": 0.02, "max_tokens": 8, "prompts": 2, **workload},
+        "repeats": 1,
+        "warmup": 0,
+        "engine_binary": str(llama_server),
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix))
+    api.prepare_run(path, tmp_path / "run").run()
+    return RunStore(tmp_path / "run")
+
+
+@pytest.mark.parametrize("suite", sorted(set(SUITES) - {"length-sweep", "concurrency-sweep"}))
+def test_suite_runs_on_the_lab_model(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path, suite: str
+) -> None:
+    store = run_suite(tmp_path, dense_pair, llama_server, suite)
+    records = store.records()
+    assert records and all(r["error"] is None for r in records), [r["error"] for r in records if r["error"]]
+    assert all(r["usage"]["completion_tokens"] == 8 for r in records)
+    if SUITES[suite].input_tokens:
+        assert all(r["request"]["fitted_tokens"] for r in records)
+
+
+def test_length_sweep_reaches_every_length(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
+    store = run_suite(tmp_path, dense_pair, llama_server, "length-sweep", max_tokens=None, lengths=[8, 32])
+    df = frame(store.records())
+    assert sorted(df["output_tokens"].unique()) == [8, 32]
+    assert not df["stopped_early"].any()
+
+
+def test_concurrency_sweep_records_levels(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
+    store = run_suite(tmp_path, dense_pair, llama_server, "concurrency-sweep", levels=[1, 4])
+    levels = [r["concurrency"] for r in store.records()]
+    assert levels.count(1) == 2 and levels.count(4) == 4
+
+
+def test_cache_reuse_shows_cached_tokens(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
+    store = run_suite(tmp_path, dense_pair, llama_server, "cache-reuse", prompts=3, scale=0.1)
+    df = frame(store.records())
+    identical = df[df["category"] == "cache-identical"].sort_values("seq")
+    prefix = df[df["category"] == "cache-prefix"].sort_values("seq")
+    assert identical["cached_tokens"].iloc[1:].min() >= 0.9 * identical["prompt_tokens"].iloc[0]
+    # later requests reuse the shared prefix: most of the prompt comes from the cache
+    assert (prefix["cached_tokens"].iloc[1:] > prefix["prompt_tokens"].iloc[1:] / 2).all()
