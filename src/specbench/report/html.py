@@ -16,7 +16,7 @@ STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
 th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
-th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
+th { background: #f2f2f2; } td:first-child, th:first-child, td.prose { text-align: left; }
 caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: 4px; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; white-space: pre-wrap; }
 figure { margin: 1em 0 2em; } img { max-width: 100%; } figcaption { font-style: italic; color: #555; }
@@ -27,13 +27,18 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def _cell(value: object) -> str:
+    """Numbers align right; prose (evidence, reasons) reads better left-aligned."""
+    text = esc(value)
+    prose = isinstance(value, str) and len(value) > 24 and " " in value
+    return f'<td class="prose">{text}</td>' if prose else f"<td>{text}</td>"
+
+
 def table(block: Table) -> str:
     df = block.frame
     caption = f"<caption>{esc(block.caption)}</caption>" if block.caption else ""
     head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{esc(v)}</td>" for v in row) + "</tr>" for row in df.itertuples(index=False)
-    )
+    rows = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in df.itertuples(index=False))
     return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 

@@ -188,24 +188,30 @@ def acceptance_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def equivalence_table(run: RunData) -> pd.DataFrame:
-    """Each arm's outputs vs the baseline's for the same (prompt, repeat)."""
+    """Each arm's outputs vs the baseline's for the same (prompt, repeat): all prompts, then per
+    category (drift differs by category: ~0 on tool calls, large on long prose)."""
     texts = checks.output_texts(run.records)
+    categories = sorted(c for c in texts["category"].dropna().unique()) if len(texts) else []
     rows = []
     for arm in run.measured_arms:
         if arm == run.baseline:
             continue
-        eq = checks.output_equivalence(texts, arm, run.baseline)
-        rows.append(
-            {
-                "arm": arm,
-                "pairs": eq.pairs,
-                "identical": fmt(eq.exact_match_rate * 100, ".0f") + " %" if eq.pairs else "—",
-                "mean Levenshtein": fmt(eq.mean_levenshtein, ".1f"),
-                "normalised drift": fmt(eq.mean_normalised_drift, ".3f"),
-                "median first divergence (chars)": fmt(eq.median_first_divergence, ".0f"),
-            }
-        )
+        for category in ["all", *categories] if len(categories) > 1 else ["all"]:
+            subset = texts if category == "all" else texts[texts["category"] == category]
+            rows.append(_equivalence_row(arm, category, checks.output_equivalence(subset, arm, run.baseline)))
     return pd.DataFrame(rows)
+
+
+def _equivalence_row(arm: str, category: str, eq: checks.Equivalence) -> dict[str, Any]:
+    return {
+        "arm": arm,
+        "category": category,
+        "pairs": eq.pairs,
+        "identical": fmt(eq.exact_match_rate * 100, ".0f") + " %" if eq.pairs else "—",
+        "mean Levenshtein": fmt(eq.mean_levenshtein, ".1f"),
+        "normalised drift": fmt(eq.mean_normalised_drift, ".3f"),
+        "median first divergence (chars)": fmt(eq.median_first_divergence, ".0f"),
+    }
 
 
 def divergence_examples(run: RunData, per_arm: int = 2, width: int = 60) -> pd.DataFrame:
