@@ -36,6 +36,11 @@ DEMO_MAX_TOKENS = 64
 NGRAM_PROMPTS = 2
 BUNDLED_PROMPTS = 6
 SHORT_PROMPT_CHARS = 300
+# ngram-mod with a short match window, so lab prompts quoting the answer draft from the start.
+NGRAM_MOD_ARGS = (
+    "--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-min", "4",
+    "--spec-ngram-mod-n-max", "16",
+)  # fmt: skip
 
 
 def ensure_llama_server(explicit: str | None) -> Path:
@@ -56,16 +61,7 @@ def demo_arms(draft: Path) -> dict[str, list[str]]:
         "baseline": [],
         "draft4": [*spec, "4"],
         "draft8": [*spec, "8"],
-        "ngram-mod": [
-            "--spec-type",
-            "ngram-mod",
-            "--spec-ngram-mod-n-match",
-            "8",
-            "--spec-ngram-mod-n-min",
-            "4",
-            "--spec-ngram-mod-n-max",
-            "16",
-        ],
+        "ngram-mod": list(NGRAM_MOD_ARGS),
     }
 
 

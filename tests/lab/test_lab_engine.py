@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench.demo import NGRAM_MOD_ARGS
 from specbench.lab.check import run_check
 from tests.conftest import Pair, lab_pair
 from tests.engine_helpers import content, draft_args, serve
@@ -42,16 +43,7 @@ def test_moe_pair_serves_with_speculation(llama_server: Path, moe_pair: Pair, tm
     )
 
 
-NGRAM_MOD = [
-    "--spec-type",
-    "ngram-mod",
-    "--spec-ngram-mod-n-match",
-    "8",
-    "--spec-ngram-mod-n-min",
-    "4",
-    "--spec-ngram-mod-n-max",
-    "16",
-]
+NGRAM_MOD = list(NGRAM_MOD_ARGS)
 NGRAM_SIMPLE = [
     "--spec-type",
     "ngram-simple",

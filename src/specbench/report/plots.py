@@ -87,26 +87,24 @@ def _facets(count: int, height: float = 3.2) -> tuple[Figure, list[Any]]:
     return fig, list(axes[:count])
 
 
-def decode_by_category(run: RunData, df: pd.DataFrame) -> Figure | None:
-    categories = sorted(str(c) for c in df["category"].dropna().unique())
-    if len(categories) < 2:
+def _faceted(run: RunData, df: pd.DataFrame, column: str) -> Figure | None:
+    """One decode-rate panel per value of ``column``; None unless there are at least two."""
+    values = sorted(str(v) for v in df[column].dropna().unique())
+    if len(values) < 2:
         return None
-    fig, axes = _facets(len(categories))
-    for ax, cat in zip(axes, categories, strict=True):
-        _distribution(ax, df[df["category"] == cat], run.measured_arms, run.baseline)
-        ax.set_title(cat, fontsize=10)
+    fig, axes = _facets(len(values))
+    for ax, value in zip(axes, values, strict=True):
+        _distribution(ax, df[df[column].astype(str) == value], run.measured_arms, run.baseline)
+        ax.set_title(value, fontsize=10)
     return fig
+
+
+def decode_by_category(run: RunData, df: pd.DataFrame) -> Figure | None:
+    return _faceted(run, df, "category")
 
 
 def by_machine(run: RunData, df: pd.DataFrame) -> Figure | None:
-    machines = sorted(str(m) for m in df["machine"].dropna().unique())
-    if len(machines) < 2:
-        return None
-    fig, axes = _facets(len(machines))
-    for ax, machine in zip(axes, machines, strict=True):
-        _distribution(ax, df[df["machine"] == machine], run.measured_arms, run.baseline)
-        ax.set_title(machine, fontsize=10)
-    return fig
+    return _faceted(run, df, "machine")
 
 
 def acceptance(run: RunData, df: pd.DataFrame) -> Figure | None:
