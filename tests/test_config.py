@@ -97,3 +97,10 @@ def test_not_yaml_and_not_a_mapping(tmp_path: Path) -> None:
         load_matrix(write(tmp_path, "- a\n- b\n"))
     with pytest.raises(ConfigError, match="no such matrix file"):
         load_matrix(tmp_path / "absent.yaml")
+
+
+def test_resources_must_name_arms(models: Path) -> None:
+    good = GOOD + "resources: {'*': {num_cpus: 1}, draft8: {num_gpus: 1}}\n"
+    assert load_matrix(write(models, good)).resources["draft8"] == {"num_gpus": 1.0}
+    with pytest.raises(ConfigError, match=r"resources name no arm: \['draft9'\]"):
+        load_matrix(write(models, GOOD + "resources: {draft9: {num_gpus: 1}}\n"))

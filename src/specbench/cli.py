@@ -126,10 +126,13 @@ def run(
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
+    executor: Annotated[str, typer.Option(help="local, or ray (pip install 'specbench[ray]')")] = "local",
+    address: Annotated[str | None, typer.Option(help="with --executor ray: the cluster address")] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import api
     from specbench.analysis import load_run
+    from specbench.executors import make_executor
     from specbench.progress import RunProgress
     from specbench.summary import print_summary
 
@@ -138,9 +141,12 @@ def run(
             for name, argv in api.dry_run(matrix, llama_server):
                 print(f"{name}: {' '.join(argv)}")
             return
+        if attach and executor != "local":
+            fail(SpecbenchError("--attach measures one running server: use the default --executor local"))
         runner = api.prepare_run(
             matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
         )
+        runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar

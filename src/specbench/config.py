@@ -59,6 +59,10 @@ class Matrix(_Frozen):
     host: str = "127.0.0.1"
     engine_binary: str | None = None
     env: dict[str, str] = {}
+    resources: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",
+    )
 
     @field_validator("arms")
     @classmethod
@@ -74,6 +78,13 @@ class Matrix(_Frozen):
     def _baseline_is_an_arm(self) -> Matrix:
         if self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms {list(self.arms)}")
+        return self
+
+    @model_validator(mode="after")
+    def _resources_name_arms(self) -> Matrix:
+        unknown = sorted(set(self.resources) - {*self.arms, "*"})
+        if unknown:
+            raise ValueError(f"resources name no arm: {unknown} (arms: {list(self.arms)}, or '*')")
         return self
 
     def arm_args(self, arm: str) -> list[str]:

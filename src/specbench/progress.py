@@ -50,11 +50,18 @@ class RunProgress:
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "cell":
-            self.progress.update(
-                self.task, description=f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}"
-            )
+            node = f" @ {info['node']}" if info.get("node") else ""
+            where = f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}"
+            self.progress.update(self.task, description=where)
+            if not console.is_terminal:  # logs and pipes get no live bar: one line per cell instead
+                task = self.progress.tasks[0]
+                console.print(
+                    f"{where}: {info['requests']} requests ({int(task.completed)}/{task.total} done)"
+                )
         elif event == "request" and not info["warmup"]:
             self.progress.advance(self.task)
+        elif event in ("retry", "confound"):
+            console.print(f"[yellow]{event}: {info}", highlight=False)
         elif event == "restart":
             console.print(f"[yellow]{info['arm']}: engine exited (code {info['exit_code']}); restarting once")
         elif event == "failed":

@@ -5,6 +5,11 @@ repeats). Each cell launches the arm's server, scrapes /metrics before and after
 (stored, flagged) and then the requests with at most ``concurrency`` in flight. Records are
 appended as they complete, so Ctrl-C or a crash loses nothing measured and ``--resume`` redoes
 only what is missing. A server that crashes mid-cell is restarted once; then the arm is failed.
+
+*Where* cells run is an executor's business (:mod:`specbench.executors`): the default
+:class:`~specbench.executors.local.LocalExecutor` runs them here, one after another, exactly as
+listed; the Ray executor runs each cell as a task on a cluster node and streams its records back.
+Either way the records, cells and manifest land in this run directory with the same schema.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -25,6 +30,9 @@ from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError
 from specbench.store import RunStore, now_iso
 from specbench.workloads.length import estimate_tokens, fit_messages
+
+if TYPE_CHECKING:
+    from specbench.executors import Executor
 
 PORT_RETRIES = 3
 Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
@@ -48,6 +56,7 @@ class Runner:
     cells: list[RunSpec]
     attach_url: str | None = None
     observe: Observer = field(default=lambda event, info: None)
+    executor: Executor | None = None  # None: LocalExecutor (cells here, in order)
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
 
@@ -59,18 +68,33 @@ class Runner:
         done = self.store.completed()
         return sum(len(self.todo(c, done)) for c in self.cells)
 
+    def arm_failed(self, arm: str) -> bool:
+        return bool(self.store.manifest().get("arms", {}).get(arm, {}).get("status") == "failed")
+
     def run(self) -> None:
+        from specbench.executors.local import LocalExecutor
+
         self._seq = len(self.store.records())
         self._fitted = self.store.fitted_prompts()
-        for cell in self.cells:
-            if self.store.manifest().get("arms", {}).get(cell.arm, {}).get("status") == "failed":
-                continue
-            todo = self.todo(cell, self.store.completed())
-            if todo:
-                self._run_cell(cell, todo)
+        (self.executor or LocalExecutor()).run_cells(self, self.cells)
         self.store.update_manifest(finished_at=now_iso())
 
+    # -- state executors share with the runner -----------------------------------------------
+    def next_seq(self) -> int:
+        """The next record sequence number of this run directory."""
+        self._seq += 1
+        return self._seq
+
+    @property
+    def fitted(self) -> dict[str, Any]:
+        """Prompts built to their target length so far (prompt_id → messages, tokens, ...)."""
+        return self._fitted
+
     # -- one cell ---------------------------------------------------------------------------
+    def run_cell(self, cell: RunSpec, todo: list[RequestSpec]) -> None:
+        """Serve ``cell`` here and run ``todo``: the unit of work every executor hands out."""
+        self._run_cell(cell, todo)
+
     def _run_cell(self, cell: RunSpec, todo: list[RequestSpec]) -> None:
         self.observe("cell", {"arm": cell.arm, "repeat": cell.repeat, "requests": len(todo)})
         for attempt in range(2):
@@ -145,9 +169,11 @@ class Runner:
         async with httpx.AsyncClient(timeout=self.matrix.request_timeout) as client:
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
-            info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
+            # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
+            # they can be compared with the per-request timings (acceptance sources).
+            info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
             info["metrics_after"] = await self._scrape(client, server, cell, "after")
@@ -179,14 +205,23 @@ class Runner:
             n = await count_prompt_tokens(client, server.base_url, messages) if exact else None
             return n if n is not None else await estimate_tokens(messages)
 
+        # One filler per fill key (default: the prompt's own id, so no two prompts share a prefix);
+        # requests sharing a key share the filler text and length found for the first of them.
+        chars_by_key = {f["fill_key"]: f["chars"] for f in self._fitted.values() if "fill_key" in f}
         for req in todo:
-            offset = zlib.crc32(req.prompt_id.encode())  # distinct filler per prompt: no shared prefix
-            messages, tokens = await fit_messages(list(req.messages), req.target_tokens or 0, count, offset)
+            key = req.fill_key or req.prompt_id
+            offset = zlib.crc32(key.encode())
+            messages, tokens, chars = await fit_messages(
+                list(req.messages), req.target_tokens or 0, count, offset, chars_by_key.get(key)
+            )
+            chars_by_key.setdefault(key, chars)
             self._fitted[req.prompt_id] = {
                 "messages": messages,
                 "tokens": tokens,
                 "target": req.target_tokens,
                 "counted_by": "tokenize" if exact else "estimate",
+                "fill_key": key,
+                "chars": chars,
             }
         self.store.save_fitted_prompts(self._fitted)
 
@@ -202,7 +237,6 @@ class Runner:
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
         result = await stream_chat(client, url, body, self.matrix.request_timeout)
-        self._seq += 1
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
@@ -211,7 +245,7 @@ class Runner:
             "prompt_id": req.prompt_id,
             "category": req.category,
             "warmup": warmup,
-            "seq": self._seq,
+            "seq": self.next_seq(),
             "started_at": started,
             "wall_start": wall0,
             "concurrency": req.concurrency or cell.concurrency,

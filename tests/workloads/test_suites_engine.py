@@ -63,5 +63,7 @@ def test_cache_reuse_shows_cached_tokens(llama_server: Path, dense_pair: Pair, t
     identical = df[df["category"] == "cache-identical"].sort_values("seq")
     prefix = df[df["category"] == "cache-prefix"].sort_values("seq")
     assert identical["cached_tokens"].iloc[1:].min() >= 0.9 * identical["prompt_tokens"].iloc[0]
-    # later requests reuse the shared prefix: most of the prompt comes from the cache
-    assert (prefix["cached_tokens"].iloc[1:] > prefix["prompt_tokens"].iloc[1:] / 2).all()
+    # later requests reuse the shared document: at least its fitted length comes from the cache
+    document = min(r["request"]["fitted_tokens"] for r in store.records() if r["category"] == "cache-prefix")
+    assert (prefix["cached_tokens"].iloc[1:] >= 0.5 * document).all()
+    assert prefix["cached_tokens"].iloc[0] < prefix["cached_tokens"].iloc[1:].min()

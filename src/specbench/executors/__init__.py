@@ -1,0 +1,53 @@
+"""Executors: where the runner's cells run.
+
+An executor receives the runner and its planned cells and makes every cell happen; the runner
+keeps the plan, the run directory and the record schema. ``local`` (the default) serves each cell
+on this machine in order. ``ray`` (``pip install 'specbench[ray]'``) runs each cell as a Ray task
+on a cluster node that has the arm's resources and streams the records back to this process,
+which appends them to the one run directory. Ray is imported only when it is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from specbench.config import RunSpec
+from specbench.errors import ConfigError
+from specbench.executors.local import LocalExecutor
+
+if TYPE_CHECKING:
+    from specbench.runner import Runner
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    """Runs cells for a runner. Must skip arms that have failed and requests already completed
+    (``runner.todo(cell, runner.store.completed())``), so ``--resume`` works across executors."""
+
+    kind: str
+
+    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None: ...
+
+
+def make_executor(
+    kind: str,
+    *,
+    address: str | None = None,
+    resources: Mapping[str, Mapping[str, Any]] | None = None,
+    **options: Any,
+) -> Executor:
+    """``local`` or ``ray``; ``address`` and ``resources`` (per arm, ``"*"`` for all) are Ray's."""
+    if kind == "local":
+        return LocalExecutor()
+    if kind == "ray":
+        try:
+            from specbench.executors.ray_executor import RayExecutor
+        except ImportError as exc:
+            raise ConfigError(f"--executor ray needs Ray ({exc}): pip install 'specbench[ray]'") from exc
+        return RayExecutor(address=address, resources=resources, **options)
+    raise ConfigError(f"--executor: unknown executor {kind!r} (known: {', '.join(EXECUTORS)})")
+
+
+__all__ = ["EXECUTORS", "Executor", "LocalExecutor", "make_executor"]
