@@ -314,3 +314,17 @@ def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> Non
     shaky = steady.assign(decode_tok_s=[100.0 * (1 + 0.3 * (r % 2)) for p in range(4) for r in range(3)])
     (warning,) = [w for w in stability_warnings(shaky, min_n=1) if w.code == "UNSTABLE"]
     assert "median over 4 prompts" in warning.message
+
+
+def test_three_wild_pairs_give_an_infinite_bound_not_an_error() -> None:
+    import pandas as pd
+
+    from specbench.stats import speedup
+
+    rows = [
+        {"arm": a, "workload": "w", "prompt_id": f"p{i}", "repeat": 0, "decode_tok_s": v}
+        for i, (x, y) in enumerate([(10.0, 1.0), (10.0, 300.0), (10.0, 9.0)])
+        for a, v in (("base", x), ("spec", y))
+    ]
+    cmp = speedup(pd.DataFrame(rows), "spec", "base")
+    assert cmp.n_pairs == 3 and cmp.verdict == "no difference"

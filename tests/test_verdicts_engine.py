@@ -34,7 +34,7 @@ def test_incompatible_draft_is_reported_as_silent_fallback(llama_server: Path, t
     (fallback,) = [f for f in found if f.code == "SILENT_FALLBACK"]
     assert fallback.arms == ("draft4",) and fallback.severity == "error"
     assert "/slots reports speculative=false" in fallback.evidence
-    assert "failed to initialize speculative decoding context" in fallback.evidence
+    assert "the target and draft vocabs are not compatible" in fallback.evidence
 
 
 def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> None:

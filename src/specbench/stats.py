@@ -239,9 +239,14 @@ def _wilcoxon_p(logr: FloatArray) -> float:
     return float(sps.wilcoxon(logr).pvalue)
 
 
+def _exp(x: float) -> float:
+    return math.inf if x > 700 else math.exp(x)
+
+
 def _oriented(sign: float, lo: float, hi: float) -> tuple[float, float]:
-    """exp of a log-space CI after multiplying by ``sign`` (−1 flips the interval)."""
-    bounds = sorted((math.exp(sign * lo), math.exp(sign * hi)))
+    """exp of a log-space CI after multiplying by ``sign`` (−1 flips the interval). With very few
+    pairs a studentized bound can be astronomically wide: it saturates at ±inf rather than raising."""
+    bounds = sorted((_exp(sign * lo), _exp(sign * hi)))
     return bounds[0], bounds[1]
 
 
