@@ -54,8 +54,8 @@ def main() -> None:
     api.prepare_run(matrix(folder, pair, ensure_llama_server(None), args.k, args.repeats), out).run()
     cmp = comparisons(load_run(out))[f"draft{args.k}"]
     print(
-        f"draft{args.k} / baseline decode tok/s: ×{cmp.ratio:.2f} (95 % CI {cmp.ci_low:.2f}–{cmp.ci_high:.2f}), "
-        f"{cmp.verdict}; run directory {out}"
+        f"draft{args.k} / baseline decode tok/s: ×{cmp.ratio:.2f} "
+        f"(95 % CI {cmp.ci_low:.2f}–{cmp.ci_high:.2f}), {cmp.verdict}; run directory {out}"
     )
     print(theory.format_arm_predictions(theory.run_theory(out)))
 
