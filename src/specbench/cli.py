@@ -33,6 +33,9 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
 def engine_install(
     engine: Annotated[str, typer.Argument(help="llamacpp")] = "llamacpp",
     cuda: Annotated[bool, typer.Option(help="build with GGML_CUDA=ON")] = False,
+    native: Annotated[
+        bool, typer.Option(help="GGML_NATIVE: tune for this CPU (--no-native: portable build)")
+    ] = True,
     jobs: Annotated[int | None, typer.Option(help="parallel compile jobs (default: all cores)")] = None,
     llama_server: Annotated[
         str | None, typer.Option(help="use this llama-server instead of building")
@@ -45,12 +48,14 @@ def engine_install(
     if engine != "llamacpp":
         fail(SpecbenchError(f"engine install: only 'llamacpp' can be built here, not {engine!r}"))
     try:
-        found = find_llama_server(llama_server, BuildOptions(cuda=cuda))
+        found = find_llama_server(llama_server, BuildOptions(cuda=cuda, native=native))
         if found is None:
             with make_progress() as bar:
                 task = bar.add_task("building llama-server", total=None)
                 binary = install_llamacpp(
-                    BuildOptions(cuda=cuda), jobs, lambda d, n, _l: bar.update(task, completed=d, total=n)
+                    BuildOptions(cuda=cuda, native=native),
+                    jobs,
+                    lambda d, n, _l: bar.update(task, completed=d, total=n),
                 )
             found = binary
     except SpecbenchError as err:
