@@ -328,3 +328,32 @@ def test_three_wild_pairs_give_an_infinite_bound_not_an_error() -> None:
     ]
     cmp = speedup(pd.DataFrame(rows), "spec", "base")
     assert cmp.n_pairs == 3 and cmp.verdict == "no difference"
+
+
+def test_launch_level_noise_does_not_make_aa_runs_significant() -> None:
+    """Requests in one server launch share its state: a per-launch factor (sd 8 %) shared by all
+    prompts of a cell must not turn A/A runs into 'faster'/'slower' (the unit is the launch)."""
+    import numpy as np
+    import pandas as pd
+
+    from specbench.stats import speedup
+
+    rng = np.random.default_rng(7)
+    false = 0
+    for _ in range(200):
+        rows = []
+        for arm in ("a", "b"):
+            for rep in range(4):
+                launch = np.exp(rng.normal(0, 0.08))
+                rows += [
+                    {
+                        "arm": arm,
+                        "workload": "w",
+                        "prompt_id": f"p{i}",
+                        "repeat": rep,
+                        "decode_tok_s": 50 * launch * np.exp(rng.normal(0, 0.02)),
+                    }
+                    for i in range(6)
+                ]
+        false += speedup(pd.DataFrame(rows), "b", "a").verdict != "no difference"
+    assert false / 200 <= 0.07

@@ -64,6 +64,7 @@ def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tm
         llama_server,
         {"baseline": [], "draft4": draft(pair.draft, 4)},
         workload={"suite": "natural", "max_tokens": 48, "prompts": 5, "prompt_file": "prompts.jsonl"},
+        repeats=3,  # launches are the unit of replication: 3 gives a t-interval on 2 dof
     )
     out = run(tmp_path, matrix)
     data = load_run(out)
@@ -86,6 +87,7 @@ def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path,
         llama_server,
         {"baseline": [], "draft8": draft(pair.draft, 8)},
         workload={"suite": "natural", "max_tokens": 64, "prompts": 5, "prompt_file": "prompts.jsonl"},
+        repeats=3,
     )
     data = load_run(run(tmp_path, matrix))
     assert comparisons(data)["draft8"].verdict == "slower"
