@@ -37,7 +37,7 @@ def test_crossover_cases(args: tuple[float, ...], expected: float | None, phrase
 
 
 def _run(root: Path, **arms: Arm) -> analysis.RunData:
-    return analysis.load_run(make_run(root, Plan(arms=dict(arms), repeats=2, prompts_per_category=3)))
+    return analysis.load_run(make_run(root, Plan(arms=dict(arms), repeats=4, prompts_per_category=3)))
 
 
 def test_decision_picks_the_clearly_faster_arm(tmp_path: Path) -> None:
