@@ -104,3 +104,10 @@ def test_resources_must_name_arms(models: Path) -> None:
     assert load_matrix(write(models, good)).resources["draft8"] == {"num_gpus": 1.0}
     with pytest.raises(ConfigError, match=r"resources name no arm: \['draft9'\]"):
         load_matrix(write(models, GOOD + "resources: {draft9: {num_gpus: 1}}\n"))
+
+
+def test_an_attach_matrix_needs_neither_model_nor_arms(tmp_path: Path) -> None:
+    matrix = load_matrix(write(tmp_path, "engine: openai\nworkload: {suite: natural, max_tokens: 8}\n"))
+    assert matrix.engine == "openai" and matrix.model == ""
+    with pytest.raises(ConfigError, match="model: required for engine llamacpp"):
+        load_matrix(write(tmp_path, "arms: {baseline: []}\n"))

@@ -45,9 +45,9 @@ class WorkloadSpec(_Frozen):
 
 class Matrix(_Frozen):
     engine: EngineKind = "llamacpp"
-    model: str
+    model: str = ""  # required unless engine is openai (attach)
     common_args: tuple[str, ...] = ()
-    arms: dict[str, tuple[str, ...]]
+    arms: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {"baseline": tuple[str, ...]()})
     baseline: str = "baseline"
     workload: WorkloadSpec = WorkloadSpec()
     repeats: int = Field(3, gt=0)
@@ -76,6 +76,10 @@ class Matrix(_Frozen):
 
     @model_validator(mode="after")
     def _baseline_is_an_arm(self) -> Matrix:
+        if self.engine == "openai":
+            return self  # attach mode: the arm is named on the command line (--arm)
+        if not self.model:
+            raise ValueError(f"model: required for engine {self.engine}")
         if self.baseline not in self.arms:
             raise ValueError(f"baseline {self.baseline!r} is not one of the arms {list(self.arms)}")
         return self

@@ -57,6 +57,7 @@ from specbench.store import RecordKey, RunStore, _write_json, environment, file_
 
 RemoteObserver = Callable[[str, dict[str, Any]], None]
 TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")
+SLOT = "specbench_slot"  # custom resource, 1 per node: a cell holds its node alone
 
 
 # == the worker's side ============================================================================
@@ -232,18 +233,37 @@ class RayExecutor:
         self.poll_s = poll_s
 
     def requested(self, arm: str) -> dict[str, Any]:
-        """The arm's resource request, flat: ``{"num_cpus": 1, "accelerator_type:H100": 0.001}``."""
-        return {"num_cpus": 1, **self.resources.get("*", {}), **self.resources.get(arm, {})}
+        """The arm's resource request, flat: ``{"specbench_slot": 1, "accelerator_type:H100": 0.001}``.
+
+        By default a cell holds its node alone (:func:`exclusive_request`): two cells sharing a
+        node's cores or memory bandwidth would measure each other, not their arms."""
+        base = getattr(self, "exclusive", {"num_cpus": 1})
+        return {**base, **self.resources.get("*", {}), **self.resources.get(arm, {})}
 
     def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
         started = not ray.is_initialized()
         if started:
-            ray.init(address=self.address, runtime_env=self.runtime_env, **self.init_options)
+            options = dict(self.init_options)
+            if self.address is None and not os.environ.get("RAY_ADDRESS"):
+                options.setdefault("resources", {SLOT: 1})  # a throwaway local Ray: one cell at a time
+            ray.init(address=self.address, runtime_env=self.runtime_env, **options)
+        self.exclusive = exclusive_request()
         try:
             _Driver(self, runner, list(cells)).run()
         finally:
             if started:
                 ray.shutdown()
+
+
+def exclusive_request() -> dict[str, Any]:
+    """One cell per node: the ``specbench_slot`` resource (``ray start --resources
+    '{"specbench_slot": 1}'`` on every node) when the cluster has it, else every CPU of the
+    smallest node."""
+    if SLOT in ray.cluster_resources():  # type: ignore[no-untyped-call, unused-ignore]
+        return {SLOT: 1}
+    nodes = ray.nodes()  # type: ignore[no-untyped-call, unused-ignore]
+    cpus = [n["Resources"].get("CPU", 1) for n in nodes if n.get("Alive")]
+    return {"num_cpus": min(cpus) if cpus else 1}
 
 
 def task_options(request: Mapping[str, Any]) -> dict[str, Any]:
