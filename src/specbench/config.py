@@ -197,6 +197,18 @@ class RequestSpec(_Frozen):
     tools: tuple[dict[str, Any], ...] | None = None
     extra: dict[str, Any] = {}
 
+    def echo(self, fitted_tokens: int | None = None) -> dict[str, Any]:
+        """What a record keeps of its request (the messages live in the manifest / fitted prompts)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "ignore_eos": self.ignore_eos,
+            "target_tokens": self.target_tokens,
+            "fitted_tokens": fitted_tokens,
+            "tools": len(self.tools or ()),
+        }
+
 
 class RunSpec(_Frozen):
     """One cell: an arm served once, for one repeat, running ``requests`` after ``warmup`` ones."""

@@ -249,15 +249,7 @@ class Runner:
             "started_at": started,
             "wall_start": wall0,
             "concurrency": req.concurrency or cell.concurrency,
-            "request": {
-                "max_tokens": req.max_tokens,
-                "temperature": req.temperature,
-                "seed": req.seed,
-                "ignore_eos": req.ignore_eos,
-                "target_tokens": req.target_tokens,
-                "fitted_tokens": fitted["tokens"] if fitted else None,
-                "tools": len(req.tools or ()),
-            },
+            "request": req.echo(fitted["tokens"] if fitted else None),
             **result,
         }
         self.store.append_record(record)

@@ -91,15 +91,7 @@ async def _send_share(
                 "started_at": started,
                 "wall_start": wall0,
                 "concurrency": concurrency,
-                "request": {
-                    "max_tokens": req.max_tokens,
-                    "temperature": req.temperature,
-                    "seed": req.seed,
-                    "ignore_eos": req.ignore_eos,
-                    "target_tokens": req.target_tokens,
-                    "fitted_tokens": None,
-                    "tools": len(req.tools or ()),
-                },
+                "request": req.echo(None),
                 **result,
             }
             worker.relay.send("load_record", index=index, record=record)
