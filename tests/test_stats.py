@@ -10,6 +10,7 @@ import numpy.typing as npt
 import pandas as pd
 import pytest
 
+from specbench import bimodality as B
 from specbench import stats as S
 
 FloatArray = npt.NDArray[np.float64]
@@ -180,7 +181,7 @@ def test_aa_experiments_rarely_claim_a_difference(paired: bool) -> None:
 def test_two_mode_sample_is_bimodal_with_right_modes() -> None:
     rng = np.random.default_rng(6)
     x = np.concatenate([rng.normal(60, 5, 60), rng.normal(135, 8, 40)])
-    b = S.bimodality(rng.permutation(x))
+    b = B.bimodality(rng.permutation(x))
     assert b.bimodal
     assert b.modes[0] == pytest.approx(60, abs=4) and b.modes[1] == pytest.approx(135, abs=4)
     assert b.coefficient > 5 / 9 and b.ashman_d > 3
@@ -198,20 +199,20 @@ def test_two_mode_sample_is_bimodal_with_right_modes() -> None:
 )
 def test_one_mode_samples_are_not_bimodal(make: Callable[[np.random.Generator], FloatArray]) -> None:
     x = make(np.random.default_rng(7))
-    b = S.bimodality(x)
+    b = B.bimodality(x)
     assert not b.bimodal, b.method
     assert len(b.modes) == 1 and b.modes[0] == pytest.approx(float(np.median(x)))
 
 
 def test_heavy_tail_passes_sarle_but_fails_kde_dip() -> None:
     """Sarle's b alone flags a lognormal(σ=1) sample; the KDE valley check is what rejects it."""
-    b = S.bimodality(np.random.default_rng(7).lognormal(4.0, 1.0, 200))
+    b = B.bimodality(np.random.default_rng(7).lognormal(4.0, 1.0, 200))
     assert b.coefficient > 5 / 9 and b.ashman_d > 3
     assert b.dip_ratio > 0.9 and not b.bimodal
 
 
 def test_tiny_sample_is_not_bimodal() -> None:
-    assert not S.bimodality([1.0, 1.0, 100.0, 100.0, math.nan]).bimodal
+    assert not B.bimodality([1.0, 1.0, 100.0, 100.0, math.nan]).bimodal
 
 
 CATS = ["chat", "qa", "summarize", "code", "math", "extract"]
@@ -225,7 +226,7 @@ def category_frame(rng: np.random.Generator, centres: list[float], per_cat: int 
 
 def test_category_bimodality_finds_the_split() -> None:
     df = category_frame(np.random.default_rng(8), [60, 62, 58, 135, 130, 140])
-    cb = S.category_bimodality(df, "spec")
+    cb = B.category_bimodality(df, "spec")
     assert cb.bimodal, cb.method
     assert set(cb.low) == {"chat", "qa", "summarize"} and set(cb.high) == {"code", "math", "extract"}
     assert cb.modes[0] == pytest.approx(60, abs=3) and cb.modes[1] == pytest.approx(135, abs=6)
@@ -233,11 +234,11 @@ def test_category_bimodality_finds_the_split() -> None:
 
 
 def test_category_bimodality_rejects_spread_and_too_few_categories() -> None:
-    spread = S.category_bimodality(
+    spread = B.category_bimodality(
         category_frame(np.random.default_rng(9), [60, 75, 90, 105, 120, 135]), "spec"
     )
     assert not spread.bimodal and spread.low == () and spread.high == ()
-    few = S.category_bimodality(category_frame(np.random.default_rng(9), [60, 135]), "spec")
+    few = B.category_bimodality(category_frame(np.random.default_rng(9), [60, 135]), "spec")
     assert not few.bimodal and "need ≥ 3" in few.method
 
 

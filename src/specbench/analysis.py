@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import checks, stats
+from specbench import bimodality, checks, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
 from specbench.metrics import frame
@@ -103,7 +103,7 @@ def _statistical_findings(run: RunData) -> list[Finding]:
         Finding(w.code, (w.arm,), w.message) for w in stats.stability_warnings(run.df, baseline=run.baseline)
     ]
     for arm in run.measured_arms:
-        bimodal = stats.bimodality(run.df.loc[run.df["arm"] == arm, "decode_tok_s"].to_numpy())
+        bimodal = bimodality.bimodality(run.df.loc[run.df["arm"] == arm, "decode_tok_s"].to_numpy())
         if bimodal.bimodal:
             modes = " and ".join(f"{m:.1f}" for m in bimodal.modes)
             out.append(

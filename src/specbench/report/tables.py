@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from specbench import analysis, checks, stats
+from specbench import analysis, bimodality, checks, stats
 from specbench.analysis import RunData
 from specbench.checks import Finding
 
@@ -154,7 +154,7 @@ def category_splits(run: RunData) -> list[str]:
     """One sentence per arm whose per-category medians form two clusters (pitfall 5)."""
     out = []
     for arm in run.measured_arms:
-        cb = stats.category_bimodality(run.df, arm)
+        cb = bimodality.category_bimodality(run.df, arm)
         if cb.bimodal:
             out.append(
                 f"{arm}: categories split into {', '.join(cb.low)} (≈{cb.modes[0]:.1f} tok/s) and "
