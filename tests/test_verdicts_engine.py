@@ -44,12 +44,12 @@ def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> N
         pair,
         llama_server,
         {"baseline": [], "same": []},
-        repeats=4,
+        repeats=6,  # more launches narrow the CI, so the ±1 % band keeps false alarms rare
         workload={"suite": "natural", "max_tokens": 64, "prompts": 5, "prompt_file": "prompts.jsonl"},
     )
     data = load_run(run(tmp_path, matrix))
     cmp = comparisons(data)["same"]
-    assert cmp.n_pairs == 20
+    assert cmp.n_pairs == 30
     assert cmp.verdict == "no difference", cmp
     assert not [f for f in findings(data) if f.code in ("CONFOUND", "SILENT_FALLBACK", "OUTPUT_DRIFT")]
 
@@ -64,7 +64,7 @@ def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tm
         llama_server,
         {"baseline": [], "draft4": draft(pair.draft, 4)},
         workload={"suite": "natural", "max_tokens": 48, "prompts": 5, "prompt_file": "prompts.jsonl"},
-        repeats=3,  # launches are the unit of replication: 3 gives a t-interval on 2 dof
+        repeats=4,  # launches are the unit of replication: 4 gives a t-interval on 3 dof
     )
     out = run(tmp_path, matrix)
     data = load_run(out)
@@ -79,18 +79,18 @@ def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tm
 
 
 def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path, tmp_path: Path) -> None:
-    """Tiny model (compute-bound on CPU), α 0.3, K 8: most of every 9-token verification is wasted."""
-    pair = lab_pair(arch="dense", alpha=0.3)
+    """Tiny model (compute-bound on CPU), α 0, K 8: every 9-token verification yields one token."""
+    pair = lab_pair(arch="dense", alpha=0.0)
     matrix = write_matrix(
         tmp_path,
         pair,
         llama_server,
         {"baseline": [], "draft8": draft(pair.draft, 8)},
         workload={"suite": "natural", "max_tokens": 64, "prompts": 5, "prompt_file": "prompts.jsonl"},
-        repeats=3,
+        repeats=4,
     )
     data = load_run(run(tmp_path, matrix))
-    assert comparisons(data)["draft8"].verdict == "slower"
+    assert comparisons(data)["draft8"].verdict == "slower", comparisons(data)["draft8"]
     (decision,) = decision_table(data)
     assert decision.arm is None and "keep speculation off" in decision.recommendation
     assert any(f.code == "SPEC_LOSS" for f in findings(data))
