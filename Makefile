@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck unit clean
+.PHONY: install demo test lint typecheck unit engine clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-test: lint typecheck
+# Build (or find) llama-server before pytest: the first build takes ~15-20 min on 2 cores, longer
+# than pytest-timeout allows one test; later calls return at once from the cache.
+engine: $(STAMP)
+	$(BIN)/specbench engine install llamacpp
+
+test: lint typecheck engine
 	$(BIN)/pytest
 
 unit: $(STAMP)

@@ -42,22 +42,15 @@ def engine_install(
     ] = None,
 ) -> None:
     """Build llama-server from the pinned llama-cpp-python sdist into the cache (once); print its path."""
-    from specbench.engines.install import BuildOptions, find_llama_server, install_llamacpp
-    from specbench.progress import make_progress
+    from specbench.engines.install import BuildOptions, find_llama_server
+    from specbench.progress import build_llama_server
 
     if engine != "llamacpp":
         fail(SpecbenchError(f"engine install: only 'llamacpp' can be built here, not {engine!r}"))
     try:
         found = find_llama_server(llama_server, BuildOptions(cuda=cuda, native=native))
         if found is None:
-            with make_progress() as bar:
-                task = bar.add_task("building llama-server", total=None)
-                binary = install_llamacpp(
-                    BuildOptions(cuda=cuda, native=native),
-                    jobs,
-                    lambda d, n, _l: bar.update(task, completed=d, total=n),
-                )
-            found = binary
+            found = build_llama_server(BuildOptions(cuda=cuda, native=native), jobs)
     except SpecbenchError as err:
         fail(err)
     print(found)

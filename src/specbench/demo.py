@@ -17,11 +17,11 @@ import yaml
 
 from specbench import api
 from specbench.analysis import load_run
-from specbench.engines.install import BuildOptions, find_llama_server, install_llamacpp
+from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
 from specbench.lab.prompts import cycle_prompt
-from specbench.progress import RunProgress, console, make_progress
+from specbench.progress import RunProgress, build_llama_server, console
 from specbench.report import render_report
 from specbench.summary import print_summary, stdout
 from specbench.workloads.prompts import load_bundled, select
@@ -47,12 +47,8 @@ def ensure_llama_server(explicit: str | None) -> Path:
     found = find_llama_server(explicit, BuildOptions())
     if found is not None:
         return found
-    console.print("llama-server is not built yet: building it once (several minutes on 2 cores)")
-    with make_progress() as bar:
-        task = bar.add_task("building llama-server", total=None)
-        return install_llamacpp(
-            BuildOptions(), progress=lambda d, n, _l: bar.update(task, completed=d, total=n)
-        )
+    console.print("llama-server is not built yet: building it once (15-20 minutes on 2 cores)")
+    return build_llama_server(BuildOptions())
 
 
 def demo_arms(draft: Path) -> dict[str, list[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -14,6 +15,8 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
+
+from specbench.engines.install import BuildOptions, install_llamacpp
 
 console = Console(stderr=True)
 
@@ -68,3 +71,16 @@ class RunProgress:
             console.print(f"[red]arm {info['arm']} failed: {info['reason']}")
             if info.get("log_tail"):
                 console.print(info["log_tail"], markup=False, highlight=False)
+
+
+def build_llama_server(options: BuildOptions, jobs: int | None = None) -> Path:
+    """Build llama-server with a progress bar (plain lines every 20 steps in logs and pipes)."""
+    with make_progress() as bar:
+        task = bar.add_task("building llama-server", total=None)
+
+        def report(done: int, total: int, _line: str) -> None:
+            bar.update(task, completed=done, total=total)
+            if not console.is_terminal and (done % 20 == 0 or done == total):
+                console.print(f"building llama-server: {done}/{total}")
+
+        return install_llamacpp(options, jobs, report)
