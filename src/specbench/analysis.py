@@ -50,15 +50,6 @@ def load_run(root: Path) -> RunData:
     return RunData(manifest=store.manifest(), records=records, cells=store.cells(), df=frame(records))
 
 
-def paired_ratio(df: pd.DataFrame, arm: str, baseline: str, metric: str = "decode_tok_s") -> float:
-    """Median over (prompt, repeat) pairs of arm/baseline; NaN when nothing pairs up."""
-    keys = ["prompt_id", "repeat"]
-    a = df[df["arm"] == arm].groupby(keys)[metric].median()
-    b = df[df["arm"] == baseline].groupby(keys)[metric].median()
-    joined = pd.concat([a.rename("a"), b.rename("b")], axis=1).dropna()
-    return float(np.median(joined["a"] / joined["b"])) if len(joined) else float("nan")
-
-
 def pooled_acceptance(df: pd.DataFrame) -> float:
     """Σ accepted / Σ drafted over requests: the per-token acceptance of the whole arm."""
     drafted = df["draft_n"].sum()

@@ -8,6 +8,7 @@ httpx transports plug into one client.
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
@@ -75,10 +76,28 @@ def parse_metrics(text: str) -> MetricSamples:
     return out
 
 
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def series(samples: MetricSamples, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every label set of the metric called exactly ``name``, with its labels parsed back.
+
+    Exact-name matching is the point: prometheus_client emits a ``<name>_created`` sample next to
+    every ``<name>_total`` (engines.md §2.2), and ``..._accepted_tokens_per_pos_total`` shares a
+    prefix with ``..._accepted_tokens_total``; neither may leak into a total.
+    """
+    out = []
+    for key, value in samples.items():
+        metric, _, rest = key.partition("{")
+        if metric == name:
+            out.append((dict(_LABEL.findall(rest)), value))
+    return out
+
+
 def sum_series(samples: MetricSamples, name: str) -> float | None:
-    """Sum a metric over all its label sets (several engines/ranks); None if absent."""
-    values = [v for k, v in samples.items() if k == name or k.startswith(name + "{")]
-    return sum(values) if values else None
+    """Sum of a counter over all its label sets (DP engines, ranks); None if absent."""
+    found = series(samples, name)
+    return sum(v for _, v in found) if found else None
 
 
 async def count_prompt_tokens(

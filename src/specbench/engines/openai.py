@@ -10,7 +10,6 @@ metrics are disabled; :class:`AttachedEngine` then delegates to that engine's pa
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,6 @@ UNKNOWN = "openai"
 _METRIC_PREFIXES = {"llamacpp:": "llamacpp", "vllm:": "vllm", "sglang:": "sglang"}
 # /v1/models `owned_by`: "llamacpp" (engines.md §1.5) and "vllm" (§2.6). SGLang's is not documented.
 _OWNERS = {"llamacpp": "llamacpp", "vllm": "vllm"}
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
 # -- helpers shared by the engines' describe/spec_counters ------------------------------------
@@ -67,27 +65,6 @@ async def get_metrics(client: httpx.AsyncClient, base_url: str) -> MetricSamples
         return parse_metrics(resp.text)
     except ValueError:
         return None
-
-
-def series(samples: MetricSamples, name: str) -> list[tuple[dict[str, str], float]]:
-    """Every label set of the metric called exactly ``name``, with its labels parsed back.
-
-    Exact-name matching is the point: prometheus_client emits a ``<name>_created`` sample next to
-    every ``<name>_total`` (engines.md §2.2), and ``..._accepted_tokens_per_pos_total`` shares a
-    prefix with ``..._accepted_tokens_total``; neither may leak into a total.
-    """
-    out = []
-    for key, value in samples.items():
-        metric, _, rest = key.partition("{")
-        if metric == name:
-            out.append((dict(_LABEL.findall(rest)), value))
-    return out
-
-
-def total(samples: MetricSamples, name: str) -> float | None:
-    """Sum of a counter over all its label sets (DP engines, ranks); None if absent."""
-    found = series(samples, name)
-    return sum(v for _, v in found) if found else None
 
 
 def model_cards(body: Any) -> list[dict[str, Any]]:

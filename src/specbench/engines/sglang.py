@@ -16,8 +16,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples
-from specbench.engines.openai import get_json, model_cards, series
+from specbench.engines.base import Engine, MetricSamples, series
+from specbench.engines.openai import get_json, model_cards
 
 #: spec_counters key → gauge (§3.2; the last two only in some newer versions). Not counters.
 GAUGES = {
@@ -74,12 +74,6 @@ class SglangEngine(Engine):
 
     def __init__(self, python: str = "python") -> None:
         self.python = python
-
-    @classmethod
-    def is_spec_flag(cls, flag: str) -> bool:
-        """Whether ``flag`` (also ``--flag=value``) configures speculation."""
-        name = flag.split("=", 1)[0]
-        return name in cls.spec_flags or name.startswith(cls.spec_flag_prefixes)
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         # --enable-metrics: /metrics (and the spec gauges) exist only with it (§3.1).

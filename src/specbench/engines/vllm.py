@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples
-from specbench.engines.openai import get_json, get_metrics, get_status, model_cards, series, total
+from specbench.engines.base import Engine, MetricSamples, series, sum_series
+from specbench.engines.openai import get_json, get_metrics, get_status, model_cards
 
 _PREFIX = "vllm:spec_decode_"
 #: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire, §2.2).
@@ -66,12 +66,6 @@ class VllmEngine(Engine):
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable
 
-    @classmethod
-    def is_spec_flag(cls, flag: str) -> bool:
-        """Whether ``flag`` (also ``--flag=value``) configures speculation."""
-        name = flag.split("=", 1)[0]
-        return name in cls.spec_flags or name.startswith(cls.spec_flag_prefixes)
-
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return [self.executable, "serve", model, *args, "--host", host, "--port", str(port)]
 
@@ -112,7 +106,9 @@ class VllmEngine(Engine):
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
         """drafts/draft_tokens/accepted summed over all label sets (two ``engine`` labels in DP
         mode), and ``accepted_pos_<i>`` per draft position; ``_created`` samples never count."""
-        out = {key: value for key, name in COUNTERS.items() if (value := total(samples, name)) is not None}
+        out = {
+            key: value for key, name in COUNTERS.items() if (value := sum_series(samples, name)) is not None
+        }
         for labels, value in series(samples, PER_POSITION):
             position = labels.get("position", "")
             if position.isdigit():
