@@ -159,9 +159,10 @@ class Runner:
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
         self.store.append_cell(info)
-        self.store.set_arm_status(
-            cell.arm, status=self.store.manifest()["arms"][cell.arm].get("status", "ok")
-        )
+        # Keep a status already set ("failed"), else "ok". Read with .get: the arm's entry exists
+        # only if _launch registered it first, and a served cell must never die on the manifest.
+        arm_entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
+        self.store.set_arm_status(cell.arm, status=arm_entry.get("status", "ok"))
 
     async def _drive(
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool

@@ -133,12 +133,11 @@ def test_runner_in_attach_mode_against_fake_vllm(tmp_path: Path) -> None:
     )
     store = RunStore(tmp_path / "run")
     store.create({"matrix": matrix.model_dump(mode="json")}, resume=False)
-    # runner.py in attach mode never registers the arm before _serve_cell reads
-    # manifest["arms"][arm] (KeyError); reported for a fix in runner._launch.
-    store.set_arm_status("attached", command=[])
     with serve(fake.handler) as url:
         cells = plan_cells(matrix, requests, (), 1)
         Runner(matrix=matrix, engine=AttachedEngine(), store=store, cells=cells, attach_url=url).run()
+    # The runner registers the attached arm itself (no store.set_arm_status before run()).
+    assert store.manifest()["arms"]["attached"] == {"command": [], "attached": url, "status": "ok"}
     (cell,) = store.cells()
     assert cell["server"]["detected_engine"] == "vllm"
     before, after = cell["metrics_before"]["spec"], cell["metrics_after"]["spec"]
