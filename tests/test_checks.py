@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 from specbench import checks
+from specbench.engines.sglang import SglangEngine
+from specbench.engines.vllm import VllmEngine
 
 DRAFT = ["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8"]
 
@@ -52,6 +54,29 @@ def test_no_fallback_when_drafting_or_not_configured() -> None:
     busy = frame("draft8", [40.0] * 10, [30.0] * 10)
     assert checks.silent_fallback("draft8", DRAFT, busy, [], []) == []
     assert checks.silent_fallback("baseline", [], frame("baseline", [0.0] * 10, [0.0] * 10), [], []) == []
+
+
+def test_unknown_draft_counts_are_not_zero_and_the_engine_decides_what_speculates() -> None:
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}']
+    unknown = frame("ngram", [float("nan")] * 10, [float("nan")] * 10)  # no per-request metrics
+    assert checks.silent_fallback("ngram", spec, unknown, [], [], VllmEngine()) == []
+    cells = [{"arm": "ngram", "server": {"spec_metrics_present": False}, "log_lines": ["x failed"]}]
+    assert checks.silent_fallback("ngram", spec, unknown, cells, ["failed"]) == []  # llama.cpp: no spec flag
+    (found,) = checks.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
+    assert "no vllm:spec_decode counters" in found.evidence and "no drafting" not in found.evidence
+
+
+@pytest.mark.parametrize(
+    ("speculative", "flagged"),
+    [({"speculative_algorithm": None}, True), ({"speculative_algorithm": "EAGLE3"}, False), ({}, False)],
+)
+def test_sglang_without_an_algorithm_is_a_fallback(speculative: dict[str, Any], flagged: bool) -> None:
+    cells = [{"arm": "eagle3", "server": {"speculative": speculative}}]
+    df = frame("eagle3", [float("nan")] * 3, [float("nan")] * 3)
+    found = checks.silent_fallback(
+        "eagle3", ["--speculative-algorithm", "EAGLE3"], df, cells, [], SglangEngine()
+    )
+    assert bool(found) == flagged
 
 
 def test_hundred_percent_acceptance_is_an_artefact() -> None:

@@ -74,7 +74,7 @@ def findings(run: RunData) -> list[Finding]:
     patterns = engine.fallback_patterns()
     for arm in run.arms:
         args = run.arm_args(arm)
-        out += checks.silent_fallback(arm, args, run.df, run.cells, patterns)
+        out += checks.silent_fallback(arm, args, run.df, run.cells, patterns, engine)
         if checks.speculates(args, engine):
             sources = checks.acceptance_sources(arm, run.df, run.cells, engine)
             out += checks.acceptance_artefact(arm, run.df, sources)

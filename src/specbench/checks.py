@@ -74,22 +74,25 @@ def non_spec_flags(args: Sequence[str], engine: Engine = _LLAMACPP) -> set[tuple
 
 # -- checks -----------------------------------------------------------------------------------
 def silent_fallback(
-    arm: str, args: Sequence[str], df: pd.DataFrame, cells: list[dict[str, Any]], patterns: Sequence[str]
+    arm: str,
+    args: Sequence[str],
+    df: pd.DataFrame,
+    cells: list[dict[str, Any]],
+    patterns: Sequence[str],
+    engine: Engine = _LLAMACPP,
 ) -> list[Finding]:
-    """Speculation configured, but nothing drafted, /slots says off, or a failure line was logged."""
-    if not speculates(args):
+    """Speculation configured, but nothing drafted, the server says it is off, or a failure line
+    was logged."""
+    if not speculates(args, engine):
         return []
+    # Only requests whose server reports drafts per request: SGLang never does, vLLM only with
+    # --per-request-spec-decode-metrics (NaN), and an unknown count is not a zero.
     reasons = []
-    sub = df[df["arm"] == arm]
-    if len(sub):
-        idle = float((sub["draft_n"].fillna(0) == 0).mean())
-        if idle >= FALLBACK_SHARE:
-            reasons.append(f"no drafting on {idle:.0%} of {len(sub)} requests")
-    flags = [
-        s for c in cells if c["arm"] == arm for s in (c.get("server") or {}).get("slots_speculative", [])
-    ]
-    if flags and not any(flags):
-        reasons.append("/slots reports speculative=false")
+    known = df.loc[df["arm"] == arm, "draft_n"].dropna()
+    idle = float((known == 0).mean()) if len(known) else 0.0
+    if idle >= FALLBACK_SHARE:
+        reasons.append(f"no drafting on {idle:.0%} of {len(known)} requests")
+    reasons += _server_says_off([c.get("server") or {} for c in cells if c["arm"] == arm])
     lines = [
         ln
         for c in cells
@@ -109,6 +112,22 @@ def silent_fallback(
             "error",
         )
     ]
+
+
+def _server_says_off(servers: list[dict[str, Any]]) -> list[str]:
+    """What each engine's ``describe`` says when speculation did not take: llama.cpp /slots
+    ``speculative: false``, vLLM without its spec counters (they exist only with a speculative
+    config), SGLang's own ``speculative_algorithm`` None (docs/engines.md)."""
+    out = []
+    flags = [s for server in servers for s in server.get("slots_speculative", [])]
+    if flags and not any(flags):
+        out.append("/slots reports speculative=false")
+    if any(server.get("spec_metrics_present") is False for server in servers):
+        out.append("/metrics has no vllm:spec_decode counters")
+    sglang = [server["speculative"] for server in servers if isinstance(server.get("speculative"), dict)]
+    if any("speculative_algorithm" in s and s["speculative_algorithm"] is None for s in sglang):
+        out.append("the server info says speculative_algorithm is None")
+    return out
 
 
 def acceptance_sources(
