@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -137,7 +138,7 @@ def run(
     try:
         if dry_run:
             for name, argv in api.dry_run(matrix, llama_server):
-                print(f"{name}: {' '.join(argv)}")
+                print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
             return
         if attach and executor != "local":
             fail(SpecbenchError("--attach measures one running server: use the default --executor local"))

@@ -38,10 +38,9 @@ def mock_client(handler: Handler) -> httpx.AsyncClient:
     return httpx.AsyncClient(transport=httpx.MockTransport(handler), timeout=10.0)
 
 
-@contextmanager
-def serve(handler: Handler) -> Iterator[str]:
-    """Serve ``handler`` on a real localhost socket (for code that opens its own clients);
-    yields the base URL."""
+def make_server(handler: Handler, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """An HTTP server on ``host:port`` (0: any free port) that answers every request with
+    ``handler``; the caller runs ``serve_forever`` (in a thread, or as a process's main loop)."""
 
     class Adapter(BaseHTTPRequestHandler):
         def _handle(self) -> None:
@@ -65,7 +64,14 @@ def serve(handler: Handler) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             """Silent: test output stays readable."""
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Adapter)
+    return ThreadingHTTPServer((host, port), Adapter)
+
+
+@contextmanager
+def serve(handler: Handler) -> Iterator[str]:
+    """Serve ``handler`` on a real localhost socket (for code that opens its own clients);
+    yields the base URL."""
+    server = make_server(handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
