@@ -18,6 +18,7 @@ import yaml
 
 from specbench import SCHEMA_VERSION, api
 from specbench.engines import process
+from specbench.probe import DEFAULT_REPS, DEFAULT_SIZES, forward_curve
 from specbench.store import RunStore
 from tests.conftest import Pair
 
@@ -104,6 +105,14 @@ def test_records_are_complete_versioned_and_raw(llama_server: Path, dense_pair: 
     )
     assert delta > 0 and draft_cell["server"]["slots_speculative"] == [True]
     assert any("draft acceptance" in line for line in draft_cell["log_lines"])
+    # The forward probe ran once per baseline launch, and the server prefilled exactly what was sent.
+    assert [c["arm"] for c in cells if "forward_probe" in c] == ["baseline", "baseline"]
+    samples = [s for c in cells if c["arm"] == "baseline" for s in c["forward_probe"]["samples"]]
+    assert len(samples) == 2 * len(DEFAULT_SIZES) * DEFAULT_REPS
+    assert all(s["prompt_n"] == s["tokens"] and s["prompt_ms"] > 0 for s in samples)
+    assert sorted(forward_curve(c["forward_probe"] for c in cells if "forward_probe" in c)) == list(
+        DEFAULT_SIZES
+    )
     manifest = store.manifest()
     assert (
         manifest["arms"]["draft4"]["status"] == "ok"

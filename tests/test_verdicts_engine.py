@@ -9,6 +9,7 @@ import pytest
 from specbench import api
 from specbench.analysis import comparisons, decision_table, findings, load_run
 from specbench.report import render_report
+from specbench.theory.runpredict import run_theory
 from tests.conftest import lab_pair
 from tests.test_runner_engine import write_matrix
 
@@ -76,6 +77,12 @@ def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tm
     assert decision.arm == "draft4"
     html = (Path(p) for p in render_report(out, ["html"]) if str(p).endswith(".html"))
     assert "draft4" in next(html).read_text()
+    # The theory, calibrated on the baseline arm alone, with the verify cost from the forward probe:
+    # it reproduces the baseline and predicts the measured sign (the ratio: bench/theory_vs_lab.py).
+    theory = run_theory(out)
+    assert theory.setup.curve is not None
+    (arm,) = theory.arms
+    assert arm.predicted_speedup > 1.0 and arm.replayed_speedup > 1.0
 
 
 def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path, tmp_path: Path) -> None:
@@ -94,3 +101,5 @@ def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path,
     (decision,) = decision_table(data)
     assert decision.arm is None and "keep speculation off" in decision.recommendation
     assert any(f.code == "SPEC_LOSS" for f in findings(data))
+    (arm,) = run_theory(tmp_path / "run").arms
+    assert arm.predicted_speedup < 1.0 and arm.replayed_speedup < 1.0

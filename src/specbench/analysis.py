@@ -13,6 +13,7 @@ import pandas as pd
 from specbench import bimodality, checks, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
+from specbench.engines.base import Engine
 from specbench.metrics import frame
 from specbench.store import RunStore
 
@@ -37,6 +38,15 @@ class RunData:
     def arm_args(self, arm: str) -> list[str]:
         matrix = self.manifest.get("matrix", {})
         return [*matrix.get("common_args", []), *matrix.get("arms", {}).get(arm, [])]
+
+    @property
+    def engine(self) -> Engine:
+        """The run's engine, for reading its flags and logs (nothing is launched)."""
+        return engine_for_analysis(str(self.manifest.get("matrix", {}).get("engine", "llamacpp")))
+
+    def speculates(self, arm: str) -> bool:
+        """The arm is configured to speculate, by the run's engine's flag rules."""
+        return checks.speculates(self.arm_args(arm), self.engine)
 
     @property
     def measured_arms(self) -> list[str]:
@@ -70,7 +80,7 @@ def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.C
 def findings(run: RunData) -> list[Finding]:
     """Every finding, most serious first: what a reader must know before trusting a number."""
     out: list[Finding] = []
-    engine = engine_for_analysis(str(run.manifest.get("matrix", {}).get("engine", "llamacpp")))
+    engine = run.engine
     patterns = engine.fallback_patterns()
     for arm in run.arms:
         args = run.arm_args(arm)

@@ -57,6 +57,9 @@ class Matrix(_Frozen):
     request_timeout: float = Field(300.0, gt=0)
     startup_timeout: float = Field(180.0, gt=0)
     host: str = "127.0.0.1"
+    forward_probe: bool = Field(
+        True, description="time target prefills of 1..65 tokens in the baseline arm (verify cost)"
+    )
     engine_binary: str | None = None
     env: dict[str, str] = {}
     resources: dict[str, dict[str, float]] = Field(

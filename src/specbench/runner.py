@@ -28,6 +28,7 @@ from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError
+from specbench.probe import forward_probe
 from specbench.store import RunStore, now_iso
 from specbench.workloads.length import estimate_tokens, fit_messages
 
@@ -172,12 +173,18 @@ class Runner:
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
+            if warm and self._probes(cell):
+                info["forward_probe"] = await self._safe(forward_probe(client, self.engine, server.base_url))
             # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
             # they can be compared with the per-request timings (acceptance sources).
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
             info["metrics_after"] = await self._scrape(client, server, cell, "after")
+
+    def _probes(self, cell: RunSpec) -> bool:
+        """Probe the verify-cost curve once per baseline launch (the target alone is served there)."""
+        return self.matrix.forward_probe and cell.arm == self.matrix.baseline and not self.attach_url
 
     async def _run_phase(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]

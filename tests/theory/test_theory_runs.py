@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,6 @@ from specbench.theory.predict import predict_architecture
 from specbench.theory.runpredict import (
     calibrate_from_run,
     calibrate_setup,
-    format_arm_predictions,
     predict_arms,
     run_setup,
     run_theory,
@@ -32,6 +32,7 @@ from specbench.theory.runspec import (
     lab_weights,
     model_from_run,
 )
+from specbench.theory.runtext import format_arm_predictions
 
 FAKE_CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=1.0, memory_gb=32.0, unified=True, host_link_gbs=20.0)
 NGRAM = ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16")
@@ -246,3 +247,71 @@ def test_run_theory_to_dict_is_strict_json(lab_run: Path) -> None:
     assert arms["draft8"]["error"] == pytest.approx(
         arms["draft8"]["measured_speedup"] / arms["draft8"]["predicted_speedup"] - 1
     )
+
+
+# -- the forward probe ----------------------------------------------------------------------------
+PROBE_MS = {1: 30.0, 2: 31.0, 5: 33.0, 9: 90.0, 17: 150.0}  # flat to 5 tokens, then a jump
+
+
+def _with_probe(run: Path, dest: Path) -> Path:
+    """A copy of ``run`` whose baseline cells carry a forward probe with PROBE_MS (2 launches)."""
+    shutil.copytree(run, dest)
+    cells = [json.loads(line) for line in (dest / "cells.jsonl").read_text().splitlines()]
+    samples = [{"tokens": t, "rep": 0, "prompt_ms": ms, "prompt_n": t} for t, ms in PROBE_MS.items()]
+    for c in cells:
+        if c["arm"] == "baseline":
+            c["forward_probe"] = {"version": 1, "sizes": list(PROBE_MS), "reps": 1, "samples": samples}
+    (dest / "cells.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cells))
+    return dest
+
+
+def test_a_forward_probe_replaces_the_roofline_for_target_passes(lab_run: Path, tmp_path: Path) -> None:
+    probed = _with_probe(lab_run, tmp_path / "probed")
+    theory = run_theory(probed)
+    curve = theory.setup.curve
+    assert curve is not None and curve.ratio(9) == pytest.approx(3.0)
+    draft = next(p for p in theory.arms if p.arm == "draft8")
+    p = predict_architecture(
+        theory.setup.models.target,
+        theory.setup.gpu,
+        "draft",
+        8,
+        acceptance=draft.acceptance,
+        draft=lab_weights(lab_truth("membound", "dense"), "draft"),
+        context=theory.setup.context,
+        efficiency=theory.efficiency,
+        target_pass=curve,
+    )
+    b = p.breakdown
+    assert (b.bound, b.verify_bound) == ("measured", "measured")
+    assert b.target_step_s == pytest.approx(1 / theory.setup.baseline_tok_s)  # the measured step
+    assert b.verify_s == pytest.approx(3.0 * b.target_step_s)  # v(9) = 90 / 30
+    assert draft.predicted_speedup == pytest.approx(p.speedup)
+    # the same run without the probe: a memory-bound roofline verify, so a bigger predicted gain
+    assert next(a for a in run_theory(lab_run).arms if a.arm == "draft8").predicted_speedup > p.speedup
+
+
+def test_the_probe_is_in_the_theory_text_and_json(lab_run: Path, tmp_path: Path) -> None:
+    theory = run_theory(_with_probe(lab_run, tmp_path / "probed"))
+    assert "v(9)=3.00" in theory.describe()
+    curve = json.loads(json.dumps(theory.to_dict()))["verify_curve"]
+    assert curve["prefill_ms"]["9"] == 90.0 and curve["anchor"] == 1
+    assert "roofline" in run_theory(lab_run).describe()
+
+
+def test_every_predicted_arm_is_also_replayed_on_its_counts(lab_run: Path) -> None:
+    arms = {p.arm: p for p in predict_arms(lab_run)}
+    for name in ("draft8", "ngram"):
+        assert math.isfinite(arms[name].replayed_speedup) and arms[name].mean_draft > 0
+    assert 0 < arms["draft8"].drafting_share <= 1
+
+
+def test_an_arm_faster_than_any_overhead_allows_fits_zero_overhead(tmp_path: Path) -> None:
+    run = make_run(
+        tmp_path / "run", small_plan(baseline=Arm(decode_tok_s=20), draft8=spec(150, acceptance=0.6))
+    )
+    use_lab_model(run, lab_truth("membound", "dense"))
+    theory = run_theory(run, fit_arm="draft8")
+    (draft,) = theory.arms
+    assert theory.efficiency.round_s == 0.0
+    assert draft.fitted and draft.error > 0.3  # the miss stays visible

@@ -65,6 +65,15 @@ class Engine(ABC):
         """``{"accepted": n, "drafted": m}`` (or engine-specific keys) from one log line."""
         return None
 
+    def forward_probe_request(self, tokens: list[int]) -> tuple[str, dict[str, Any]] | None:
+        """(path, JSON body) prefilling exactly ``tokens`` uncached with one output token, for
+        :mod:`specbench.probe`; None when the server cannot time its own prefill."""
+        return None
+
+    def forward_probe_result(self, response: dict[str, Any]) -> dict[str, Any]:
+        """``{"prompt_ms": t, "prompt_n": n}`` from a probe response (server-side prefill time)."""
+        return {}
+
 
 def parse_metrics(text: str) -> MetricSamples:
     """Prometheus text → ``{'name{label="v"}': value}`` with prometheus_client's parser."""

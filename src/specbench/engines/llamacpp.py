@@ -108,6 +108,15 @@ class LlamaCppEngine(Engine):
         out = {k: sum_series(samples, _PREFIX + v) for k, v in names.items()}
         return {k: v for k, v in out.items() if v is not None}
 
+    def forward_probe_request(self, tokens: list[int]) -> tuple[str, dict[str, Any]] | None:
+        # /completion takes token ids as the prompt; cache_prompt false so every token is prefilled.
+        body = {"prompt": tokens, "n_predict": 1, "cache_prompt": False, "temperature": 0.0}
+        return "/completion", body
+
+    def forward_probe_result(self, response: dict[str, Any]) -> dict[str, Any]:
+        timings = response.get("timings") or {}
+        return {"prompt_ms": timings.get("prompt_ms"), "prompt_n": timings.get("prompt_n")}
+
     def acceptance_log_patterns(self) -> list[str]:
         return ["draft acceptance"]
 

@@ -110,9 +110,9 @@ def by_machine(run: RunData, df: pd.DataFrame) -> Figure | None:
 def acceptance(run: RunData, df: pd.DataFrame) -> Figure | None:
     """Accepted / drafted per speculating arm, one bar per source (timings, /metrics, log)."""
     rates = {
-        arm: {k: v["rate"] for k, v in checks.acceptance_sources(arm, df, run.cells).items()}
+        arm: {k: v["rate"] for k, v in checks.acceptance_sources(arm, df, run.cells, run.engine).items()}
         for arm in run.measured_arms
-        if checks.speculates(run.arm_args(arm))
+        if run.speculates(arm)
     }
     sources = sorted({s for r in rates.values() for s in r})
     if not sources:

@@ -14,7 +14,8 @@ import pandas as pd
 
 from specbench.analysis import RunData
 from specbench.report.document import Block, Bullets, Heading, Para, Table
-from specbench.theory.runpredict import RunTheory, prediction_rows, skipped_lines, theory_or_reason
+from specbench.theory.runpredict import RunTheory, theory_or_reason
+from specbench.theory.runtext import prediction_rows, skipped_lines
 
 TITLE = "Predicted vs measured"
 NOTE = (

@@ -167,9 +167,9 @@ def acceptance_frame(run: RunData) -> pd.DataFrame:
     """Acceptance of every speculating arm from every source, each with its own numbers."""
     rows = []
     for arm in run.measured_arms:
-        if not checks.speculates(run.arm_args(arm)):
+        if not run.speculates(arm):
             continue
-        for source, s in checks.acceptance_sources(arm, run.df, run.cells).items():
+        for source, s in checks.acceptance_sources(arm, run.df, run.cells, run.engine).items():
             rows.append({"arm": arm, "source": source, **s})
     cols = ["arm", "source", "drafted", "accepted", "rate", "mean_accepted_length"]
     return pd.DataFrame(rows, columns=cols)

@@ -34,11 +34,11 @@ from specbench.theory.runpredict import (
     ArmPrediction,
     RunTheory,
     calibrate_from_run,
-    format_arm_predictions,
     predict_arms,
     run_theory,
 )
 from specbench.theory.runspec import RunModels, model_from_run
+from specbench.theory.runtext import format_arm_predictions
 
 __all__ = [
     "METHODS",

@@ -14,8 +14,9 @@ hybrids, and emits τ(α, γ) tokens per sequence::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 from scipy.optimize import brentq
 
@@ -26,6 +27,8 @@ from specbench.theory.formulas import acceptance_from_alpha, alpha_from_acceptan
 from specbench.theory.hardware import Gpu
 from specbench.theory.methods import DraftSetup, check_method, checkpoint_time, draft_cost
 from specbench.theory.presets import get_gpu, get_model, get_quant
+
+TargetPass = Callable[[int], float]  # tokens in one target pass -> seconds
 
 
 @dataclass(frozen=True)
@@ -49,8 +52,8 @@ class Breakdown:
     draft_bytes: float
     step_flops: float
     verify_flops: float
-    bound: Bound
-    verify_bound: Bound
+    bound: Bound | Literal["measured"]
+    verify_bound: Bound | Literal["measured"]
     checkpoint_bytes: int
 
 
@@ -158,8 +161,13 @@ def predict_architecture(
     concurrency: int = 1,
     context: int = 4096,
     efficiency: Efficiency | None = None,
+    target_pass: TargetPass | None = None,
 ) -> Prediction:
-    """:func:`predict` on already resolved architectures and device (no preset lookups)."""
+    """:func:`predict` on already resolved architectures and device (no preset lookups).
+
+    ``target_pass(T)``, when given, is the measured time of one target pass over T tokens (see
+    :mod:`specbench.probe`); it replaces the roofline for the baseline step and the verify pass.
+    """
     m = check_method(method)
     _check_inputs(draft_max, concurrency, context)
     if (draft is not None) != (m == "draft"):
@@ -176,7 +184,7 @@ def predict_architecture(
         context,
     )
     eff = efficiency or Efficiency()
-    bd = _breakdown(setup, gpu, eff, a, acc)
+    bd = _breakdown(setup, gpu, eff, a, acc, target_pass)
     base = concurrency / bd.target_step_s
     spec = concurrency * bd.tokens_per_round / bd.round_s
     return Prediction(
@@ -196,14 +204,24 @@ def predict_architecture(
     )
 
 
-def _breakdown(s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, acc: float) -> Breakdown:
+def _breakdown(
+    s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, acc: float, target_pass: TargetPass | None
+) -> Breakdown:
     step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
     verify = forward_cost(s.target, s.target_bpw, s.seqs, s.gamma + 1, s.context)
     drafting = draft_cost(s, gpu, eff)
-    t_verify = forward_time(verify, gpu, eff)
+    if target_pass is None:
+        t_step, t_verify = forward_time(step, gpu, eff), forward_time(verify, gpu, eff)
+        bounds: tuple[Bound | Literal["measured"], ...] = (
+            roofline(step, gpu, eff)[1],
+            roofline(verify, gpu, eff)[1],
+        )
+    else:
+        t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * (s.gamma + 1))
+        bounds = ("measured", "measured")
     t_ckpt = checkpoint_time(drafting.state_bytes, s.seqs, alpha, s.gamma, gpu)
     return Breakdown(
-        target_step_s=forward_time(step, gpu, eff),
+        target_step_s=t_step,
         verify_s=t_verify,
         draft_s=drafting.round_s,
         draft_step_s=drafting.step_s,
@@ -220,8 +238,8 @@ def _breakdown(s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, acc: floa
         draft_bytes=drafting.step.bytes if drafting.step else 0.0,
         step_flops=step.flops,
         verify_flops=verify.flops,
-        bound=roofline(step, gpu, eff)[1],
-        verify_bound=roofline(verify, gpu, eff)[1],
+        bound=bounds[0],
+        verify_bound=bounds[1],
         checkpoint_bytes=drafting.state_bytes * s.seqs,
     )
 
@@ -290,6 +308,10 @@ def fit_bandwidth(
     return replace(base, bandwidth=float(brentq(gap, lo, hi, xtol=1e-9)))
 
 
+def _bound(bound: str) -> str:
+    return "measured" if bound == "measured" else f"{bound}-bound"
+
+
 def _fmt_bytes(n: float) -> str:
     return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
@@ -302,12 +324,13 @@ def format_prediction(p: Prediction) -> str:
     lines = [
         f"{p.model} on {p.gpu}, {p.quant}, {p.method}{draft}, K={p.draft_max},"
         f" C={p.concurrency}, ctx={p.context}",
-        f"  baseline    {p.baseline_tok_s:8.1f} tok/s   step {b.target_step_s * ms:.2f} ms ({b.bound}-bound)",
+        f"  baseline    {p.baseline_tok_s:8.1f} tok/s"
+        f"   step {b.target_step_s * ms:.2f} ms ({_bound(b.bound)})",
         f"  speculative {p.spec_tok_s:8.1f} tok/s   speedup {p.speedup:.2f}x"
         f" ({(p.speedup - 1) * 100:+.0f} %)",
         f"  acceptance  A={b.acceptance:.3f}  alpha={b.alpha:.3f}  tokens/round={b.tokens_per_round:.2f}",
         f"  round       {b.round_s * ms:.2f} ms = draft {b.draft_s * ms:.2f}"
-        f" + verify {b.verify_s * ms:.2f} ({b.verify_bound}-bound)"
+        f" + verify {b.verify_s * ms:.2f} ({_bound(b.verify_bound)})"
         f" + checkpoint {b.checkpoint_s * ms:.2f} + overhead {b.overhead_s * ms:.2f}",
         f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
         f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",

@@ -23,7 +23,6 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,12 @@ import pandas as pd
 from specbench import analysis
 from specbench.analysis import RunData, load_run
 from specbench.errors import ConfigError
+from specbench.probe import forward_curve
 from specbench.stats import Comparison
 from specbench.theory.cost import Efficiency
+from specbench.theory.counts import draft_counts, replayed_speedup
 from specbench.theory.hardware import Gpu
+from specbench.theory.passcurve import PassCurve
 from specbench.theory.predict import Prediction, fit_bandwidth, predict_architecture
 from specbench.theory.runspec import (
     ArmMethod,
@@ -59,6 +61,7 @@ class RunSetup:
     concurrency: int
     context: int
     baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
+    curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,9 @@ class ArmPrediction:
     ci_high: float = math.nan
     predicted_tok_s: float = math.nan
     measured_tok_s: float = math.nan
+    replayed_speedup: float = math.nan  # the cost model on the measured counts (theory/counts.py)
+    mean_draft: float = math.nan
+    drafting_share: float = math.nan
     fitted: bool = False
     reason: str | None = None
 
@@ -114,7 +120,7 @@ class RunTheory:
             f"Calibrated on {s.run.baseline} ({s.baseline_tok_s:.1f} tok/s per sequence, reproduced exactly):"
             f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms."
             f" Target {t.arch.name} at {t.quant}{draft} (from {s.models.source});"
-            f" C={s.concurrency}, context {s.context} tokens."
+            f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)}"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -131,8 +137,28 @@ class RunTheory:
             "model_source": s.models.source,
             "concurrency": s.concurrency,
             "context": s.context,
+            "verify_curve": _curve_dict(s.curve),
             "arms": [a.to_dict() for a in self.arms],
         }
+
+
+def _curve_dict(curve: PassCurve | None) -> dict[str, Any] | None:
+    """Median prefill ms per size and the ratio v(T) to the anchor, or None without a probe."""
+    if curve is None:
+        return None
+    return {
+        "prefill_ms": dict(zip(curve.sizes, curve.prefill_ms, strict=True)),
+        "ratio": {t: curve.ratio(t) for t in curve.sizes},
+        "anchor": curve.anchor,
+    }
+
+
+def _verify_source(s: RunSetup) -> str:
+    if s.curve is None:
+        return "Verify cost from the roofline (the run has no forward probe)."
+    ks = [k for k in (2, 5, 9, 17) if k <= s.curve.sizes[-1]]
+    shown = ", ".join(f"v({k})={s.curve.ratio(k * s.concurrency):.2f}" for k in ks)
+    return f"Verify cost measured by the forward probe ({shown} decode steps)."
 
 
 # -- setup and calibration ----------------------------------------------------------------------
@@ -170,7 +196,18 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     rate = float(base["decode_tok_s"].median())
     if not rate > 0:
         raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
-    return RunSetup(run, models, device_from_run(run_dir), _single_level(run), _context(base), rate)
+    level = _single_level(run)
+    curve = _pass_curve(run, level, rate)
+    return RunSetup(run, models, device_from_run(run_dir), level, _context(base), rate, curve)
+
+
+def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
+    """The baseline cells' forward probes as a pass curve anchored at the measured step, if any."""
+    probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
+    curve = forward_curve(p for p in probes if isinstance(p, dict))
+    if concurrency not in curve:
+        return None
+    return PassCurve.from_probe(curve, 1.0 / rate, anchor=concurrency)
 
 
 def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Efficiency:
@@ -213,6 +250,7 @@ def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficienc
         concurrency=setup.concurrency,
         context=setup.context,
         efficiency=eff,
+        target_pass=setup.curve,
     )
 
 
@@ -224,19 +262,18 @@ def _spec(setup: RunSetup, arm: str) -> ArmMethod:
 
 
 def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency:
-    """Per-round overhead making ``arm``'s predicted speedup equal its measured one (closed form)."""
+    """Per-round overhead making ``arm``'s predicted speedup equal its measured one (closed form).
+
+    An arm measured faster than the model allows with no overhead at all gets 0 (its error then
+    shows by how much): a negative host cost would only hide the miss in the other arms.
+    """
     cmp = analysis.comparisons(setup.run).get(arm)
     if cmp is None or not cmp.ratio > 0:
         raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
     p = _predict(setup, _spec(setup, arm), _acceptance(setup.run, arm), eff)
     b = p.breakdown
     needed = setup.concurrency * b.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
-    round_s = needed - (b.round_s - b.overhead_s)
-    if round_s < 0:
-        raise ConfigError(
-            f"{arm} measured ×{cmp.ratio:.2f}, faster than the model allows even with no per-round overhead"
-        )
-    return replace(eff, round_s=round_s)
+    return replace(eff, round_s=max(0.0, needed - (b.round_s - b.overhead_s)))
 
 
 def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> ArmPrediction:
@@ -255,11 +292,37 @@ def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> 
     except ConfigError as err:
         return replace(measured, reason=str(err))
     return replace(
-        measured,
+        _replayed(setup, spec, acceptance, eff, measured),
         acceptance=acceptance,
         alpha=p.breakdown.alpha,
         predicted_speedup=p.speedup,
         predicted_tok_s=p.spec_tok_s / setup.concurrency,
+    )
+
+
+def _round_at(
+    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, mean_draft: float
+) -> tuple[float, float]:
+    """(t_step, t_round) at a fractional draft length: linear between the two whole K around it."""
+    low = max(1, math.floor(mean_draft))
+    rounds = [_predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown for k in (low, low + 1)]
+    w = min(1.0, max(0.0, mean_draft - low))
+    return rounds[0].target_step_s, (1 - w) * rounds[0].round_s + w * rounds[1].round_s
+
+
+def _replayed(
+    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, arm: ArmPrediction
+) -> ArmPrediction:
+    """``arm`` with the cost model replayed on its measured draft counts (theory/counts.py)."""
+    counts = draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
+    if not counts.rounds > 0:
+        return arm
+    step_s, round_s = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
+    return replace(
+        arm,
+        replayed_speedup=replayed_speedup(counts, step_s, round_s),
+        mean_draft=counts.mean_draft,
+        drafting_share=counts.drafting_share,
     )
 
 
@@ -297,62 +360,5 @@ def theory_or_reason(run_dir: Path, run: RunData | None = None) -> RunTheory | s
         return f"the theory failed on this run ({type(err).__name__}: {err})"
 
 
-# -- text ---------------------------------------------------------------------------------------
 def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
-def _fmt(value: float, spec: str) -> str:
-    return format(value, spec) if math.isfinite(value) else "—"
-
-
-def measured_cell(p: ArmPrediction) -> str:
-    """``1.23x (1.10–1.35)``, the CI left out when there is none."""
-    if not math.isfinite(p.measured_speedup):
-        return "—"
-    ci = f" ({p.ci_low:.2f}–{p.ci_high:.2f})" if math.isfinite(p.ci_low) else ""
-    return f"{p.measured_speedup:.2f}x{ci}"
-
-
-def error_cell(p: ArmPrediction) -> str:
-    text = _fmt(p.error * 100, "+.0f")
-    return f"{text} %" + (" (fitted)" if p.fitted else "") if text != "—" else text
-
-
-def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
-    """The predicted arms as table rows of strings (skipped arms are left out)."""
-    return [
-        {
-            "arm": p.arm,
-            "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
-            "K": str(p.draft_max),
-            "acceptance A": _fmt(p.acceptance, ".3f"),
-            "α": _fmt(p.alpha, ".3f"),
-            "predicted": _fmt(p.predicted_speedup, ".2f") + "x",
-            "measured (95 % CI)": measured_cell(p),
-            "error": error_cell(p),
-        }
-        for p in arms
-        if not p.skipped
-    ]
-
-
-def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
-    return [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
-
-
-def _table(rows: list[dict[str, str]]) -> list[str]:
-    if not rows:
-        return []
-    cols = list(rows[0])
-    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
-    line = [" ".join(c.ljust(width[c]) for c in cols).rstrip()]
-    return line + [" ".join(r[c].ljust(width[c]) for c in cols).rstrip() for r in rows]
-
-
-def format_arm_predictions(theory: RunTheory) -> str:
-    """The calibration line, the per-arm table (predicted, measured with CI, error) and skipped arms."""
-    lines = [theory.describe(), *_table(prediction_rows(theory.arms)), *skipped_lines(theory.arms)]
-    if len(lines) == 1:
-        lines.append("no arm besides the baseline was measured")
-    return "\n".join(lines)

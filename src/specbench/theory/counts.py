@@ -1,0 +1,88 @@
+"""The cost model replayed on what the drafter actually did: a second prediction per arm.
+
+The α-prediction assumes every step drafts K tokens and draws acceptance i.i.d.; an n-gram
+drafter breaks both (it drafts only when the context repeats, and then variable lengths). The
+run's counters say what happened, so the cost model can be checked on its own. Over an arm's
+measured requests, with N generated tokens, d drafted, a accepted and R drafting rounds (the
+``drafts`` counter of /metrics; d / K when the server does not count them)::
+
+    steps S = N − a                       every target pass emits its accepted tokens + 1
+    D̄       = d / R                        tokens drafted per drafting round
+    time    = R · t_round(D̄) + (S − R) · t_step
+    speedup = N · t_step / time
+
+where t_round(D̄) is the model's round (draft + verify of D̄+1 tokens + checkpoint + overhead)
+at K = round(D̄). The difference between this and the measurement is the cost model's error
+alone; the difference between this and the α-prediction is the acceptance model's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class DraftCounts:
+    """What one arm's drafter did over its measured requests."""
+
+    tokens: float
+    drafted: float
+    accepted: float
+    rounds: float
+    rounds_counted: bool  # True: from /metrics "drafts"; False: estimated as drafted / K
+
+    @property
+    def steps(self) -> float:
+        """S = N − a: target passes (each emits its accepted tokens plus one)."""
+        return self.tokens - self.accepted
+
+    @property
+    def mean_draft(self) -> float:
+        """D̄ = d / R (NaN without drafting rounds)."""
+        return self.drafted / self.rounds if self.rounds > 0 else math.nan
+
+    @property
+    def drafting_share(self) -> float:
+        """R / S: the share of target passes that verified a draft."""
+        return self.rounds / self.steps if self.steps > 0 else math.nan
+
+
+def _delta(cell: Mapping[str, Any], key: str) -> float | None:
+    before = ((cell.get("metrics_before") or {}).get("spec") or {}).get(key)
+    after = ((cell.get("metrics_after") or {}).get("spec") or {}).get(key)
+    return None if after is None else float(after) - float(before or 0.0)
+
+
+def counted_rounds(cells: Iterable[Mapping[str, Any]], arm: str) -> float | None:
+    """Σ over the arm's cells of the /metrics ``drafts`` delta; None if any cell lacks it."""
+    deltas = [_delta(c, "drafts") for c in cells if c.get("arm") == arm]
+    if not deltas or any(d is None for d in deltas):
+        return None
+    return float(sum(d for d in deltas if d is not None))
+
+
+def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str, k: int) -> DraftCounts:
+    """The arm's totals from its request rows (``df``: one row per measured request)."""
+    rows = df[df["arm"] == arm]
+    drafted = float(rows["draft_n"].sum())
+    counted = counted_rounds(cells, arm)
+    rounds = counted if counted is not None else drafted / k
+    return DraftCounts(
+        tokens=float(rows["output_tokens"].sum()),
+        drafted=drafted,
+        accepted=float(rows["draft_accepted"].sum()),
+        rounds=rounds,
+        rounds_counted=counted is not None,
+    )
+
+
+def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float) -> float:
+    """N · t_step / (R · t_round + (S − R) · t_step), see the module docstring."""
+    plain = max(0.0, counts.steps - counts.rounds)
+    time = counts.rounds * round_s + plain * step_s
+    return counts.tokens * step_s / time if time > 0 else math.nan

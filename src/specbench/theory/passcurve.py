@@ -1,0 +1,60 @@
+"""A measured target-pass curve in place of the roofline, for calibrating on a run.
+
+The forward probe (:mod:`specbench.probe`) times the baseline server's prefill of T tokens. The
+theory needs the time of a *decode* pass over T tokens, t(T). Prefill and decode run the same
+kernels on the same number of tokens, but the prefill timing also carries a fixed per-request
+cost, so only the *ratio* to the one-token prefill is used and it is anchored at the measured
+decode step::
+
+    t(T) = t_step · p(T) / p(C)          t_step = 1 / (per-sequence baseline rate), C sequences
+
+with p(T) the median prefill time at T tokens, linear between measured sizes and, past the
+largest size m, proportional to T (a long pass is compute-bound: p(T) = p(m) · T / m).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from specbench.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class PassCurve:
+    """Seconds per target pass over T tokens, from a measured prefill curve (see module doc)."""
+
+    sizes: tuple[int, ...]
+    prefill_ms: tuple[float, ...]
+    step_s: float
+    anchor: int = 1
+
+    @classmethod
+    def from_probe(cls, curve: Mapping[int, float], step_s: float, anchor: int = 1) -> PassCurve:
+        """``curve`` maps tokens to median prefill ms; it must include ``anchor`` (C)."""
+        if anchor not in curve:
+            raise ConfigError(f"the forward probe has no {anchor}-token pass to anchor the curve on")
+        if step_s <= 0:
+            raise ConfigError("the measured decode step must be positive")
+        sizes = tuple(sorted(curve))
+        return cls(sizes, tuple(curve[t] for t in sizes), step_s, anchor)
+
+    def prefill(self, tokens: float) -> float:
+        """p(T): measured, linear in between, proportional to T past the largest size."""
+        if tokens <= self.sizes[0]:
+            return self.prefill_ms[0]
+        if tokens >= self.sizes[-1]:
+            return self.prefill_ms[-1] * tokens / self.sizes[-1]
+        i = bisect.bisect_left(self.sizes, tokens)
+        t0, t1 = self.sizes[i - 1], self.sizes[i]
+        p0, p1 = self.prefill_ms[i - 1], self.prefill_ms[i]
+        return p0 + (p1 - p0) * (tokens - t0) / (t1 - t0)
+
+    def ratio(self, tokens: float) -> float:
+        """v(T) = p(T) / p(C): a T-token pass in units of the measured decode step."""
+        return self.prefill(tokens) / self.prefill(self.anchor)
+
+    def __call__(self, tokens: int) -> float:
+        """t(T) = t_step · v(T), in seconds."""
+        return self.step_s * self.ratio(tokens)

@@ -1,0 +1,63 @@
+"""The cost model replayed on measured draft counts (theory/counts.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from specbench.theory.counts import DraftCounts, counted_rounds, draft_counts, replayed_speedup
+
+
+def cell(arm: str, before: float | None, after: float | None) -> dict[str, Any]:
+    spec_before = {} if before is None else {"drafts": before}
+    spec_after = {} if after is None else {"drafts": after}
+    return {"arm": arm, "metrics_before": {"spec": spec_before}, "metrics_after": {"spec": spec_after}}
+
+
+def frame() -> pd.DataFrame:
+    rows = [
+        {"arm": "ngram", "output_tokens": 64, "draft_n": 48, "draft_accepted": 48},
+        {"arm": "ngram", "output_tokens": 64, "draft_n": 0, "draft_accepted": 0},
+        {"arm": "baseline", "output_tokens": 64, "draft_n": 0, "draft_accepted": 0},
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_steps_mean_draft_and_share_follow_the_definitions() -> None:
+    c = DraftCounts(tokens=128, drafted=48, accepted=48, rounds=3, rounds_counted=True)
+    assert c.steps == 80  # 128 tokens, 48 of them came free with a verify
+    assert c.mean_draft == 16
+    assert c.drafting_share == pytest.approx(3 / 80)
+
+
+def test_rounds_come_from_the_metrics_deltas_of_the_arms_cells() -> None:
+    cells = [cell("ngram", 10, 12), cell("ngram", 0, 1), cell("baseline", 0, 0)]
+    assert counted_rounds(cells, "ngram") == 3
+    counts = draft_counts(frame(), cells, "ngram", k=64)
+    assert (counts.tokens, counts.drafted, counts.rounds, counts.rounds_counted) == (128, 48, 3, True)
+
+
+def test_without_a_drafts_counter_rounds_are_drafted_over_k() -> None:
+    cells = [cell("ngram", None, None)]
+    assert counted_rounds(cells, "ngram") is None
+    counts = draft_counts(frame(), cells, "ngram", k=16)
+    assert counts.rounds == 3 and not counts.rounds_counted
+
+
+def test_replayed_speedup_is_tokens_over_weighted_passes() -> None:
+    # 3 rounds of 16 accepted drafts at 4 steps each, 77 plain steps: 128 tokens in 89 step-times
+    c = DraftCounts(tokens=128, drafted=48, accepted=48, rounds=3, rounds_counted=True)
+    assert replayed_speedup(c, step_s=1.0, round_s=4.0) == pytest.approx(128 / (3 * 4 + 77))
+
+
+def test_a_verify_as_cheap_as_a_step_with_full_acceptance_is_the_token_ratio() -> None:
+    c = DraftCounts(tokens=100, drafted=80, accepted=80, rounds=20, rounds_counted=True)
+    assert replayed_speedup(c, step_s=0.01, round_s=0.01) == pytest.approx(100 / 20)
+
+
+def test_nothing_generated_is_nan() -> None:
+    c = DraftCounts(tokens=0, drafted=0, accepted=0, rounds=0, rounds_counted=True)
+    assert math.isnan(replayed_speedup(c, 1.0, 1.0)) and math.isnan(c.mean_draft)
