@@ -255,17 +255,35 @@ def arm_medians(df: pd.DataFrame, arm: str) -> tuple[float, float]:
     return float(sub[prefill_column(df)].median()), float(sub["decode_tok_s"].median())
 
 
+def prefill_comparison(run: RunData, arm: str) -> stats.Comparison | None:
+    """The arm's prefill time vs the baseline's, paired like the decode speedup (None: too few)."""
+    try:
+        return stats.speedup(run.df, arm, run.baseline, prefill_column(run.df))
+    except ValueError:
+        return None
+
+
+def crossover_inputs(run: RunData, arm: str) -> tuple[float, float, float, float]:
+    """(prefill_base, prefill_arm, r_base, r_arm) for the crossover formula, from medians.
+
+    A prefill difference whose 95 % CI does not clear the noise band is not a tax: the arm's
+    prefill is then taken as the baseline's, so no L* is computed from noise.
+    """
+    base_prefill, base_rate = arm_medians(run.df, run.baseline)
+    prefill, rate = arm_medians(run.df, arm)
+    cmp = prefill_comparison(run, arm)
+    if cmp is not None and cmp.verdict == "no difference":
+        prefill = base_prefill
+    return base_prefill, prefill, base_rate, rate
+
+
 def crossovers(run: RunData) -> dict[str, float | None]:
-    """Each measured non-baseline arm's crossover length vs the baseline, from medians."""
+    """Each measured non-baseline arm's crossover length vs the baseline (see crossover_inputs)."""
     if run.baseline not in run.measured_arms:
         return {}
-    base_prefill, base_rate = arm_medians(run.df, run.baseline)
-    out: dict[str, float | None] = {}
-    for arm in run.measured_arms:
-        if arm != run.baseline:
-            prefill, rate = arm_medians(run.df, arm)
-            out[arm] = crossover_length(base_prefill, prefill, base_rate, rate)
-    return out
+    return {
+        arm: crossover_length(*crossover_inputs(run, arm)) for arm in run.measured_arms if arm != run.baseline
+    }
 
 
 def wall_clock_winners(run: RunData) -> pd.DataFrame:

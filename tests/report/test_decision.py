@@ -8,6 +8,7 @@ import pytest
 
 from specbench import analysis
 from specbench.analysis import KEEP_OFF, crossover_length, crossover_regime
+from specbench.report import sections
 from tests.report.synth import Arm, Plan, make_run, spec
 
 
@@ -79,3 +80,21 @@ def test_crossovers_and_measured_winners_from_a_sweep(sweep: Path) -> None:
 
 def test_no_winners_without_a_length_sweep(three_arms: Path) -> None:
     assert analysis.wall_clock_winners(analysis.load_run(three_arms)).empty
+
+
+def test_a_prefill_difference_within_noise_gives_no_crossover(tmp_path: Path) -> None:
+    # 0.5 % slower prefill is inside the ±1 % band: no tax to repay, so no L* from noise
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), spec=spec(45, prefill_ms=201))
+    cmp = analysis.prefill_comparison(run, "spec")
+    assert cmp is not None and cmp.verdict == "no difference"
+    assert analysis.crossovers(run)["spec"] is None
+    row = sections.crossover_frame(run).iloc[0]
+    assert row["prefill_tax_s"] == 0 and "within noise" in row["regime"]
+    assert "every output length" in row["regime"]
+
+
+def test_a_real_prefill_tax_keeps_its_crossover(tmp_path: Path) -> None:
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), spec=spec(45, prefill_ms=1200))
+    assert analysis.prefill_comparison(run, "spec").verdict == "slower"  # type: ignore[union-attr]
+    # L* = 1 s / (1/30 − 1/45) s per token = 90 tokens
+    assert analysis.crossovers(run)["spec"] == pytest.approx(90, rel=0.15)
