@@ -36,9 +36,16 @@ def test_the_anchor_is_the_concurrency_level() -> None:
     assert curve.ratio(17) == pytest.approx(124.0 / 32.0)
 
 
-def test_a_curve_without_its_anchor_is_refused() -> None:
-    with pytest.raises(ConfigError, match="no 3-token pass"):
-        PassCurve.from_probe(CURVE, step_s=0.03, anchor=3)
+def test_an_anchor_between_sizes_is_interpolated() -> None:
+    curve = PassCurve.from_probe(CURVE, step_s=0.030, anchor=3)
+    assert curve(3) == pytest.approx(0.030) and curve.ratio(9) == pytest.approx(80.0 / 30.0)
+
+
+def test_a_curve_with_nothing_at_or_below_its_anchor_is_refused() -> None:
+    with pytest.raises(ConfigError, match="no pass of 1 tokens or fewer"):
+        PassCurve.from_probe({2: 10.0, 4: 12.0}, step_s=0.03, anchor=1)
+    with pytest.raises(ConfigError):
+        PassCurve.from_probe({}, step_s=0.03)
 
 
 def test_forward_curve_is_the_median_of_valid_samples_only() -> None:

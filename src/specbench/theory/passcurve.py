@@ -32,9 +32,10 @@ class PassCurve:
 
     @classmethod
     def from_probe(cls, curve: Mapping[int, float], step_s: float, anchor: int = 1) -> PassCurve:
-        """``curve`` maps tokens to median prefill ms; it must include ``anchor`` (C)."""
-        if anchor not in curve:
-            raise ConfigError(f"the forward probe has no {anchor}-token pass to anchor the curve on")
+        """``curve`` maps tokens to median prefill ms; its smallest size must not exceed ``anchor``
+        (C), which is interpolated like any other size."""
+        if not curve or min(curve) > anchor:
+            raise ConfigError(f"the forward probe has no pass of {anchor} tokens or fewer to anchor on")
         if step_s <= 0:
             raise ConfigError("the measured decode step must be positive")
         sizes = tuple(sorted(curve))

@@ -205,7 +205,7 @@ def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None
     """The baseline cells' forward probes as a pass curve anchored at the measured step, if any."""
     probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
     curve = forward_curve(p for p in probes if isinstance(p, dict))
-    if concurrency not in curve:
+    if not curve or min(curve) > concurrency:
         return None
     return PassCurve.from_probe(curve, 1.0 / rate, anchor=concurrency)
 
