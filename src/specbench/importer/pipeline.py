@@ -1,0 +1,58 @@
+"""The import itself: each stage in data-flow order, every check before anything is written."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specbench.errors import ConfigError
+from specbench.importer.arms import _arm_flags, _baseline
+from specbench.importer.mapping import _resolve
+from specbench.importer.reading import _format, _read_table
+from specbench.importer.rundir import _manifest, _records, _write
+from specbench.importer.values import _fields, _require_measure, _usable
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What was written: the run directory, record count, records per arm, rows not imported."""
+
+    out: Path
+    records: int
+    arms: dict[str, int]
+    skipped: int
+    baseline: str = ""
+    columns: dict[str, str] = field(default_factory=dict)  # field → column (or "=constant") read
+
+
+def import_file(
+    path: Path,
+    out: Path,
+    *,
+    mapping: dict[str, str] | None = None,
+    flags: Sequence[str] = (),
+    baseline: str | None = None,
+    fmt: str | None = None,
+) -> ImportResult:
+    """Read ``path``, validate everything, then write a run directory at ``out``.
+
+    All checks run before anything is written, so a mistake in ``--map`` or ``--flags`` never
+    leaves a half-made run directory behind.
+    """
+    fmt = _format(path, fmt)
+    raw = _read_table(path, fmt)
+    sources = _resolve(raw, mapping or {}, path.name)
+    table, derived = _fields(raw, sources, path.name)
+    _require_measure(table, raw, path.name)
+    table, skipped = _usable(table)
+    if table.empty:
+        raise ConfigError(f"{path.name}: no row has an arm, a prompt and a measured value")
+    arm_flags = _arm_flags(raw.loc[table.index], table, flags, path.name)
+    base = _baseline(arm_flags, baseline, path.name)
+    records = _records(table, derived, path.name)
+    columns = {name: src.describe() for name, src in sources.items()}
+    manifest = _manifest(path, fmt, arm_flags, base, table, columns, list(flags), skipped)
+    _write(path, out, manifest, records)
+    counts = {arm: int((table["arm"] == arm).sum()) for arm in arm_flags}
+    return ImportResult(out, len(records), counts, skipped, base, columns)

@@ -1,0 +1,137 @@
+"""Building the run directory: one record per row, the manifest, the source copy and env."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench import SCHEMA_VERSION
+from specbench.importer.mapping import NUMERIC
+from specbench.importer.values import _int, _num, _str_or
+from specbench.metrics import METRICS
+from specbench.store import RunStore, now_iso
+
+
+def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[dict[str, Any]]:
+    """One record per row, in file order (``seq``): the only order an imported file records."""
+    repeats = table.groupby(["arm", "prompt"], sort=False).cumcount().tolist()
+    by_row: dict[int, list[str]] = {}
+    for fld, rows in derived.items():
+        for row in rows:
+            by_row.setdefault(row, []).append(fld)
+    out = []
+    items = zip(table.index.tolist(), table.to_dict("records"), repeats, strict=True)
+    for seq, (row, values, occurrence) in enumerate(items, start=1):
+        given = _num(values.get("repeat"))
+        rec = _record(values, seq, int(given) if given is not None else int(occurrence))
+        rec["source"] = {"file": name, "row": int(row), "derived": by_row.get(int(row), [])}
+        out.append(rec)
+    return out
+
+
+def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
+    """The shape of a native record (runner.Runner._one) with ``imported`` values instead of
+    raw chunks; metrics.frame prefers ``imported`` over anything computed from chunks."""
+    num = {f: _num(row.get(f)) for f in NUMERIC}
+    usage = {"prompt_tokens": num["prompt_tokens"], "completion_tokens": num["output_tokens"]}
+    rec: dict[str, Any] = {
+        "arm": row["arm"],
+        "repeat": repeat,
+        "workload": _str_or(row.get("workload"), "imported"),
+        "prompt_id": row["prompt"],
+        "category": _str_or(row.get("category"), "imported"),
+        "warmup": False,
+        "seq": seq,
+        "error": _str_or(row.get("error"), None),
+        "request": {"max_tokens": _int(num["max_tokens"]), "temperature": num["temperature"]},
+        "usage": {k: int(v) for k, v in usage.items() if v is not None},
+        "chunks": _text_chunks(_str_or(row.get("text"), None), num["ttft_ms"]),
+        "imported": {f: num[f] for f in METRICS if num[f] is not None},
+    }
+    if num["draft_n"] is not None:
+        rec["timings"] = {"draft_n": int(num["draft_n"])}
+        if num["draft_accepted"] is not None:
+            rec["timings"]["draft_n_accepted"] = int(num["draft_accepted"])
+    return rec
+
+
+def _text_chunks(text: str | None, ttft_ms: float | None) -> list[list[Any]]:
+    """Output text, when the file has it, as one chunk so OUTPUT_DRIFT can compare arms. Its time
+    is the file's TTFT, or NaN when unknown, so no latency is invented."""
+    if text is None:
+        return []
+    t_ns = ttft_ms * 1e6 if ttft_ms is not None else float("nan")
+    return [[t_ns, text, None, None, None]]
+
+
+def _manifest(
+    path: Path,
+    fmt: str,
+    arm_flags: dict[str, list[str]],
+    base: str,
+    table: pd.DataFrame,
+    columns: dict[str, str],
+    flags: list[str],
+    skipped: int,
+) -> dict[str, Any]:
+    names = table["workload"].map(lambda w: _str_or(w, "imported")) if "workload" in table else ["imported"]
+    workloads = sorted({str(w) for w in names})
+    return {
+        "imported": True,
+        "matrix": {
+            "engine": "imported",
+            "model": "",
+            "common_args": [],
+            "arms": arm_flags,
+            "baseline": base,
+            "workload": {
+                "name": ",".join(workloads),
+                "source": str(path),
+                "format": fmt,
+                "columns": columns,
+                "flags": flags,
+                "rows": int(len(table) + skipped),
+                "skipped": skipped,
+            },
+        },
+    }
+
+
+def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    """Manifest, a copy of the source file, an env that says the machine is unknown, records."""
+    out.mkdir(parents=True, exist_ok=True)
+    store = RunStore(out)
+    store.create(manifest, resume=False)
+    (out / "source").mkdir(exist_ok=True)
+    shutil.copy2(path, out / "source" / path.name)
+    store.write_env(
+        {
+            "imported": True,
+            "note": "imported results: the measuring machine is not recorded here",
+            "source_file": str(path),
+            "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "schema_version": SCHEMA_VERSION,
+            "captured_at": now_iso(),
+        }
+    )
+    _write_records(store, records)
+    for arm in manifest["matrix"]["arms"]:
+        store.set_arm_status(arm, status="imported")
+    store.update_manifest(finished_at=now_iso())
+
+
+def _write_records(store: RunStore, records: list[dict[str, Any]]) -> None:
+    """The lines RunStore.append_record writes, with one fsync at the end: per-record fsync
+    protects a live measurement from a crash, but an import can simply be run again (and a
+    5000-row file took 20 s with it)."""
+    lines = (json.dumps({"schema_version": SCHEMA_VERSION, **rec}, default=str) + "\n" for rec in records)
+    with store.records_path.open("a") as fh:
+        fh.writelines(lines)
+        fh.flush()
+        os.fsync(fh.fileno())
