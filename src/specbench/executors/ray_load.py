@@ -32,7 +32,7 @@ import ray  # type: ignore[import-not-found, unused-ignore]
 from specbench.client import chat_body, stream_chat
 from specbench.config import RequestSpec
 from specbench.executors._ray_common import Relay, clock_offset, here, node_name, start_inbox
-from specbench.executors.ray_executor import task_options
+from specbench.executors._ray_resources import task_options
 from specbench.store import RunStore, _write_json, environment, now_iso
 
 Observer = Callable[[str, dict[str, Any]], None]

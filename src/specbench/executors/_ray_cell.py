@@ -1,0 +1,141 @@
+"""The worker's side of the Ray executor: the Ray task that serves one cell on the node Ray
+picked, and the helpers the driver pins to a node (environment probe, orphan reaper).
+
+The task runs the cell with the same code as a local run (:class:`specbench.runner.Runner`);
+only its store differs: :class:`_RelayStore` sends every record, cell summary, /metrics
+scrape, arm status and fitted prompt set to the driver's inbox as it is written, so the driver
+(:mod:`specbench.executors._ray_driver`) can append them to the one run directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from specbench.config import RunSpec
+from specbench.engines.base import Engine
+from specbench.executors._ray_common import Relay, here
+from specbench.runner import Runner, Server
+from specbench.store import RecordKey, RunStore, environment, file_sha256
+
+RemoteObserver = Callable[[str, dict[str, Any]], None]
+
+
+class _RelayStore(RunStore):
+    """A cell's run directory on the worker: a scratch folder (the engine log, and a manifest the
+    runner reads the arm status back from) whose every write also goes to the driver."""
+
+    def __init__(self, root: Path, relay: Relay, done: set[RecordKey]) -> None:
+        super().__init__(root)
+        self.relay = relay
+        self.done = set(done)
+
+    def set_arm_status(self, arm: str, **fields: Any) -> None:
+        super().set_arm_status(arm, **fields)
+        self.relay.send("arm_status", arm=arm, fields=fields)
+
+    def append_record(self, record: dict[str, Any]) -> None:
+        self.relay.send("record", record=record)
+        if not record.get("warmup") and record.get("error") is None:
+            self.done.add((record["arm"], record["prompt_id"], record["repeat"]))
+
+    def append_cell(self, cell: dict[str, Any]) -> None:
+        self.relay.send("cell", info=cell)
+
+    def records(self) -> list[dict[str, Any]]:
+        return []
+
+    def completed(self) -> set[RecordKey]:
+        return set(self.done)
+
+    def save_scrape(self, arm: str, repeat: int, when: str, text: str) -> str:
+        name = super().save_scrape(arm, repeat, when, text)
+        self.relay.send("scrape", name=name, text=text)
+        return name
+
+    def save_fitted_prompts(self, fitted: dict[str, Any]) -> None:
+        self.relay.send("fitted", fitted=fitted)
+
+
+class _RemoteRunner(Runner):
+    """A runner that also tells the driver each engine it starts, so an orphan can be reaped."""
+
+    def _launch(self, cell: RunSpec) -> Server:
+        server = super()._launch(cell)
+        pid = server.process.pid if server.process else None
+        if pid is not None and isinstance(self.store, _RelayStore):
+            self.store.relay.send("server", pid=pid, create_time=psutil.Process(pid).create_time())
+        return server
+
+
+def _run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
+    """The Ray task: serve one cell on this node, relaying everything to the driver."""
+    cell: RunSpec = job["cell"]
+    relay = Relay(inbox, job["tag"])
+    scratch = Path(tempfile.mkdtemp(prefix="specbench-cell-"))
+    relay.send("start", node=here(), scratch=str(scratch), wall=time.time())
+    store = _RelayStore(scratch, relay, job["done"])
+    store.create({"scratch_for": job["tag"]}, resume=False)
+    hook: RemoteObserver | None = job["remote_observer"]
+
+    def observe(event: str, info: dict[str, Any]) -> None:
+        if event != "request":  # the driver counts requests as it stores them
+            relay.send("observe", event=event, info=info)
+        if hook is not None:
+            hook(event, info)
+
+    runner = _RemoteRunner(
+        matrix=job["matrix"],
+        engine=job["engine"],
+        store=store,
+        cells=[cell],
+        attach_url=job["attach_url"],
+        observe=observe,
+    )
+    runner.fitted.update(job["fitted"])
+    try:
+        runner.run_cell(cell, job["todo"])
+        return {"failed": runner.arm_failed(cell.arm)}
+    finally:
+        log = store.log_path(cell.arm)
+        with contextlib.suppress(Exception):
+            relay.send("log", text=log.read_text(errors="replace") if log.is_file() else "")
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _probe_node(engine: Engine, model: str | None) -> dict[str, Any]:
+    """This node's environment, engine version and model checksum (as env.json, per node)."""
+    env: dict[str, Any] = {**environment(), "node": here()}
+    try:
+        env["engine"] = {"kind": engine.kind, **engine.version()}
+    except Exception as exc:  # a missing binary is the cell's error to report, not the probe's
+        env["engine"] = {"kind": engine.kind, "error": f"{type(exc).__name__}: {exc}"}
+    if model and os.path.isfile(model):
+        env["model"] = {"path": model, "sha256": file_sha256(Path(model)), "bytes": os.path.getsize(model)}
+    elif model:
+        env["model"] = {"path": model, "error": "not a file on this node"}
+    return env
+
+
+def _reap(servers: list[tuple[int, float]], scratch: str | None) -> str:
+    """After a lost task: kill its engines' process groups (same pid *and* start time, so a
+    reused pid is left alone) and return its engine log from the scratch folder."""
+    for pid, created in servers:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if abs(psutil.Process(pid).create_time() - created) < 0.01:
+                os.killpg(pid, signal.SIGKILL)
+    text = ""
+    if scratch and os.path.isdir(scratch):
+        logs = sorted(Path(scratch, "logs").glob("*.log"))
+        text = "".join(p.read_text(errors="replace") for p in logs)
+        shutil.rmtree(scratch, ignore_errors=True)
+    return text
