@@ -9,7 +9,7 @@ via :mod:`specbench.analysis`).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -140,7 +140,7 @@ def acceptance_sources(
     if drafted > 0:
         accepted = float(sub["draft_accepted"].fillna(0).sum())
         out["timings"] = {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted}
-    deltas = [_delta(c) for c in cells if c["arm"] == arm]
+    deltas = [spec_deltas(c) for c in cells if c["arm"] == arm]
     deltas = [d for d in deltas if d]
     if deltas and sum(d.get("draft_tokens", 0.0) for d in deltas) > 0:
         tot = {k: sum(d.get(k, 0.0) for d in deltas) for k in ("drafts", "draft_tokens", "accepted")}
@@ -160,10 +160,11 @@ def acceptance_sources(
     return out
 
 
-def _delta(cell: dict[str, Any]) -> dict[str, float]:
+def spec_deltas(cell: Mapping[str, Any]) -> dict[str, float]:
+    """after − before for every speculative counter the cell's "after" /metrics scrape has."""
     before = (cell.get("metrics_before") or {}).get("spec") or {}
     after = (cell.get("metrics_after") or {}).get("spec") or {}
-    return {k: after[k] - before.get(k, 0.0) for k in after if k in ("drafts", "draft_tokens", "accepted")}
+    return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
 
 
 def acceptance_artefact(arm: str, df: pd.DataFrame, sources: dict[str, dict[str, float]]) -> list[Finding]:

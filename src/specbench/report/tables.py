@@ -260,18 +260,12 @@ def machine_table(df: pd.DataFrame, baseline: str, arms: list[str]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def _spec_delta(cell: dict[str, Any]) -> dict[str, float]:
-    before = (cell.get("metrics_before") or {}).get("spec") or {}
-    after = (cell.get("metrics_after") or {}).get("spec") or {}
-    return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
-
-
 def position_frame(run: RunData) -> pd.DataFrame:
     """Acceptance per draft position: Δaccepted_pos_<i> / Δdrafts summed over an arm's cells
     (vLLM's per-position counters); empty when no cell carries them."""
     rows = []
     for arm in run.measured_arms:
-        deltas = [_spec_delta(c) for c in run.cells if c.get("arm") == arm]
+        deltas = [checks.spec_deltas(c) for c in run.cells if c.get("arm") == arm]
         drafts = sum(d.get("drafts", 0.0) for d in deltas)
         positions = sorted(
             {int(k.rsplit("_", 1)[1]) for d in deltas for k in d if k.startswith("accepted_pos_")}

@@ -25,6 +25,8 @@ from typing import Any
 
 import pandas as pd
 
+from specbench.checks import spec_deltas
+
 
 @dataclass(frozen=True)
 class DraftCounts:
@@ -52,15 +54,9 @@ class DraftCounts:
         return self.rounds / self.steps if self.steps > 0 else math.nan
 
 
-def _delta(cell: Mapping[str, Any], key: str) -> float | None:
-    before = ((cell.get("metrics_before") or {}).get("spec") or {}).get(key)
-    after = ((cell.get("metrics_after") or {}).get("spec") or {}).get(key)
-    return None if after is None else float(after) - float(before or 0.0)
-
-
 def counted_rounds(cells: Iterable[Mapping[str, Any]], arm: str) -> float | None:
     """Σ over the arm's cells of the /metrics ``drafts`` delta; None if any cell lacks it."""
-    deltas = [_delta(c, "drafts") for c in cells if c.get("arm") == arm]
+    deltas = [spec_deltas(c).get("drafts") for c in cells if c.get("arm") == arm]
     if not deltas or any(d is None for d in deltas):
         return None
     return float(sum(d for d in deltas if d is not None))
