@@ -53,12 +53,14 @@ def test_draft_qwen35_08b_loses(published_tok_s: float, label: str) -> None:
 
 @pytest.mark.parametrize("n_max", [16, 32])
 def test_draft_longer_n_max_still_loses(n_max: int) -> None:
-    # published -60 % at n-max 16 and 32 as well. Here only the sign is checked. The model drafts all K
-    # tokens every round, but llama.cpp stops drafting early when the draft is unsure (p-min), so the
-    # model overstates the loss at long n-max (-70 % and -82 %).
+    # published -60 % at n-max 16 and 32 as well. The sign is checked for both, the ratio for 16.
+    # The model drafts all K tokens every round, but llama.cpp stops drafting early when the draft
+    # is unsure (p-min), so the model overstates the loss at long n-max (-70 % and -82 %).
     long = predict(*TARGET, "draft", n_max, alpha=ALPHA, draft_model=DRAFT, draft_quant=DRAFT_QUANT)
     short = predict(*TARGET, "draft", 8, alpha=ALPHA, draft_model=DRAFT, draft_quant=DRAFT_QUANT)
     assert long.speedup < short.speedup < 1.0
+    if n_max == 16:  # -70 %: still inside the band; n-max 32 (-82 %) is not, see docs/theory.md
+        assert within(long.speedup, 55.3 / 139.9, 56.5 / 139.9)
 
 
 def test_ngram_mod_loses() -> None:
