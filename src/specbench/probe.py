@@ -3,8 +3,9 @@
 Verifying K drafted tokens is one target pass over K+1 tokens, so the speedup hinges on
 v(K+1) = t(K+1) / t(1). A roofline can only guess that ratio: CPU and GPU matmul kernels switch
 at batch-size thresholds (on the lab's 471 MB f16 model on 2 cores, t(5) is 1.7 × t(1) and
-t(6) is 2.8 × t(1)). So the runner measures it, in the baseline arm, after the warm-ups and
-before the "before" /metrics scrape::
+t(6) is 2.8 × t(1)). So the runner measures it, in the baseline arm, once the cell's measured
+requests and its "after" /metrics scrape are done (so it neither warms the baseline more than
+the other arms nor touches the counters)::
 
     for rep in 1..reps, for T in sizes:  prefill T fresh tokens (no prompt cache), 1 output token
     sample = the server's own prefill time for those T tokens (llama.cpp: timings.prompt_ms)

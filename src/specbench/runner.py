@@ -173,14 +173,16 @@ class Runner:
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
-            if warm and self._probes(cell):
-                info["forward_probe"] = await self._safe(forward_probe(client, self.engine, server.base_url))
             # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
             # they can be compared with the per-request timings (acceptance sources).
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
             info["metrics_after"] = await self._scrape(client, server, cell, "after")
+            # Last, after the "after" scrape: extra work before the measured requests would warm the
+            # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
+            if warm and self._probes(cell) and server.alive():
+                info["forward_probe"] = await self._safe(forward_probe(client, self.engine, server.base_url))
 
     def _probes(self, cell: RunSpec) -> bool:
         """Probe the verify-cost curve once per baseline launch (the target alone is served there)."""

@@ -1,0 +1,62 @@
+"""When the runner runs the forward probe: last in a baseline cell, after the "after" /metrics
+scrape. Run before the measured requests it warmed the baseline more than the other arms (an A/A
+run on the tiny lab model read ×0.57). Served by the FAKE vLLM handler (tests/fakes), with the
+probe itself replaced by a recorder: this test is about order, not about the probe."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specbench import runner as runner_module
+from specbench.config import Matrix, RequestSpec, plan_cells
+from specbench.engines.openai import AttachedEngine
+from specbench.runner import Runner
+from specbench.store import RunStore
+from tests.fakes import fake_vllm as fv
+from tests.fakes.common import serve
+
+
+def test_the_probe_runs_after_the_measured_requests_and_the_after_scrape(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events: list[str] = []
+
+    async def probe(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        events.append("probe")
+        return {"samples": []}
+
+    original_scrape, original_one = Runner._scrape, Runner._one
+
+    async def scrape(self: Runner, client: Any, server: Any, cell: Any, when: str) -> dict[str, Any]:
+        events.append(f"scrape {when}")
+        return await original_scrape(self, client, server, cell, when)
+
+    async def one(self: Runner, client: Any, server: Any, cell: Any, req: Any, warmup: bool) -> None:
+        events.append("warmup" if warmup else "request")
+        await original_one(self, client, server, cell, req, warmup)
+
+    monkeypatch.setattr(runner_module, "forward_probe", probe)
+    monkeypatch.setattr(Runner, "_scrape", scrape)
+    monkeypatch.setattr(Runner, "_one", one)
+    monkeypatch.setattr(Runner, "_probes", lambda self, cell: True)  # attach mode never probes itself
+
+    matrix = Matrix(engine="openai", model=fv.MODEL, arms={"baseline": ()}, repeats=1, warmup=1)
+    req = RequestSpec(
+        prompt_id="p0",
+        category="chat",
+        messages=({"role": "user", "content": "hi"},),
+        max_tokens=8,
+        temperature=0.0,
+        seed=0,
+    )
+    store = RunStore(tmp_path / "run")
+    store.create({"matrix": matrix.model_dump(mode="json")}, resume=False)
+    with serve(fv.FakeVllm().handler) as url:
+        cells = plan_cells(matrix, [req, req], [req], 1)
+        Runner(matrix=matrix, engine=AttachedEngine(), store=store, cells=cells, attach_url=url).run()
+    assert events == ["warmup", "scrape before", "request", "request", "scrape after", "probe"]
+    (cell,) = store.cells()
+    assert cell["forward_probe"] == {"samples": []}
