@@ -8,7 +8,13 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from specbench.theory.counts import DraftCounts, counted_rounds, draft_counts, replayed_speedup
+from specbench.theory.counts import (
+    DraftCounts,
+    counted_rounds,
+    draft_counts,
+    measured_round_s,
+    replayed_speedup,
+)
 
 
 def cell(arm: str, before: float | None, after: float | None) -> dict[str, Any]:
@@ -19,9 +25,9 @@ def cell(arm: str, before: float | None, after: float | None) -> dict[str, Any]:
 
 def frame() -> pd.DataFrame:
     rows = [
-        {"arm": "ngram", "output_tokens": 64, "draft_n": 48, "draft_accepted": 48},
-        {"arm": "ngram", "output_tokens": 64, "draft_n": 0, "draft_accepted": 0},
-        {"arm": "baseline", "output_tokens": 64, "draft_n": 0, "draft_accepted": 0},
+        {"arm": "ngram", "output_tokens": 64, "draft_n": 48, "draft_accepted": 48, "tpot_ms": 10.0},
+        {"arm": "ngram", "output_tokens": 64, "draft_n": 0, "draft_accepted": 0, "tpot_ms": 20.0},
+        {"arm": "baseline", "output_tokens": 64, "draft_n": 0, "draft_accepted": 0, "tpot_ms": 20.0},
     ]
     return pd.DataFrame(rows)
 
@@ -61,3 +67,15 @@ def test_a_verify_as_cheap_as_a_step_with_full_acceptance_is_the_token_ratio() -
 def test_nothing_generated_is_nan() -> None:
     c = DraftCounts(tokens=0, drafted=0, accepted=0, rounds=0, rounds_counted=True)
     assert math.isnan(replayed_speedup(c, 1.0, 1.0)) and math.isnan(c.mean_draft)
+
+
+def test_the_measured_round_is_the_window_left_after_the_plain_steps() -> None:
+    counts = draft_counts(frame(), [cell("ngram", 0, 3)], "ngram", k=16)
+    assert counts.requests == 2 and counts.window_s == pytest.approx((63 * 10 + 63 * 20) / 1000)
+    # passes in the windows: 128 − 2 − 48 = 78, of which 3 verified drafts and 75 were plain steps
+    assert measured_round_s(counts, step_s=0.02) == pytest.approx((1.89 - 75 * 0.02) / 3)
+
+
+def test_no_rounds_no_measured_round() -> None:
+    c = DraftCounts(tokens=10, drafted=0, accepted=0, rounds=0, rounds_counted=True, requests=1, window_s=1.0)
+    assert math.isnan(measured_round_s(c, 0.1))

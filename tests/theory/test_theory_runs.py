@@ -304,6 +304,7 @@ def test_every_predicted_arm_is_also_replayed_on_its_counts(lab_run: Path) -> No
     for name in ("draft8", "ngram"):
         assert math.isfinite(arms[name].replayed_speedup) and arms[name].mean_draft > 0
     assert 0 < arms["draft8"].drafting_share <= 1
+    assert arms["draft8"].round_ms_measured > 0 and arms["draft8"].round_ms_model > 0
 
 
 def test_an_arm_faster_than_any_overhead_allows_fits_zero_overhead(tmp_path: Path) -> None:

@@ -12,8 +12,16 @@ measured requests, with N generated tokens, d drafted, a accepted and R drafting
     speedup = N · t_step / time
 
 where t_round(D̄) is the model's round (draft + verify of D̄+1 tokens + checkpoint + overhead)
-at K = round(D̄). The difference between this and the measurement is the cost model's error
-alone; the difference between this and the α-prediction is the acceptance model's.
+at D̄. The difference between this and the measurement is the cost model's error alone; the
+difference between this and the α-prediction is the acceptance model's.
+
+The same counts turn the measured decode windows W (first to last token, summed over requests;
+the first token is prefill's) into a measured round, to set beside the model's::
+
+    round_measured = (W − (S' − R) · t_step) / R        S' = N − n_requests − a, the passes in W
+
+with t_step the baseline's measured step: whatever the model leaves out (host work per round)
+shows up as the gap between the two.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ class DraftCounts:
     accepted: float
     rounds: float
     rounds_counted: bool  # True: from /metrics "drafts"; False: estimated as drafted / K
+    requests: int = 0
+    window_s: float = math.nan  # Σ decode windows (first to last token), seconds
 
     @property
     def steps(self) -> float:
@@ -68,12 +78,15 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
     drafted = float(rows["draft_n"].sum())
     counted = counted_rounds(cells, arm)
     rounds = counted if counted is not None else drafted / k
+    window = rows["tpot_ms"] * (rows["output_tokens"] - 1) / 1000.0
     return DraftCounts(
         tokens=float(rows["output_tokens"].sum()),
         drafted=drafted,
         accepted=float(rows["draft_accepted"].sum()),
         rounds=rounds,
         rounds_counted=counted is not None,
+        requests=len(rows),
+        window_s=float(window.sum()) if window.notna().all() else math.nan,
     )
 
 
@@ -82,3 +95,11 @@ def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float) -> floa
     plain = max(0.0, counts.steps - counts.rounds)
     time = counts.rounds * round_s + plain * step_s
     return counts.tokens * step_s / time if time > 0 else math.nan
+
+
+def measured_round_s(counts: DraftCounts, step_s: float) -> float:
+    """(W − (S' − R) · t_step) / R: one drafting round as measured (see the module docstring)."""
+    if not counts.rounds > 0:
+        return math.nan
+    passes = counts.tokens - counts.requests - counts.accepted
+    return (counts.window_s - max(0.0, passes - counts.rounds) * step_s) / counts.rounds

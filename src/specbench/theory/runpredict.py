@@ -35,7 +35,7 @@ from specbench.errors import ConfigError
 from specbench.probe import forward_curve
 from specbench.stats import Comparison
 from specbench.theory.cost import Efficiency
-from specbench.theory.counts import draft_counts, replayed_speedup
+from specbench.theory.counts import draft_counts, measured_round_s, replayed_speedup
 from specbench.theory.hardware import Gpu
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.predict import Prediction, fit_bandwidth, predict_architecture
@@ -87,6 +87,8 @@ class ArmPrediction:
     replayed_speedup: float = math.nan  # the cost model on the measured counts (theory/counts.py)
     mean_draft: float = math.nan
     drafting_share: float = math.nan
+    round_ms_measured: float = math.nan  # one drafting round, from the decode windows
+    round_ms_model: float = math.nan  # the model's round at the measured mean draft length
     fitted: bool = False
     reason: str | None = None
 
@@ -323,6 +325,8 @@ def _replayed(
         replayed_speedup=replayed_speedup(counts, step_s, round_s),
         mean_draft=counts.mean_draft,
         drafting_share=counts.drafting_share,
+        round_ms_measured=measured_round_s(counts, step_s) * 1e3,
+        round_ms_model=round_s * 1e3,
     )
 
 

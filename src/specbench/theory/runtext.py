@@ -26,6 +26,10 @@ def _draft_cell(p: ArmPrediction) -> str:
     return f"{p.mean_draft:.1f} ({p.drafting_share * 100:.0f} %)"
 
 
+def _round_cell(p: ArmPrediction) -> str:
+    return f"{_fmt(p.round_ms_measured, '.1f')} / {_fmt(p.round_ms_model, '.1f')}"
+
+
 def error_cell(p: ArmPrediction) -> str:
     text = _fmt(p.error * 100, "+.0f")
     return f"{text} %" + (" (fitted)" if p.fitted else "") if text != "—" else text
@@ -43,6 +47,7 @@ def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
             "predicted": _fmt(p.predicted_speedup, ".2f") + "x",
             "drafted/round (share)": _draft_cell(p),
             "replayed": _fmt(p.replayed_speedup, ".2f") + "x",
+            "round ms measured / model": _round_cell(p),
             "measured (95 % CI)": measured_cell(p),
             "error": error_cell(p),
         }
