@@ -257,23 +257,34 @@ def arm_medians(df: pd.DataFrame, arm: str) -> tuple[float, float]:
 
 def prefill_comparison(run: RunData, arm: str) -> stats.Comparison | None:
     """The arm's prefill time vs the baseline's, paired like the decode speedup (None: too few)."""
+    return _comparison(run, arm, prefill_column(run.df))
+
+
+def _comparison(run: RunData, arm: str, metric: str) -> stats.Comparison | None:
     try:
-        return stats.speedup(run.df, arm, run.baseline, prefill_column(run.df))
+        return stats.speedup(run.df, arm, run.baseline, metric)
     except ValueError:
         return None
+
+
+def _within_noise(run: RunData, arm: str, metric: str) -> bool:
+    cmp = _comparison(run, arm, metric)
+    return cmp is not None and cmp.verdict == "no difference"
 
 
 def crossover_inputs(run: RunData, arm: str) -> tuple[float, float, float, float]:
     """(prefill_base, prefill_arm, r_base, r_arm) for the crossover formula, from medians.
 
-    A prefill difference whose 95 % CI does not clear the noise band is not a tax: the arm's
-    prefill is then taken as the baseline's, so no L* is computed from noise.
+    A difference whose 95 % CI does not clear the noise band is no difference: the arm's prefill
+    (or decode rate) is then taken as the baseline's, so no L* and no "never wins" is read from
+    noise.
     """
     base_prefill, base_rate = arm_medians(run.df, run.baseline)
     prefill, rate = arm_medians(run.df, arm)
-    cmp = prefill_comparison(run, arm)
-    if cmp is not None and cmp.verdict == "no difference":
+    if _within_noise(run, arm, prefill_column(run.df)):
         prefill = base_prefill
+    if _within_noise(run, arm, "decode_tok_s"):
+        rate = base_rate
     return base_prefill, prefill, base_rate, rate
 
 

@@ -98,3 +98,10 @@ def test_a_real_prefill_tax_keeps_its_crossover(tmp_path: Path) -> None:
     assert analysis.prefill_comparison(run, "spec").verdict == "slower"  # type: ignore[union-attr]
     # L* = 1 s / (1/30 − 1/45) s per token = 90 tokens
     assert analysis.crossovers(run)["spec"] == pytest.approx(90, rel=0.15)
+
+
+def test_a_decode_difference_within_noise_ties_instead_of_never_winning(tmp_path: Path) -> None:
+    # 0.3 % slower decode and the same prefill: not "never wins on wall clock", a tie within noise
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), spec=spec(29.9))
+    row = sections.crossover_frame(run).iloc[0]
+    assert row["regime"] == "ties at every output length (prefill and decode difference within noise)"

@@ -20,7 +20,9 @@ from specbench.theory.runtext import prediction_rows, skipped_lines
 TITLE = "Predicted vs measured"
 NOTE = (
     "Theory (docs/theory.md) calibrated so its baseline equals the measured one; each arm is predicted "
-    "from its measured acceptance A at its configured K. error = measured / predicted − 1."
+    "from its measured acceptance A at its configured K. Replayed: the same cost model on the drafting "
+    "the arm actually did (rounds, tokens per draft). Round ms: one drafting round measured from the "
+    "decode windows vs modelled; the gap is what the model leaves out. error = measured / predicted − 1."
 )
 
 

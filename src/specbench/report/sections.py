@@ -36,17 +36,23 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     for arm, length in analysis.crossovers(run).items():
-        base_prefill, taxed, base_rate, rate = analysis.crossover_inputs(run, arm)
-        prefill = analysis.arm_medians(run.df, arm)[0]
+        base_prefill, taxed, base_rate, gained = analysis.crossover_inputs(run, arm)
+        prefill, rate = analysis.arm_medians(run.df, arm)
         rows.append({
             "arm": arm, "prefill_column": analysis.prefill_column(run.df),
             "prefill_baseline_ms": base_prefill, "prefill_arm_ms": prefill,
             "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
             "decode_arm_tok_s": rate, "crossover_tokens": length,
-            "regime": analysis.crossover_regime(base_prefill, taxed, base_rate, rate)
-            + ("" if taxed == prefill else " (prefill difference within noise)"),
+            "regime": analysis.crossover_regime(base_prefill, taxed, base_rate, gained)
+            + _noise_note(taxed != prefill, gained != rate),
         })  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _noise_note(prefill: bool, decode: bool) -> str:
+    """Which differences the crossover ignored because their 95 % CI sits inside the noise band."""
+    which = [name for name, gated in (("prefill", prefill), ("decode", decode)) if gated]
+    return f" ({' and '.join(which)} difference within noise)" if which else ""
 
 
 def compute(run: RunData) -> Computed:
