@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench import analysis
-from specbench.analysis import KEEP_OFF, crossover_length, crossover_regime
+from specbench import analysis, crossover
+from specbench.analysis import KEEP_OFF
+from specbench.crossover import crossover_length, crossover_regime
 from specbench.report import sections
 from tests.report.synth import Arm, Plan, make_run, spec
 
@@ -73,21 +74,21 @@ def test_decision_refuses_a_decode_win_that_loses_on_wall_clock(tmp_path: Path) 
 
 def test_crossovers_and_measured_winners_from_a_sweep(sweep: Path) -> None:
     run = analysis.load_run(sweep)
-    assert analysis.crossovers(run)["spec"] == pytest.approx(72, rel=0.1)
-    winners = analysis.wall_clock_winners(run).set_index("max_tokens")["winner"]
+    assert crossover.crossovers(run)["spec"] == pytest.approx(72, rel=0.1)
+    winners = crossover.wall_clock_winners(run).set_index("max_tokens")["winner"]
     assert winners.to_dict() == {32: "baseline", 128: "spec", 512: "spec"}
 
 
 def test_no_winners_without_a_length_sweep(three_arms: Path) -> None:
-    assert analysis.wall_clock_winners(analysis.load_run(three_arms)).empty
+    assert crossover.wall_clock_winners(analysis.load_run(three_arms)).empty
 
 
 def test_a_prefill_difference_within_noise_gives_no_crossover(tmp_path: Path) -> None:
     # 0.5 % slower prefill is inside the ±1 % band: no tax to repay, so no L* from noise
     run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), spec=spec(45, prefill_ms=201))
-    cmp = analysis.prefill_comparison(run, "spec")
+    cmp = crossover.prefill_comparison(run, "spec")
     assert cmp is not None and cmp.verdict == "no difference"
-    assert analysis.crossovers(run)["spec"] is None
+    assert crossover.crossovers(run)["spec"] is None
     row = sections.crossover_frame(run).iloc[0]
     assert row["prefill_tax_s"] == 0 and "within noise" in row["regime"]
     assert "every output length" in row["regime"]
@@ -95,9 +96,9 @@ def test_a_prefill_difference_within_noise_gives_no_crossover(tmp_path: Path) ->
 
 def test_a_real_prefill_tax_keeps_its_crossover(tmp_path: Path) -> None:
     run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), spec=spec(45, prefill_ms=1200))
-    assert analysis.prefill_comparison(run, "spec").verdict == "slower"  # type: ignore[union-attr]
+    assert crossover.prefill_comparison(run, "spec").verdict == "slower"  # type: ignore[union-attr]
     # L* = 1 s / (1/30 − 1/45) s per token = 90 tokens
-    assert analysis.crossovers(run)["spec"] == pytest.approx(90, rel=0.15)
+    assert crossover.crossovers(run)["spec"] == pytest.approx(90, rel=0.15)
 
 
 def test_a_decode_difference_within_noise_ties_instead_of_never_winning(tmp_path: Path) -> None:

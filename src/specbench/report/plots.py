@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from specbench import analysis, checks
+from specbench import analysis, checks, crossover
 from specbench.analysis import RunData
 from specbench.report.tables import median_ci, position_frame
 
@@ -157,13 +157,14 @@ def speedup_vs_length(run: RunData, df: pd.DataFrame) -> Figure | None:
     fig = _figure(7.5, 4.5)
     ax = fig.add_subplot()
     grid = np.geomspace(lengths.min(), lengths.max(), 100)
-    base_prefill, base_rate = analysis.arm_medians(df, run.baseline)
+    base_prefill, base_rate = crossover.arm_medians(df, run.baseline)
+    crossovers = crossover.crossovers(run)
     for arm in (a for a in run.measured_arms if a != run.baseline and a in e2e.columns):
         line = ax.plot(e2e.index, e2e[run.baseline] / e2e[arm], "o-", label=f"{arm} measured")[0]
-        prefill, rate = analysis.arm_medians(df, arm)
+        prefill, rate = crossover.arm_medians(df, arm)
         model = (base_prefill / 1000 + grid / base_rate) / (prefill / 1000 + grid / rate)
         ax.plot(grid, model, ":", color=line.get_color(), label=f"{arm} prefill + L/r model")
-        cross = analysis.crossover_length(base_prefill, prefill, base_rate, rate)
+        cross = crossovers.get(arm)  # the report table's L*: differences inside the noise band are none
         if cross is not None:
             ax.axvline(cross, color=line.get_color(), ls="--", lw=1, label=f"{arm} L* ≈ {cross:.0f} tokens")
     ax.axhline(1.0, color="black", lw=0.8)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench import analysis
+from specbench import analysis, crossover
 from specbench.analysis import Decision, RunData
 from specbench.checks import Finding
 from specbench.report import tables
@@ -35,15 +35,15 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
     if run.baseline not in run.measured_arms:
         return pd.DataFrame()
     rows = []
-    for arm, length in analysis.crossovers(run).items():
-        base_prefill, taxed, base_rate, gained = analysis.crossover_inputs(run, arm)
-        prefill, rate = analysis.arm_medians(run.df, arm)
+    for arm, length in crossover.crossovers(run).items():
+        base_prefill, taxed, base_rate, gained = crossover.crossover_inputs(run, arm)
+        prefill, rate = crossover.arm_medians(run.df, arm)
         rows.append({
-            "arm": arm, "prefill_column": analysis.prefill_column(run.df),
+            "arm": arm, "prefill_column": crossover.prefill_column(run.df),
             "prefill_baseline_ms": base_prefill, "prefill_arm_ms": prefill,
             "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
             "decode_arm_tok_s": rate, "crossover_tokens": length,
-            "regime": analysis.crossover_regime(base_prefill, taxed, base_rate, gained)
+            "regime": crossover.crossover_regime(base_prefill, taxed, base_rate, gained)
             + _noise_note(taxed != prefill, gained != rate),
         })  # fmt: skip
     return pd.DataFrame(rows)
@@ -63,7 +63,7 @@ def compute(run: RunData) -> Computed:
         decisions=analysis.decision_table(run, found=found),
         summary=tables.summary_frame(run),
         crossovers=crossover_frame(run),
-        winners=analysis.wall_clock_winners(run),
+        winners=crossover.wall_clock_winners(run),
     )
 
 

@@ -1,0 +1,136 @@
+"""Crossover length (findings.md pitfall 7): the output length where a variant starts to win on
+wall clock, and which regime each arm is in.
+
+Wall clock for L output tokens is T(L) = prefill + L / r. Inputs are medians over the run; a
+difference whose 95 % CI sits inside the noise band is treated as none (:func:`crossover_inputs`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from specbench import stats
+from specbench.analysis import RunData, detail_frame
+
+
+def _crossover_terms(
+    prefill_base_ms: float, prefill_spec_ms: float, r_base: float, r_spec: float
+) -> tuple[float, float] | None:
+    """(prefill tax in s, seconds saved per output token), or None when a value is unusable."""
+    values = (prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if not all(math.isfinite(v) for v in values) or r_base <= 0 or r_spec <= 0:
+        return None
+    return (prefill_spec_ms - prefill_base_ms) / 1000.0, 1.0 / r_base - 1.0 / r_spec
+
+
+def crossover_length(
+    prefill_base_ms: float, prefill_spec_ms: float, r_base: float, r_spec: float
+) -> float | None:
+    """Output length L* (tokens) where the variant's wall clock equals the baseline's.
+
+    Wall clock for L output tokens is T(L) = prefill + L / r, so the variant wins when
+    L · (1/r_base − 1/r_spec) > prefill_spec − prefill_base, and
+    L* = (prefill_spec − prefill_base) / (1/r_base − 1/r_spec), times in s, rates in tok/s.
+    Prefill times are given in ms (as measured) and converted. Cases:
+
+    * slower prefill, faster decode: the variant wins above L* (a prefill tax repaid) → L*;
+    * faster prefill, slower decode: the variant wins only *below* L* → L* as well
+      (:func:`crossover_regime` says which side);
+    * not slower at either (always wins) or not faster at either (never wins) → None;
+    * a rate ≤ 0 or a NaN input: nothing can be said → None.
+    """
+    terms = _crossover_terms(prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if terms is None:
+        return None
+    tax, gain = terms
+    if tax == 0 or gain == 0 or (tax > 0) != (gain > 0):
+        return None
+    return tax / gain
+
+
+def crossover_regime(prefill_base_ms: float, prefill_spec_ms: float, r_base: float, r_spec: float) -> str:
+    """One phrase for the case :func:`crossover_length` is in, for reports."""
+    terms = _crossover_terms(prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if terms is None:
+        return "unknown (missing prefill or decode data)"
+    tax, gain = terms
+    length = crossover_length(prefill_base_ms, prefill_spec_ms, r_base, r_spec)
+    if length is not None and length < 1:  # a crossover below one token is prefill noise
+        return "wins on wall clock at every output length" if gain > 0 else "never wins on wall clock"
+    if length is not None:
+        side = "longer" if gain > 0 else "shorter"
+        return f"wins on wall clock for outputs {side} than {length:.0f} tokens"
+    if tax <= 0 and gain >= 0 and (tax, gain) != (0, 0):
+        return "wins on wall clock at every output length"
+    if (tax, gain) == (0, 0):
+        return "ties at every output length"
+    return "never wins on wall clock"
+
+
+def prefill_column(df: pd.DataFrame) -> str:
+    """``prefill_ms`` (server-measured) when every arm has it, else ``ttft_ms`` (client-measured)."""
+    counts = df.groupby("arm")["prefill_ms"].count()
+    return "prefill_ms" if len(counts) and int(counts.min()) > 0 else "ttft_ms"
+
+
+def arm_medians(df: pd.DataFrame, arm: str) -> tuple[float, float]:
+    """(median prefill ms, median decode tok/s) of ``arm``: the inputs of the crossover formula."""
+    sub = df[df["arm"] == arm]
+    return float(sub[prefill_column(df)].median()), float(sub["decode_tok_s"].median())
+
+
+def prefill_comparison(run: RunData, arm: str) -> stats.Comparison | None:
+    """The arm's prefill time vs the baseline's, paired like the decode speedup (None: too few)."""
+    return _comparison(run, arm, prefill_column(run.df))
+
+
+def _comparison(run: RunData, arm: str, metric: str) -> stats.Comparison | None:
+    try:
+        return stats.speedup(run.df, arm, run.baseline, metric)
+    except ValueError:
+        return None
+
+
+def _within_noise(run: RunData, arm: str, metric: str) -> bool:
+    cmp = _comparison(run, arm, metric)
+    return cmp is not None and cmp.verdict == "no difference"
+
+
+def crossover_inputs(run: RunData, arm: str) -> tuple[float, float, float, float]:
+    """(prefill_base, prefill_arm, r_base, r_arm) for the crossover formula, from medians.
+
+    A difference whose 95 % CI does not clear the noise band is no difference: the arm's prefill
+    (or decode rate) is then taken as the baseline's, so no L* and no "never wins" is read from
+    noise.
+    """
+    base_prefill, base_rate = arm_medians(run.df, run.baseline)
+    prefill, rate = arm_medians(run.df, arm)
+    if _within_noise(run, arm, prefill_column(run.df)):
+        prefill = base_prefill
+    if _within_noise(run, arm, "decode_tok_s"):
+        rate = base_rate
+    return base_prefill, prefill, base_rate, rate
+
+
+def crossovers(run: RunData) -> dict[str, float | None]:
+    """Each measured non-baseline arm's crossover length vs the baseline (see crossover_inputs)."""
+    if run.baseline not in run.measured_arms:
+        return {}
+    return {
+        arm: crossover_length(*crossover_inputs(run, arm)) for arm in run.measured_arms if arm != run.baseline
+    }
+
+
+def wall_clock_winners(run: RunData) -> pd.DataFrame:
+    """Per requested output length (when several ran): median e2e ms of every arm and the winner.
+
+    This is the measured answer the crossover formula predicts; empty without a length sweep."""
+    df = detail_frame(run)
+    if df["max_tokens"].nunique() < 2:
+        return pd.DataFrame(columns=["max_tokens", "winner"])
+    table = df.pivot_table(index="max_tokens", columns="arm", values="e2e_ms", aggfunc="median")
+    table = table[[a for a in run.measured_arms if a in table.columns]]
+    table["winner"] = table.idxmin(axis=1)
+    return table.reset_index().rename_axis(columns=None)
