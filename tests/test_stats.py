@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from specbench import bimodality as B
+from specbench import stability as W
 from specbench import stats as S
 
 FloatArray = npt.NDArray[np.float64]
@@ -259,13 +260,13 @@ def warn_frame(rng: np.random.Generator, n: int = 40) -> pd.DataFrame:
 
 
 def test_clean_data_has_no_warnings() -> None:
-    assert S.stability_warnings(warn_frame(np.random.default_rng(10)), baseline="base") == []
+    assert W.stability_warnings(warn_frame(np.random.default_rng(10)), baseline="base") == []
 
 
 def test_low_n_fires_only_for_the_small_cell() -> None:
     df = warn_frame(np.random.default_rng(11))
     small = df[(df["arm"] == "spec") & (df["workload"] == "code")].index[5:]
-    ws = S.stability_warnings(df.drop(index=small), baseline="base")
+    ws = W.stability_warnings(df.drop(index=small), baseline="base")
     assert [(w.code, w.arm, w.workload) for w in ws] == [("LOW_N", "spec", "code")]
     assert "only 5" in ws[0].message and "10" in ws[0].message
 
@@ -274,7 +275,7 @@ def test_unstable_fires_on_high_cv() -> None:
     df = warn_frame(np.random.default_rng(12))
     cell = (df["arm"] == "spec") & (df["workload"] == "chat")
     df.loc[cell, "decode_tok_s"] = 70 * np.random.default_rng(13).lognormal(0, 0.3, int(cell.sum()))
-    ws = S.stability_warnings(df, baseline="base")
+    ws = W.stability_warnings(df, baseline="base")
     assert [(w.code, w.arm, w.workload) for w in ws] == [("UNSTABLE", "spec", "chat")]
     assert "CV" in ws[0].message and "10%" in ws[0].message
 
@@ -285,17 +286,17 @@ def test_drift_fires_on_baseline_slowdown_only() -> None:
         cell = (df["arm"] == arm) & (df["workload"] == "chat")
         order = df.loc[cell, "seq"].rank().to_numpy() - 1
         df.loc[cell, "decode_tok_s"] *= 1 - 0.15 * order / order.max()  # −15 % across the run
-    ws = S.stability_warnings(df, baseline="base")
+    ws = W.stability_warnings(df, baseline="base")
     assert [(w.code, w.arm, w.workload) for w in ws] == [("DRIFT", "base", "chat")]
     assert "Mann-Whitney p=" in ws[0].message and "%" in ws[0].message
-    every_arm = S.stability_warnings(df)
+    every_arm = W.stability_warnings(df)
     assert {(w.code, w.arm) for w in every_arm} == {("DRIFT", "base"), ("DRIFT", "spec")}
 
 
 def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> None:
     import pandas as pd
 
-    from specbench.stats import repeat_cv, stability_warnings
+    from specbench.stability import repeat_cv, stability_warnings
 
     rows = [
         {

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, checks, stats
+from specbench import bimodality, checks, stability, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
@@ -100,7 +100,8 @@ def _statistical_findings(run: RunData) -> list[Finding]:
     if run.df.empty:
         return []
     out = [
-        Finding(w.code, (w.arm,), w.message) for w in stats.stability_warnings(run.df, baseline=run.baseline)
+        Finding(w.code, (w.arm,), w.message)
+        for w in stability.stability_warnings(run.df, baseline=run.baseline)
     ]
     for arm in run.measured_arms:
         bimodal = bimodality.bimodality(run.df.loc[run.df["arm"] == arm, "decode_tok_s"].to_numpy())

@@ -1,4 +1,4 @@
-"""Statistics over per-request benchmark metrics: summaries, speedups, bimodality, warnings.
+"""Statistics over per-request benchmark metrics: summaries and speedups (warnings: stability.py).
 
 Input is a DataFrame with one row per (non-warmup) request and the columns ``arm``,
 ``workload``, ``category``, ``prompt_id``, ``repeat``, ``seq`` (global completion order)
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -39,7 +39,6 @@ from specbench._arrays import FloatArray, _finite
 
 Statistic = Callable[..., Any]
 Verdict = Literal["faster", "slower", "no difference"]
-WarningCode = Literal["LOW_N", "UNSTABLE", "DRIFT"]
 
 DEFAULT_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_tok_s", "prefill_tok_s")
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"decode_tok_s", "prefill_tok_s"})
@@ -336,97 +335,3 @@ def speedup(
         confidence=confidence, paired=e.n_pairs > 0, n_pairs=e.n_pairs, n_a=e.n_a, n_b=e.n_b,
         verdict=v, p_value=e.p_value, estimator=e.estimator, higher_is_better=hib,
     )  # fmt: skip
-
-
-# --------------------------------------------------------------------------- warnings
-
-
-@dataclass(frozen=True)
-class Warning_:
-    """A data-quality warning for one (arm, workload) cell; ``message`` is one sentence of evidence."""
-
-    code: WarningCode
-    arm: str
-    workload: str
-    message: str
-
-
-def _cells(df: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
-    for (arm, workload), group in df.groupby(["arm", "workload"], sort=True):
-        yield str(arm), str(workload), group
-
-
-def _low_n(arm: str, wl: str, x: FloatArray, metric: str, min_n: int) -> Warning_ | None:
-    if x.size >= min_n:
-        return None
-    msg = f"{arm} on {wl} has only {x.size} {metric} samples (fewer than {min_n}), too few to trust."
-    return Warning_("LOW_N", arm, wl, msg)
-
-
-def repeat_cv(g: pd.DataFrame, metric: str) -> tuple[float, int]:
-    """Median over prompts of the CV across repeats of the same prompt, and the prompt count.
-
-    Different prompts legitimately run at different speeds (length, category), so spread across
-    prompts is not instability; spread across repeats of one prompt is (pyperf's view). Falls back
-    to the CV over all requests, with count 0, when no prompt was repeated."""
-    if "prompt_id" in g and "repeat" in g:
-        per = g.groupby("prompt_id")[metric].agg(["mean", "std", "count"])
-        per = per[(per["count"] >= 2) & (per["mean"] > 0)]
-        if len(per):
-            return float(np.median(per["std"] / per["mean"])), len(per)
-    return describe(_finite(g[metric].to_numpy(np.float64))).cv, 0
-
-
-def _unstable(arm: str, wl: str, g: pd.DataFrame, metric: str, max_cv: float) -> Warning_ | None:
-    cv, prompts = repeat_cv(g, metric)
-    if not cv > max_cv:
-        return None
-    basis = (
-        f"median over {prompts} prompts of the spread across repeats" if prompts else "across all requests"
-    )
-    msg = f"{arm} on {wl}: {metric} varies by CV {cv:.1%} ({basis}), above the {max_cv:.0%} limit."
-    return Warning_("UNSTABLE", arm, wl, msg)
-
-
-def _drift(arm: str, wl: str, g: pd.DataFrame, metric: str, thr: float, alpha: float) -> Warning_ | None:
-    """First vs last third in ``seq`` order: |median_last / median_first − 1| > threshold and
-    two-sided Mann-Whitney p < alpha (each third ≥ 3 values)."""
-    x = _finite(g.sort_values("seq")[metric].to_numpy(np.float64))
-    third = x.size // 3
-    if third < 3:
-        return None
-    first, last = x[:third], x[-third:]
-    m1, m2 = float(np.median(first)), float(np.median(last))
-    change, p = m2 / m1 - 1, float(sps.mannwhitneyu(first, last).pvalue)
-    if not (abs(change) > thr and p < alpha):
-        return None
-    msg = (
-        f"{arm} on {wl}: median {metric} moved {change:+.1%} from the first third of requests "
-        f"({m1:.3g}, n={third}) to the last third ({m2:.3g}, n={third}) in completion order "
-        f"(Mann-Whitney p={p:.2g})."
-    )
-    return Warning_("DRIFT", arm, wl, msg)
-
-
-def stability_warnings(
-    df: pd.DataFrame,
-    *,
-    baseline: str | None = None,
-    min_n: int = 10,
-    max_cv: float = 0.10,
-    metric: str = "decode_tok_s",
-    drift_threshold: float = 0.05,
-    alpha: float = 0.05,
-) -> list[Warning_]:
-    """Per (arm, workload) cell: LOW_N if n < ``min_n``; UNSTABLE if the repeat-to-repeat CV
-    (:func:`repeat_cv`) > ``max_cv``;
-    DRIFT (``baseline`` arm only, every arm if None) if the first and last thirds in ``seq``
-    order differ by > ``drift_threshold`` in median with Mann-Whitney p < ``alpha``."""
-    out: list[Warning_] = []
-    for arm, wl, g in _cells(df):
-        x = _finite(g[metric].to_numpy(np.float64))
-        found = [_low_n(arm, wl, x, metric, min_n), _unstable(arm, wl, g, metric, max_cv)]
-        if baseline is None or arm == baseline:
-            found.append(_drift(arm, wl, g, metric, drift_threshold, alpha))
-        out += [w for w in found if w is not None]
-    return out
