@@ -7,7 +7,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn, cast
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -60,7 +60,9 @@ def engine_install(
 @lab_app.command("make")
 def lab_make(
     out: Annotated[Path, typer.Option(help="directory for target.gguf, draft.gguf, truth.json")],
-    arch: Annotated[str, typer.Option(help="dense or moe")] = "dense",
+    arch: Annotated[
+        str, typer.Option(help="dense, moe or hybrid (qwen35: Gated DeltaNet + attention)")
+    ] = "dense",
     alpha: Annotated[float, typer.Option(help="fraction of tokens where the draft agrees")] = 0.8,
     size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
     seed: Annotated[int, typer.Option()] = 0,
@@ -72,14 +74,14 @@ def lab_make(
     ] = False,
 ) -> None:
     """Write a target/draft GGUF pair whose greedy behaviour is designed."""
-    from specbench.lab.gguf_model import Arch
+    from specbench.lab.gguf_model import ARCHS
     from specbench.lab.make import LabSpec, make_pair
 
-    if arch not in ("dense", "moe"):
-        fail(SpecbenchError(f"--arch: {arch!r} is not available; use dense or moe"))
+    if arch not in ARCHS:
+        fail(SpecbenchError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
     try:
         spec = LabSpec(
-            arch=cast(Arch, arch),
+            arch=arch,
             alpha=alpha,
             size=size,
             seed=seed,
@@ -101,16 +103,22 @@ def lab_check(
     draft_max: Annotated[int, typer.Option(help="--spec-draft-n-max K")] = 4,
     max_tokens: Annotated[int, typer.Option()] = 400,
     llama_server: Annotated[str | None, typer.Option()] = None,
+    arch: Annotated[str, typer.Option(help="target: dense, moe or hybrid (the draft is dense)")] = "dense",
+    size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
+    log: Annotated[Path | None, typer.Option(help="keep the server log here")] = None,
 ) -> None:
-    """Serve a small dense pair with draft-simple; print designed vs measured acceptance."""
+    """Serve a tiny lab pair with draft-simple; print designed vs measured acceptance."""
     from specbench.engines.install import BuildOptions, find_llama_server
     from specbench.lab.check import run_check
+    from specbench.lab.gguf_model import ARCHS
 
+    if arch not in ARCHS:
+        fail(SpecbenchError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
     try:
         binary = find_llama_server(llama_server, BuildOptions())
         if binary is None:
             fail(SpecbenchError("llama-server not found: run `specbench engine install llamacpp` first"))
-        result = run_check(binary, alpha, draft_max, max_tokens)
+        result = run_check(binary, alpha, draft_max, max_tokens, arch=arch, log=log, size=size)
     except SpecbenchError as err:
         fail(err)
     print(result.line())

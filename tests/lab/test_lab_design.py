@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import gguf
@@ -85,7 +86,7 @@ def test_simulated_requests_approach_the_iid_expectation_on_a_long_cycle() -> No
     assert counts.drafted <= 4 * counts.steps
 
 
-@pytest.mark.parametrize("arch", ["dense", "moe"])
+@pytest.mark.parametrize("arch", ["dense", "moe", "hybrid"])
 def test_make_pair_writes_readable_gguf_and_truth(tmp_path: Path, arch: str) -> None:
     truth_path = make_pair(LabSpec(arch=arch, alpha=0.7, n_experts=16, top_k=4), tmp_path)  # type: ignore[arg-type]
     truth = json.loads(truth_path.read_text())
@@ -98,6 +99,78 @@ def test_make_pair_writes_readable_gguf_and_truth(tmp_path: Path, arch: str) -> 
     assert len(truth["answer_text"]) == truth["cycle_length"]
     if arch == "moe":
         assert truth["target"]["n_expert"] == 16 and truth["target"]["n_expert_used"] == 4
+
+
+def test_hybrid_target_is_a_qwen35_gguf_with_the_llama_cpp_names_and_shapes(tmp_path: Path) -> None:
+    """Names, shapes (ggml order: input first) and keys as llama_model_qwen35 loads them."""
+    make_pair(LabSpec(arch="hybrid", alpha=0.5), tmp_path)
+    reader = gguf.GGUFReader(str(tmp_path / "target.gguf"))
+    kv = {f.name: f.contents() for f in reader.fields.values() if not f.name.startswith("tokenizer.")}
+    shape = json.loads((tmp_path / "truth.json").read_text())["target"]
+    d, hd, n_ff = shape["n_embd"], shape["n_embd"] // shape["n_head"], shape["n_ff"]
+    state, n_k, n_v = shape["ssm_d_state"], shape["ssm_n_group"], shape["ssm_n_v_head"]
+    inner, conv_dim = state * n_v, 2 * state * n_k + state * n_v
+    assert kv["general.architecture"] == "qwen35"
+    assert kv["qwen35.block_count"] == 4 and kv["qwen35.full_attention_interval"] == 4
+    assert kv["qwen35.ssm.conv_kernel"] == 4 and kv["qwen35.ssm.state_size"] == state
+    assert kv["qwen35.ssm.group_count"] == n_k and kv["qwen35.ssm.time_step_rank"] == n_v
+    assert kv["qwen35.ssm.inner_size"] == inner
+    assert kv["qwen35.attention.key_length"] == kv["qwen35.attention.value_length"] == hd
+    assert kv["qwen35.rope.dimension_count"] == hd // 4
+    assert sum(kv["qwen35.rope.dimension_sections"]) == hd // 8
+    tensors = {t.name: (tuple(int(n) for n in t.shape), t.tensor_type.name) for t in reader.tensors}
+    common = {
+        "attn_norm.weight": ((d,), "F32"),
+        "post_attention_norm.weight": ((d,), "F32"),
+        "ffn_gate.weight": ((d, n_ff), "F16"),
+        "ffn_up.weight": ((d, n_ff), "F16"),
+        "ffn_down.weight": ((n_ff, d), "F16"),
+    }
+    linear = {
+        "attn_qkv.weight": ((d, conv_dim), "F16"),
+        "attn_gate.weight": ((d, inner), "F16"),
+        "ssm_conv1d.weight": ((4, conv_dim), "F32"),
+        "ssm_dt.bias": ((n_v,), "F32"),
+        "ssm_a": ((n_v,), "F32"),
+        "ssm_beta.weight": ((d, n_v), "F16"),
+        "ssm_alpha.weight": ((d, n_v), "F16"),
+        "ssm_norm.weight": ((state,), "F32"),
+        "ssm_out.weight": ((inner, d), "F16"),
+    }
+    full = {
+        "attn_q.weight": ((d, 2 * shape["n_head"] * hd), "F16"),  # query and its output gate
+        "attn_k.weight": ((d, shape["n_head_kv"] * hd), "F16"),
+        "attn_v.weight": ((d, shape["n_head_kv"] * hd), "F16"),
+        "attn_output.weight": ((shape["n_head"] * hd, d), "F16"),
+        "attn_q_norm.weight": ((hd,), "F32"),
+        "attn_k_norm.weight": ((hd,), "F32"),
+    }
+    for layer in range(4):
+        want = common | (full if layer == 3 else linear)  # 3 Gated DeltaNet : 1 full attention
+        got = {n.split(".", 2)[2]: v for n, v in tensors.items() if n.startswith(f"blk.{layer}.")}
+        assert got == want, layer
+    assert shape["recurrent_layers"] == 3 and shape["attention_layers"] == 1
+    assert shape["recurrent_state_bytes"] == 4 * 3 * (state * inner + 3 * conv_dim)
+
+
+def test_hybrid_fields_stay_out_of_dense_shapes() -> None:
+    """Dense/MoE truth.json shapes (and so their cache keys) are what they were before hybrid."""
+    dense, draft = LabSpec(arch="dense").shapes()
+    assert "ssm_d_state" not in dense.as_dict() and "ssm_d_state" not in draft.as_dict()
+    assert LabSpec(arch="hybrid").shapes()[0].as_dict()["ssm_d_state"] == 32
+
+
+def test_checkpoint_walk_starts_each_draft_after_a_replayed_bonus_token() -> None:
+    vocab = build_vocab(3000)
+    maps = design_maps(vocab, 0.6, 0)
+    plain = simulate_request(maps, maps.cycle[0], max_tokens=3000, k=4)
+    ckpt = simulate_request(maps, maps.cycle[0], max_tokens=3000, k=4, checkpoints=True)
+    assert ckpt.drafted < plain.drafted  # a partial acceptance emits one more token per round
+    assert ckpt.ratio == pytest.approx(designed_acceptance(0.6, 4), abs=0.03)
+    always = replace(maps, agree=[True] * vocab.size)  # nothing rejected: nothing to restore
+    assert simulate_request(always, maps.cycle[0], 500, 4, checkpoints=True) == (
+        simulate_request(always, maps.cycle[0], 500, 4)
+    )
 
 
 def test_bad_lab_options_are_clear_errors(tmp_path: Path) -> None:

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from specbench.demo import NGRAM_MOD_ARGS
-from specbench.lab.check import run_check
+from specbench.lab.acceptance import simulate_request
+from specbench.lab.check import CHECK_PROMPTS, run_check
+from specbench.lab.vocab import build_vocab, design_maps
 from tests.conftest import Pair, lab_pair
 from tests.engine_helpers import content, draft_args, serve
 
 pytestmark = pytest.mark.engine
 
 
-@pytest.mark.parametrize("arch", ["dense", "moe"])
+@pytest.mark.parametrize("arch", ["dense", "moe", "hybrid"])
 def test_greedy_output_follows_the_designed_map(llama_server: Path, tmp_path: Path, arch: str) -> None:
     pair = lab_pair(arch=arch, alpha=0.8)
     with serve(llama_server, pair.target, [], tmp_path / "log") as srv:
@@ -41,6 +44,47 @@ def test_moe_pair_serves_with_speculation(llama_server: Path, moe_pair: Pair, tm
     assert timings["draft_n_accepted"] / timings["draft_n"] == pytest.approx(
         moe_pair.truth["designed_acceptance"]["4"], abs=0.06
     )
+
+
+def checkpoint_walk(pair: Pair, k: int, max_tokens: int, checkpoints: bool = True) -> tuple[int, int]:
+    """(drafted, accepted) that ``simulate_request`` predicts for one lab request."""
+    spec = pair.truth["spec"]
+    maps = design_maps(build_vocab(spec["n_extra_tokens"]), spec["alpha"], spec["seed"])
+    counts = simulate_request(maps, pair.truth["last_template_token"], max_tokens, k, checkpoints)
+    return counts.drafted, counts.accepted
+
+
+@pytest.mark.parametrize(("alpha", "k"), [(0.8, 4), (0.6, 2)])
+def test_hybrid_target_acceptance_matches_design(llama_server: Path, alpha: float, k: int) -> None:
+    """A qwen35 (Gated DeltaNet + attention) target with the dense draft: the designed
+    acceptance, and exactly the counts of the checkpoint-and-replay walk (not the plain one)."""
+    result = run_check(llama_server, alpha, k, max_tokens=400, arch="hybrid")
+    assert result.greedy_matches, "speculation changed the greedy output"
+    assert abs(result.measured - result.designed) <= 0.03, result.line()
+    drafted, accepted = checkpoint_walk(lab_pair(arch="hybrid", alpha=alpha), k, 400)
+    assert (result.drafted, result.accepted) == (len(CHECK_PROMPTS) * drafted, len(CHECK_PROMPTS) * accepted)
+
+
+def test_hybrid_target_rolls_back_through_recurrent_state_checkpoints(
+    llama_server: Path, tmp_path: Path
+) -> None:
+    pair = lab_pair(arch="hybrid", alpha=0.8)
+    log = tmp_path / "log"
+    with serve(llama_server, pair.target, [*draft_args(pair.draft, 4), "-lv", "5"], log) as srv:
+        assert all(slot["speculative"] for slot in srv.get("/slots"))
+        reply = srv.complete("Explain recurrent state.", 300)
+    assert content(reply) == pair.answer(300)
+    text = log.read_text()
+    # the hybrid memory cannot drop a partial sequence: each round saves the recurrent state
+    assert "speculative decoding not supported" not in text
+    assert "speculative decoding will use checkpoints" in text
+    mib = pair.truth["target"]["recurrent_state_bytes"] / 2**20
+    sizes = set(re.findall(r"created speculative checkpoint \(.*size = ([\d.]+) MiB", text))
+    assert sizes == {f"{mib:.3f}"}  # the recurrent state truth.json describes, copied per round
+    assert text.count("restoring speculative checkpoint") > 10
+    timings = reply["timings"]
+    assert (timings["draft_n"], timings["draft_n_accepted"]) == checkpoint_walk(pair, 4, 300)
+    assert checkpoint_walk(pair, 4, 300) != checkpoint_walk(pair, 4, 300, checkpoints=False)
 
 
 NGRAM_MOD = list(NGRAM_MOD_ARGS)

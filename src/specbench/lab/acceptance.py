@@ -45,9 +45,18 @@ class DraftCounts:
         return self.accepted / self.drafted if self.drafted else 0.0
 
 
-def simulate_request(maps: TokenMaps, last_prompt_token: int, max_tokens: int, k: int) -> DraftCounts:
+def simulate_request(
+    maps: TokenMaps, last_prompt_token: int, max_tokens: int, k: int, checkpoints: bool = False
+) -> DraftCounts:
     """Walk the designed maps the way llama-server drafts: the first token comes from the
     prompt; then each step drafts ``min(K, remaining − 1)`` tokens and accepts the agreeing prefix.
+
+    ``checkpoints``: a target whose memory cannot drop a partial sequence (a hybrid/recurrent
+    model, ``speculative decoding will use checkpoints``). On a partial acceptance llama-server
+    restores the recurrent-state checkpoint and re-decodes the accepted tokens plus the correction
+    as a replayed draft; that pass also yields a bonus token, so the next draft starts one token
+    later than on a plain KV cache (counters: the replay adds no drafted tokens and the accepted
+    ones are counted once).
     """
     tok = maps.target[last_prompt_token]
     n_gen, drafted, accepted, steps = 1, 0, 0, 0
@@ -61,4 +70,7 @@ def simulate_request(maps: TokenMaps, last_prompt_token: int, max_tokens: int, k
         if n_draft > 0:
             drafted, accepted, steps = drafted + n_draft, accepted + a, steps + 1
         n_gen += a + 1
+        if checkpoints and a < n_draft:  # restore + replay: its verification adds a bonus token
+            tok = maps.target[tok]
+            n_gen += 1
     return DraftCounts(drafted=drafted, accepted=accepted, steps=steps)

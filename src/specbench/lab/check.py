@@ -14,6 +14,7 @@ from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port
 from specbench.errors import LabError
 from specbench.lab.acceptance import designed_acceptance
+from specbench.lab.gguf_model import Arch
 from specbench.lab.make import LabSpec, cached_pair
 from specbench.paths import cache_dir
 
@@ -51,16 +52,26 @@ def spec_args(draft: Path, k: int) -> list[str]:
     ]
 
 
-def run_check(binary: Path, alpha: float, k: int, max_tokens: int = 400, seed: int = 0) -> CheckResult:
-    """Serve a tiny dense pair with draft-simple and compare acceptance with its design."""
-    pair = cached_pair(LabSpec(arch="dense", alpha=alpha, seed=seed), lab_dir())
+def run_check(
+    binary: Path,
+    alpha: float,
+    k: int,
+    max_tokens: int = 400,
+    seed: int = 0,
+    arch: Arch = "dense",
+    log: Path | None = None,
+    size: str = "tiny",
+) -> CheckResult:
+    """Serve a ``size`` ``arch`` target with the dense draft (draft-simple); compare acceptance with
+    its design. ``log`` keeps the server log (otherwise it goes to a temporary directory)."""
+    pair = cached_pair(LabSpec(arch=arch, alpha=alpha, size=size, seed=seed), lab_dir())
     truth = json.loads((pair / "truth.json").read_text())
     port = free_port()
     argv = LlamaCppEngine(binary).command(
         str(pair / "target.gguf"), spec_args(pair / "draft.gguf", k), "127.0.0.1", port
     )
     with tempfile.TemporaryDirectory() as tmp:
-        server = ServerProcess(argv, Path(tmp) / "server.log")
+        server = ServerProcess(argv, log or Path(tmp) / "server.log")
         try:
             server.start(f"http://127.0.0.1:{port}/health", timeout=120)
             replies = [_complete(port, p, max_tokens) for p in CHECK_PROMPTS]

@@ -16,23 +16,39 @@ from specbench.lab.vocab import Vocab, build_vocab, cycle_text, design_maps
 TRUTH_VERSION = 2
 LAST_TEMPLATE_CHAR = ":"  # the chat template ends with "assistant:", so ":" precedes every answer
 
+
+def _hybrid(
+    n_embd: int, n_layer: int, n_head: int, n_head_kv: int, n_ff: int, state: int, k: int, v: int
+) -> ModelShape:
+    """A qwen35 shape: 3 Gated DeltaNet layers per full-attention layer, a 4-tap conv."""
+    return ModelShape(
+        "hybrid", n_embd, n_layer, n_head, n_head_kv, n_ff,
+        ssm_d_state=state, ssm_n_group=k, ssm_n_v_head=v, ssm_d_conv=4, full_attn_interval=4,
+    )  # fmt: skip
+
+
 # Sizes: "tiny" for tests (files of a few MB), "small" (tens of MB), "membound" makes CPU decode
 # memory-bound (hundreds of MB): verifying K+1 tokens then costs about one step on the dense model.
 # f16 throughout: llama.cpp's AMX path (native builds on AMX CPUs) crashed on Q8_0 weights here.
+# hybrid: 128-wide DeltaNet heads (Qwen3.5's) from "small" up, so each speculative checkpoint
+# copies MiBs of recurrent state.
 PRESETS: dict[str, dict[str, ModelShape]] = {
     "tiny": {
         "dense": ModelShape("dense", n_embd=128, n_layer=2, n_head=4, n_head_kv=2, n_ff=256),
         "moe": ModelShape("moe", 128, 2, 4, 2, 256, n_expert=128, n_expert_used=8, n_ff_exp=32),
+        "hybrid": _hybrid(128, 4, 2, 1, 256, state=32, k=2, v=4),
         "draft": ModelShape("dense", n_embd=128, n_layer=1, n_head=2, n_head_kv=1, n_ff=128),
     },
     "small": {
         "dense": ModelShape("dense", n_embd=512, n_layer=8, n_head=8, n_head_kv=4, n_ff=1536),
         "moe": ModelShape("moe", 512, 4, 8, 4, 1536, n_expert=128, n_expert_used=8, n_ff_exp=128),
+        "hybrid": _hybrid(512, 8, 4, 2, 1536, state=128, k=4, v=8),
         "draft": ModelShape("dense", n_embd=128, n_layer=1, n_head=2, n_head_kv=1, n_ff=256),
     },
     "membound": {
         "dense": ModelShape("dense", n_embd=1024, n_layer=16, n_head=16, n_head_kv=4, n_ff=4096),
         "moe": ModelShape("moe", 768, 6, 12, 4, 3072, n_expert=128, n_expert_used=8, n_ff_exp=128),
+        "hybrid": _hybrid(1024, 16, 8, 2, 3584, state=128, k=8, v=16),
         "draft": ModelShape("dense", n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=512),
     },
 }
