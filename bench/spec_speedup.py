@@ -46,7 +46,7 @@ def matrix(folder: Path, pair: Path, binary: Path, ks: list[int], repeats: int) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--alpha", type=float, default=0.9)
-    parser.add_argument("--arch", default="dense", choices=["dense", "moe"])
+    parser.add_argument("--arch", default="dense", choices=["dense", "moe", "hybrid"])
     parser.add_argument("--size", default="membound", choices=["tiny", "small", "membound"])
     parser.add_argument("--k", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--repeats", type=int, default=3)

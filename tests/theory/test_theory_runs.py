@@ -13,7 +13,7 @@ import pytest
 from tests.report.synth import SPEC_ARGS, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
 from specbench.errors import ConfigError
-from specbench.theory.arch import Architecture
+from specbench.theory.arch import Architecture, kv_cache_bytes, linear_conv_channels, recurrent_state_bytes
 from specbench.theory.cost import forward_cost
 from specbench.theory.hardware import Gpu
 from specbench.theory.predict import predict_architecture
@@ -104,7 +104,7 @@ def test_arm_method_refuses_what_it_cannot_model(argv: tuple[str, ...], message:
 
 
 # -- models and device ------------------------------------------------------------------------
-@pytest.mark.parametrize("arch", ["dense", "moe"])
+@pytest.mark.parametrize("arch", ["dense", "moe", "hybrid"])
 def test_lab_shapes_read_the_bytes_truth_json_counts(arch: str) -> None:
     """A decode step reads exactly truth's bytes_per_token (layers, router, k experts and the f16 LM
     head): the lab and the theory count the same weights."""
@@ -112,7 +112,26 @@ def test_lab_shapes_read_the_bytes_truth_json_counts(arch: str) -> None:
     target = lab_weights(truth, "target")
     step = forward_cost(target.arch, target.bytes_per_weight, 1, 1, 1)
     assert target.bytes_per_weight == 2.0 and target.arch.is_moe == (arch == "moe")
-    assert step.weight_bytes == pytest.approx(truth["target"]["bytes_per_token"], rel=1e-9)
+    # The hybrid's short-convolution weights (channels x kernel per DeltaNet layer, f32 in the file)
+    # are left out of the lab's count; the theory reads them at the model's bytes per weight.
+    a = target.arch
+    conv = a.linear_layers * linear_conv_channels(a) * a.conv_kernel * target.bytes_per_weight
+    assert step.weight_bytes - conv == pytest.approx(truth["target"]["bytes_per_token"], rel=1e-9)
+    assert (conv > 0) == (arch == "hybrid")
+
+
+@pytest.mark.parametrize("size", ["tiny", "small", "membound"])
+def test_hybrid_lab_state_is_the_checkpoint_llama_server_logs(size: str) -> None:
+    """The theory's recurrent state per sequence equals the lab's count, which equals the
+    ``created speculative checkpoint (size = ...)`` llama-server logs (tests/lab engine test)."""
+    truth = lab_truth(size, "hybrid")["target"]
+    arch = lab_weights(lab_truth(size, "hybrid"), "target").arch
+    assert (arch.linear_layers, arch.attention_layers) == (
+        truth["recurrent_layers"],
+        truth["attention_layers"],
+    )
+    assert recurrent_state_bytes(arch) == truth["recurrent_state_bytes"]
+    assert kv_cache_bytes(arch, 1) == truth["kv_bytes_per_token"]
 
 
 def test_model_from_a_lab_run_has_target_and_draft(lab_run: Path) -> None:

@@ -147,10 +147,13 @@ def _vllm_method(raw: str | None) -> ArmMethod:
 
 # -- models -------------------------------------------------------------------------------------
 def lab_architecture(name: str, shape: Mapping[str, Any], vocab: int) -> Architecture:
-    """A lab model (llama dense or qwen3moe, untied LM head) from its truth.json shape.
+    """A lab model (llama dense, qwen3moe or qwen35 hybrid, untied LM head) from its truth.json shape.
 
     dense: ``ffn = n_ff``; moe: every layer routes ``n_expert_used`` of ``n_expert`` experts of
-    width ``n_ff_exp``, no shared expert; ``head_dim = n_embd / n_head``.
+    width ``n_ff_exp``, no shared expert; hybrid: a dense FFN and ``recurrent_layers`` Gated
+    DeltaNet layers (``ssm_n_group`` key heads, ``ssm_n_v_head`` value heads, both of dimension
+    ``ssm_d_state``, a ``ssm_d_conv``-wide convolution), the rest gated full attention;
+    ``head_dim = n_embd / n_head``.
     """
     moe = shape.get("arch") == "moe"
     fields: dict[str, Any] = {
@@ -170,6 +173,16 @@ def lab_architecture(name: str, shape: Mapping[str, Any], vocab: int) -> Archite
         }
     else:
         fields["ffn"] = shape["n_ff"]
+    if shape.get("arch") == "hybrid":
+        fields |= {
+            "linear_layers": shape["recurrent_layers"],
+            "linear_key_heads": shape["ssm_n_group"],
+            "linear_value_heads": shape["ssm_n_v_head"],
+            "linear_key_dim": shape["ssm_d_state"],
+            "linear_value_dim": shape["ssm_d_state"],
+            "conv_kernel": shape["ssm_d_conv"],
+            "attn_output_gate": True,
+        }
     return architecture_from_mapping(name, fields)
 
 
