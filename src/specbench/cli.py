@@ -346,6 +346,10 @@ def predict(
     fit_arm: Annotated[
         str | None, typer.Option(help="with --calibrate: also fit the per-round overhead to this arm")
     ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option(help="hybrid targets: re-run the accepted prefix after each restore (pinned llama.cpp)"),
+    ] = False,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
 ) -> None:
     """Predict baseline and speculative decode speed from architecture and hardware."""
@@ -375,6 +379,7 @@ def predict(
             draft_model=draft_model,
             concurrency=concurrency,
             context=context,
+            replay=replay,
         )
     except SpecbenchError as err:
         fail(err)

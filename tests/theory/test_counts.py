@@ -79,3 +79,14 @@ def test_the_measured_round_is_the_window_left_after_the_plain_steps() -> None:
 def test_no_rounds_no_measured_round() -> None:
     c = DraftCounts(tokens=10, drafted=0, accepted=0, rounds=0, rounds_counted=True, requests=1, window_s=1.0)
     assert math.isnan(measured_round_s(c, 0.1))
+
+
+def test_replay_passes_are_taken_out_of_the_plain_steps() -> None:
+    # 10 rounds, 2 of them followed by a replay pass whose cost the round already carries
+    c = DraftCounts(
+        tokens=100, drafted=40, accepted=30, rounds=10, rounds_counted=True, requests=1, window_s=3.0
+    )
+    assert replayed_speedup(c, 0.1, 0.5, replays=2) == pytest.approx(
+        100 * 0.1 / (10 * 0.5 + (70 - 10 - 2) * 0.1)
+    )
+    assert measured_round_s(c, 0.1, replays=2) == pytest.approx((3.0 - (69 - 10 - 2) * 0.1) / 10)

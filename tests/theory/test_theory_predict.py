@@ -17,6 +17,7 @@ from specbench.theory import (
     predict,
     tokens_per_round,
 )
+from specbench.theory.methods import replay_tokens
 
 MOE = ("Qwen3.6-35B-A3B", "RTX 3090", "UD-Q4_K_XL")
 DENSE = ("Qwen3.6-27B", "RTX 3090", "Q4_K_M")
@@ -28,8 +29,31 @@ def test_speedup_is_spec_over_baseline_and_rates_follow_breakdown() -> None:
     assert p.speedup == pytest.approx(p.spec_tok_s / p.baseline_tok_s)
     assert p.baseline_tok_s == pytest.approx(1 / b.target_step_s)
     assert p.spec_tok_s == pytest.approx(tokens_per_round(0.7, 3) / b.round_s)
-    assert b.round_s == pytest.approx(b.draft_s + b.verify_s + b.checkpoint_s + b.overhead_s)
+    assert b.round_s == pytest.approx(b.draft_s + b.verify_s + b.checkpoint_s + b.replay_s + b.overhead_s)
     assert b.draft_s == pytest.approx(3 * b.draft_step_s)
+    assert b.replay_s == 0.0  # off unless asked for
+
+
+def test_replay_after_restore_costs_a_target_pass_per_rejected_round() -> None:
+    """Hybrid target: (1 − α^γ) · t(E[a | a < γ] + 1); α 0.7, γ 3: P 0.657, 1.65 tokens re-run."""
+    plain = predict(*MOE, "mtp", 3, alpha=0.7)
+    replayed = predict(*MOE, "mtp", 3, alpha=0.7, replay=True)
+    p_reject, tokens = replay_tokens(0.7, 3)
+    assert p_reject == pytest.approx(1 - 0.7**3)
+    assert tokens == pytest.approx(1 + (0.7 * 0.3 + 2 * 0.49 * 0.3) / (1 - 0.343))
+    step = replayed.breakdown.target_step_s
+    assert p_reject * step < replayed.breakdown.replay_s < p_reject * replayed.breakdown.verify_s
+    assert replayed.breakdown.round_s == pytest.approx(plain.breakdown.round_s + replayed.breakdown.replay_s)
+    assert replayed.speedup < plain.speedup
+
+
+def test_a_target_without_recurrent_state_never_replays() -> None:
+    p = predict("Llama-3.1-8B", "RTX 3090", "Q4_K_M", "eagle3", 3, alpha=0.7, replay=True)
+    assert p.breakdown.replay_s == 0.0 and p.breakdown.checkpoint_s == 0.0
+
+
+def test_nothing_rejected_nothing_replayed() -> None:
+    assert replay_tokens(1.0, 4) == (0.0, 1.0)
 
 
 def test_acceptance_input_is_converted_to_alpha() -> None:

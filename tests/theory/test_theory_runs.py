@@ -335,3 +335,13 @@ def test_an_arm_faster_than_any_overhead_allows_fits_zero_overhead(tmp_path: Pat
     (draft,) = theory.arms
     assert theory.efficiency.round_s == 0.0
     assert draft.fitted and draft.error > 0.3  # the miss stays visible
+
+
+def test_llamacpp_runs_cost_the_replay_after_a_restore_others_do_not(lab_run: Path, tmp_path: Path) -> None:
+    assert run_setup(lab_run).replays
+    other = tmp_path / "vllm"
+    shutil.copytree(lab_run, other)
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["matrix"]["engine"] = "vllm"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert not run_setup(other).replays

@@ -90,16 +90,22 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
     )
 
 
-def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float) -> float:
-    """N · t_step / (R · t_round + (S − R) · t_step), see the module docstring."""
-    plain = max(0.0, counts.steps - counts.rounds)
+def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float, replays: float = 0.0) -> float:
+    """N · t_step / (R · t_round + (S − R − P) · t_step), see the module docstring.
+
+    ``replays`` P: target passes that re-run an accepted prefix after a restore (hybrid targets).
+    Each emits a token and drafts nothing, so the counts see it as a step of its own; its cost is
+    already in ``round_s``, so it is taken out of the plain steps.
+    """
+    plain = max(0.0, counts.steps - counts.rounds - replays)
     time = counts.rounds * round_s + plain * step_s
     return counts.tokens * step_s / time if time > 0 else math.nan
 
 
-def measured_round_s(counts: DraftCounts, step_s: float) -> float:
-    """(W − (S' − R) · t_step) / R: one drafting round as measured (see the module docstring)."""
+def measured_round_s(counts: DraftCounts, step_s: float, replays: float = 0.0) -> float:
+    """(W − (S' − R − P) · t_step) / R: one drafting round as measured, replays included (see
+    :func:`replayed_speedup` for P and the module docstring)."""
     if not counts.rounds > 0:
         return math.nan
     passes = counts.tokens - counts.requests - counts.accepted
-    return (counts.window_s - max(0.0, passes - counts.rounds) * step_s) / counts.rounds
+    return (counts.window_s - max(0.0, passes - counts.rounds - replays) * step_s) / counts.rounds

@@ -16,6 +16,15 @@ the recurrent state before verifying and restore it when a draft token is reject
 
 where B_ckpt is the host link (llama.cpp keeps checkpoints in host memory) or, in unified
 memory, half the memory bandwidth (a copy reads and writes).
+
+Replay (``replay=True``). A restored state has lost the accepted prefix; the llama.cpp build
+specbench pins re-runs the a accepted tokens plus the correction through the target in one more
+pass (lab-verified on a hybrid target, tests/lab)::
+
+    t_replay = (1 − α^γ) · t(target, C × (E[a | a < γ] + 1))          hybrid targets only
+
+It is off by default: the published M3 Max gain (findings.md) is not reproducible with it, so
+builds differ. Run calibration turns it on for llama.cpp runs.
 """
 
 from __future__ import annotations
@@ -102,6 +111,7 @@ class DraftSetup:
     gamma: int
     seqs: int
     context: int
+    replay: bool = False  # re-run the accepted prefix after a restore (hybrid targets; see module doc)
 
 
 def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
@@ -126,6 +136,16 @@ def _drafter(s: DraftSetup) -> tuple[Architecture, float, int, int]:
     if s.method == "eagle3":
         return eagle3_head(s.target), s.target_bpw, s.gamma, 1
     return dflash_drafter(s.target), s.target_bpw, 1, s.gamma
+
+
+def replay_tokens(alpha: float, gamma: int) -> tuple[float, float]:
+    """(P(reject), tokens re-run after a restore): 1 − α^γ and E[a | a < γ] + 1, with
+    P(a = i) = α^i·(1 − α) for i < γ (see the module docstring)."""
+    p_reject = 1.0 - alpha**gamma
+    if p_reject <= 0.0:
+        return 0.0, 1.0
+    mean = sum(i * alpha**i * (1.0 - alpha) for i in range(gamma)) / p_reject
+    return p_reject, mean + 1.0
 
 
 def checkpoint_time(state_bytes: int, seqs: int, alpha: float, gamma: int, gpu: Gpu) -> float:

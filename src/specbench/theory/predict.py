@@ -8,7 +8,9 @@ Speculation: a round drafts γ tokens per sequence, verifies γ+1 per sequence i
 (routed experts are the union over all C·(γ+1) tokens), saves/restores recurrent state on
 hybrids, and emits τ(α, γ) tokens per sequence::
 
-    t_round  = t_draft + t(target, C × (γ+1)) + t_checkpoint + t_round_fixed
+    t_round  = t_draft + t(target, C × (γ+1)) + t_checkpoint + t_replay + t_round_fixed
+
+(t_replay only with ``replay=True`` on a hybrid target, see :mod:`specbench.theory.methods`).
     spec tok/s = C · τ / t_round              speedup = spec / baseline
 """
 
@@ -21,11 +23,11 @@ from typing import Any, Literal
 from scipy.optimize import brentq
 
 from specbench.errors import ConfigError
-from specbench.theory.arch import Architecture
+from specbench.theory.arch import Architecture, recurrent_state_bytes
 from specbench.theory.cost import Bound, Efficiency, forward_cost, forward_time, roofline
 from specbench.theory.formulas import acceptance_from_alpha, alpha_from_acceptance, tokens_per_round
 from specbench.theory.hardware import Gpu
-from specbench.theory.methods import DraftSetup, check_method, checkpoint_time, draft_cost
+from specbench.theory.methods import DraftSetup, check_method, checkpoint_time, draft_cost, replay_tokens
 from specbench.theory.presets import get_gpu, get_model, get_quant
 
 TargetPass = Callable[[int], float]  # tokens in one target pass -> seconds
@@ -40,6 +42,7 @@ class Breakdown:
     draft_s: float
     draft_step_s: float
     checkpoint_s: float
+    replay_s: float
     overhead_s: float
     round_s: float
     tokens_per_round: float
@@ -112,6 +115,7 @@ def predict(
     concurrency: int = 1,
     context: int = 4096,
     efficiency: Efficiency | None = None,
+    replay: bool = False,
 ) -> Prediction:
     """Predict baseline and speculative decode rates (see the module docstring).
 
@@ -137,6 +141,7 @@ def predict(
         concurrency=concurrency,
         context=context,
         efficiency=efficiency,
+        replay=replay,
     )
 
 
@@ -162,6 +167,7 @@ def predict_architecture(
     context: int = 4096,
     efficiency: Efficiency | None = None,
     target_pass: TargetPass | None = None,
+    replay: bool = False,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
@@ -182,6 +188,7 @@ def predict_architecture(
         draft_max,
         concurrency,
         context,
+        replay,
     )
     eff = efficiency or Efficiency()
     bd = _breakdown(setup, gpu, eff, a, acc, target_pass)
@@ -220,14 +227,16 @@ def _breakdown(
         t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * (s.gamma + 1))
         bounds = ("measured", "measured")
     t_ckpt = checkpoint_time(drafting.state_bytes, s.seqs, alpha, s.gamma, gpu)
+    t_replay = _replay_time(s, gpu, eff, alpha, target_pass)
     return Breakdown(
         target_step_s=t_step,
         verify_s=t_verify,
         draft_s=drafting.round_s,
         draft_step_s=drafting.step_s,
         checkpoint_s=t_ckpt,
+        replay_s=t_replay,
         overhead_s=eff.round_s,
-        round_s=drafting.round_s + t_verify + t_ckpt + eff.round_s,
+        round_s=drafting.round_s + t_verify + t_ckpt + t_replay + eff.round_s,
         tokens_per_round=tokens_per_round(alpha, s.gamma),
         alpha=alpha,
         acceptance=acc,
@@ -242,6 +251,24 @@ def _breakdown(
         verify_bound=bounds[1],
         checkpoint_bytes=drafting.state_bytes * s.seqs,
     )
+
+
+def _replay_time(
+    s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, target_pass: TargetPass | None
+) -> float:
+    """(1 − α^γ) · t(target, C × (E[a | a < γ] + 1)) with replay on a hybrid target, else 0."""
+    if not s.replay or recurrent_state_bytes(s.target) == 0:
+        return 0.0
+    p_reject, tokens = replay_tokens(alpha, s.gamma)
+    low = int(tokens)
+    times = [
+        target_pass(s.seqs * t)
+        if target_pass
+        else forward_time(forward_cost(s.target, s.target_bpw, s.seqs, t, s.context), gpu, eff)
+        for t in (low, low + 1)
+    ]
+    w = tokens - low
+    return p_reject * ((1 - w) * times[0] + w * times[1])
 
 
 def baseline_tok_s(
@@ -331,7 +358,8 @@ def format_prediction(p: Prediction) -> str:
         f"  acceptance  A={b.acceptance:.3f}  alpha={b.alpha:.3f}  tokens/round={b.tokens_per_round:.2f}",
         f"  round       {b.round_s * ms:.2f} ms = draft {b.draft_s * ms:.2f}"
         f" + verify {b.verify_s * ms:.2f} ({_bound(b.verify_bound)})"
-        f" + checkpoint {b.checkpoint_s * ms:.2f} + overhead {b.overhead_s * ms:.2f}",
+        f" + checkpoint {b.checkpoint_s * ms:.2f} + replay {b.replay_s * ms:.2f}"
+        f" + overhead {b.overhead_s * ms:.2f}",
         f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
         f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",
     ]

@@ -37,6 +37,7 @@ from specbench.stats import Comparison
 from specbench.theory.cost import Efficiency
 from specbench.theory.counts import draft_counts, measured_round_s, replayed_speedup
 from specbench.theory.hardware import Gpu
+from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.predict import Prediction, fit_bandwidth, predict_architecture
 from specbench.theory.runspec import (
@@ -62,6 +63,11 @@ class RunSetup:
     context: int
     baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
     curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
+
+    @property
+    def replays(self) -> bool:
+        """llama.cpp re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
+        return str((self.run.manifest.get("matrix") or {}).get("engine", "llamacpp")) == "llamacpp"
 
 
 @dataclass(frozen=True)
@@ -253,6 +259,7 @@ def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficienc
         context=setup.context,
         efficiency=eff,
         target_pass=setup.curve,
+        replay=setup.replays,
     )
 
 
@@ -304,12 +311,18 @@ def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> 
 
 def _round_at(
     setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, mean_draft: float
-) -> tuple[float, float]:
-    """(t_step, t_round) at a fractional draft length: linear between the two whole K around it."""
+) -> tuple[float, float, float]:
+    """(t_step, t_round, P(replay) per round) at a fractional draft length, linear between the
+    two whole K around it. P is 1 − α^K on a hybrid target that replays (methods.py), else 0."""
     low = max(1, math.floor(mean_draft))
-    rounds = [_predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown for k in (low, low + 1)]
     w = min(1.0, max(0.0, mean_draft - low))
-    return rounds[0].target_step_s, (1 - w) * rounds[0].round_s + w * rounds[1].round_s
+    rounds, replays = [], []
+    for k in (low, low + 1):
+        b = _predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown
+        rounds.append(b.round_s)
+        replays.append(replay_tokens(b.alpha, k)[0] if b.replay_s > 0 else 0.0)
+    step_s = _predict(setup, replace(spec, draft_max=low), acceptance, eff).breakdown.target_step_s
+    return step_s, (1 - w) * rounds[0] + w * rounds[1], (1 - w) * replays[0] + w * replays[1]
 
 
 def _replayed(
@@ -319,13 +332,14 @@ def _replayed(
     counts = draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
     if not counts.rounds > 0:
         return arm
-    step_s, round_s = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
+    step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
+    replays = counts.rounds * p_replay
     return replace(
         arm,
-        replayed_speedup=replayed_speedup(counts, step_s, round_s),
+        replayed_speedup=replayed_speedup(counts, step_s, round_s, replays),
         mean_draft=counts.mean_draft,
         drafting_share=counts.drafting_share,
-        round_ms_measured=measured_round_s(counts, step_s) * 1e3,
+        round_ms_measured=measured_round_s(counts, step_s, replays) * 1e3,
         round_ms_model=round_s * 1e3,
     )
 
