@@ -2,12 +2,14 @@
 wall clock, and which regime each arm is in.
 
 Wall clock for L output tokens is T(L) = prefill + L / r. Inputs are medians over the run; a
-difference whose 95 % CI sits inside the noise band is treated as none (:func:`crossover_inputs`).
+difference whose paired 95 % CI does not clear the ±1 % noise band (verdict "no difference") is
+treated as none (:func:`crossover_inputs`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -98,20 +100,40 @@ def _within_noise(run: RunData, arm: str, metric: str) -> bool:
     return cmp is not None and cmp.verdict == "no difference"
 
 
-def crossover_inputs(run: RunData, arm: str) -> tuple[float, float, float, float]:
-    """(prefill_base, prefill_arm, r_base, r_arm) for the crossover formula, from medians.
+@dataclass(frozen=True)
+class CrossoverInputs:
+    """The crossover formula's inputs for one arm, after noise gating, and which were gated."""
 
-    A difference whose 95 % CI does not clear the noise band is no difference: the arm's prefill
-    (or decode rate) is then taken as the baseline's, so no L* and no "never wins" is read from
-    noise.
+    prefill_base_ms: float
+    prefill_arm_ms: float
+    rate_base: float
+    rate_arm: float
+    prefill_gated: bool
+    decode_gated: bool
+
+    def terms(self) -> tuple[float, float, float, float]:
+        return self.prefill_base_ms, self.prefill_arm_ms, self.rate_base, self.rate_arm
+
+
+def crossover_inputs(run: RunData, arm: str) -> CrossoverInputs:
+    """Medians of prefill and decode rate for the baseline and ``arm``.
+
+    A difference whose paired 95 % CI does not clear the noise band is no difference: the arm's
+    prefill (or decode rate) is then taken as the baseline's, so no L* and no "never wins" is
+    read from noise.
     """
     base_prefill, base_rate = arm_medians(run.df, run.baseline)
     prefill, rate = arm_medians(run.df, arm)
-    if _within_noise(run, arm, prefill_column(run.df)):
-        prefill = base_prefill
-    if _within_noise(run, arm, "decode_tok_s"):
-        rate = base_rate
-    return base_prefill, prefill, base_rate, rate
+    prefill_gated = _within_noise(run, arm, prefill_column(run.df))
+    decode_gated = _within_noise(run, arm, "decode_tok_s")
+    return CrossoverInputs(
+        base_prefill,
+        base_prefill if prefill_gated else prefill,
+        base_rate,
+        base_rate if decode_gated else rate,
+        prefill_gated,
+        decode_gated,
+    )
 
 
 def crossovers(run: RunData) -> dict[str, float | None]:
@@ -119,7 +141,9 @@ def crossovers(run: RunData) -> dict[str, float | None]:
     if run.baseline not in run.measured_arms:
         return {}
     return {
-        arm: crossover_length(*crossover_inputs(run, arm)) for arm in run.measured_arms if arm != run.baseline
+        arm: crossover_length(*crossover_inputs(run, arm).terms())
+        for arm in run.measured_arms
+        if arm != run.baseline
     }
 
 

@@ -81,12 +81,19 @@ def test_no_rounds_no_measured_round() -> None:
     assert math.isnan(measured_round_s(c, 0.1))
 
 
-def test_replay_passes_are_taken_out_of_the_plain_steps() -> None:
-    # 10 rounds, 2 of them followed by a replay pass whose cost the round already carries
+def test_replay_passes_are_taken_out_of_the_plain_passes() -> None:
+    # one request: 99 decode tokens in S' = 100 − 1 − 30 = 69 passes, 10 drafting rounds, 2 replays
     c = DraftCounts(
         tokens=100, drafted=40, accepted=30, rounds=10, rounds_counted=True, requests=1, window_s=3.0
     )
-    assert replayed_speedup(c, 0.1, 0.5, replays=2) == pytest.approx(
-        100 * 0.1 / (10 * 0.5 + (70 - 10 - 2) * 0.1)
-    )
-    assert measured_round_s(c, 0.1, replays=2) == pytest.approx((3.0 - (69 - 10 - 2) * 0.1) / 10)
+    assert c.decode_passes == 69
+    assert replayed_speedup(c, 0.1, 0.5, replays=2) == pytest.approx(99 * 0.1 / (10 * 0.5 + 57 * 0.1))
+    assert measured_round_s(c, 0.1, replays=2) == pytest.approx((3.0 - 57 * 0.1) / 10)
+
+
+def test_the_first_token_of_each_request_is_prefill_not_a_decode_pass() -> None:
+    one = DraftCounts(tokens=64, drafted=48, accepted=48, rounds=12, rounds_counted=True, requests=0)
+    two = DraftCounts(tokens=64, drafted=48, accepted=48, rounds=12, rounds_counted=True, requests=1)
+    # 63 decode tokens in 15 passes (12 rounds of 2 steps, 3 plain) vs 64 in 16 counted with prefill
+    assert replayed_speedup(two, 1.0, 2.0) == pytest.approx(63 / (12 * 2 + 3))
+    assert replayed_speedup(one, 1.0, 2.0) == pytest.approx(64 / (12 * 2 + 4))

@@ -18,10 +18,15 @@ def test_the_anchor_pass_takes_exactly_the_measured_step() -> None:
     assert curve.ratio(1) == 1.0
 
 
-def test_ratios_follow_the_measured_prefill_not_the_token_count() -> None:
+def test_a_pass_is_the_step_plus_the_measured_prefill_increase() -> None:
     curve = PassCurve.from_probe(CURVE, step_s=0.030)
-    assert curve.ratio(5) == pytest.approx(45.0 / 26.0)
-    assert curve(9) == pytest.approx(0.030 * 80.0 / 26.0)
+    assert curve(9) == pytest.approx(0.030 + (80.0 - 26.0) / 1000)
+    assert curve.ratio(5) == pytest.approx((0.030 + 0.019) / 0.030)  # not 5x: the staircase
+
+
+def test_noise_below_the_anchor_never_makes_a_pass_cheaper_than_a_step() -> None:
+    curve = PassCurve.from_probe({1: 30.0, 2: 29.0, 9: 80.0}, step_s=0.030)
+    assert curve(2) == pytest.approx(0.030)
 
 
 def test_between_sizes_is_linear_and_past_the_largest_proportional() -> None:
@@ -33,12 +38,12 @@ def test_between_sizes_is_linear_and_past_the_largest_proportional() -> None:
 def test_the_anchor_is_the_concurrency_level() -> None:
     curve = PassCurve.from_probe(CURVE, step_s=0.030, anchor=4)
     assert curve(4) == pytest.approx(0.030)
-    assert curve.ratio(17) == pytest.approx(124.0 / 32.0)
+    assert curve(17) == pytest.approx(0.030 + (124.0 - 32.0) / 1000)
 
 
 def test_an_anchor_between_sizes_is_interpolated() -> None:
     curve = PassCurve.from_probe(CURVE, step_s=0.030, anchor=3)
-    assert curve(3) == pytest.approx(0.030) and curve.ratio(9) == pytest.approx(80.0 / 30.0)
+    assert curve(3) == pytest.approx(0.030) and curve(9) == pytest.approx(0.030 + 0.050)
 
 
 def test_a_curve_with_nothing_at_or_below_its_anchor_is_refused() -> None:

@@ -36,7 +36,8 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
         return pd.DataFrame()
     rows = []
     for arm, length in crossover.crossovers(run).items():
-        base_prefill, taxed, base_rate, gained = crossover.crossover_inputs(run, arm)
+        x = crossover.crossover_inputs(run, arm)
+        base_prefill, taxed, base_rate, gained = x.terms()
         prefill, rate = crossover.arm_medians(run.df, arm)
         rows.append({
             "arm": arm, "prefill_column": crossover.prefill_column(run.df),
@@ -44,7 +45,7 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
             "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
             "decode_arm_tok_s": rate, "crossover_tokens": length,
             "regime": crossover.crossover_regime(base_prefill, taxed, base_rate, gained)
-            + _noise_note(taxed != prefill, gained != rate),
+            + _noise_note(x.prefill_gated, x.decode_gated),
         })  # fmt: skip
     return pd.DataFrame(rows)
 

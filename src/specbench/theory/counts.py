@@ -6,10 +6,14 @@ run's counters say what happened, so the cost model can be checked on its own. O
 measured requests, with N generated tokens, d drafted, a accepted and R drafting rounds (the
 ``drafts`` counter of /metrics; d / K when the server does not count them)::
 
-    steps S = N − a                       every target pass emits its accepted tokens + 1
+    passes  S' = N − n − a                 decode passes (n requests: each first token is prefill's;
+                                           every pass emits its accepted tokens + 1)
     D̄       = d / R                        tokens drafted per drafting round
-    time    = R · t_round(D̄) + (S − R) · t_step
-    speedup = N · t_step / time
+    time    = R · t_round(D̄) + (S' − R − P) · t_step
+    speedup = (N − n) · t_step / time       the decode tokens, as the measured decode rate counts
+
+P is the number of replay passes (hybrid targets: one per rejecting round, already costed in
+t_round; zero otherwise).
 
 where t_round(D̄) is the model's round (draft + verify of D̄+1 tokens + checkpoint + overhead)
 at D̄. The difference between this and the measurement is the cost model's error alone; the
@@ -18,7 +22,7 @@ difference between this and the α-prediction is the acceptance model's.
 The same counts turn the measured decode windows W (first to last token, summed over requests;
 the first token is prefill's) into a measured round, to set beside the model's::
 
-    round_measured = (W − (S' − R) · t_step) / R        S' = N − n_requests − a, the passes in W
+    round_measured = (W − (S' − R − P) · t_step) / R
 
 with t_step the baseline's measured step: whatever the model leaves out (host work per round)
 shows up as the gap between the two.
@@ -59,6 +63,11 @@ class DraftCounts:
         return self.drafted / self.rounds if self.rounds > 0 else math.nan
 
     @property
+    def decode_passes(self) -> float:
+        """S' = N − n − a: the passes after each request's first (prefill) token."""
+        return self.tokens - self.requests - self.accepted
+
+    @property
     def drafting_share(self) -> float:
         """R / S: the share of target passes that verified a draft."""
         return self.rounds / self.steps if self.steps > 0 else math.nan
@@ -78,7 +87,8 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
     drafted = float(rows["draft_n"].sum())
     counted = counted_rounds(cells, arm)
     rounds = counted if counted is not None else drafted / k
-    window = rows["tpot_ms"] * (rows["output_tokens"] - 1) / 1000.0
+    # the decode window (first to last token) is tpot · (N − 1); a one-token request has none
+    window = (rows["tpot_ms"] * (rows["output_tokens"] - 1) / 1000.0).where(rows["output_tokens"] > 1, 0.0)
     return DraftCounts(
         tokens=float(rows["output_tokens"].sum()),
         drafted=drafted,
@@ -91,15 +101,15 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
 
 
 def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float, replays: float = 0.0) -> float:
-    """N · t_step / (R · t_round + (S − R − P) · t_step), see the module docstring.
+    """(N − n) · t_step / (R · t_round + (S' − R − P) · t_step), see the module docstring.
 
     ``replays`` P: target passes that re-run an accepted prefix after a restore (hybrid targets).
-    Each emits a token and drafts nothing, so the counts see it as a step of its own; its cost is
-    already in ``round_s``, so it is taken out of the plain steps.
+    Each emits a token and drafts nothing, so the counts see it as a pass of its own; its cost is
+    already in ``round_s``, so it is taken out of the plain passes.
     """
-    plain = max(0.0, counts.steps - counts.rounds - replays)
+    plain = max(0.0, counts.decode_passes - counts.rounds - replays)
     time = counts.rounds * round_s + plain * step_s
-    return counts.tokens * step_s / time if time > 0 else math.nan
+    return (counts.tokens - counts.requests) * step_s / time if time > 0 else math.nan
 
 
 def measured_round_s(counts: DraftCounts, step_s: float, replays: float = 0.0) -> float:
@@ -107,5 +117,5 @@ def measured_round_s(counts: DraftCounts, step_s: float, replays: float = 0.0) -
     :func:`replayed_speedup` for P and the module docstring)."""
     if not counts.rounds > 0:
         return math.nan
-    passes = counts.tokens - counts.requests - counts.accepted
-    return (counts.window_s - max(0.0, passes - counts.rounds - replays) * step_s) / counts.rounds
+    plain = max(0.0, counts.decode_passes - counts.rounds - replays)
+    return (counts.window_s - plain * step_s) / counts.rounds

@@ -10,7 +10,8 @@ hybrids, and emits τ(α, γ) tokens per sequence::
 
     t_round  = t_draft + t(target, C × (γ+1)) + t_checkpoint + t_replay + t_round_fixed
 
-(t_replay only with ``replay=True`` on a hybrid target, see :mod:`specbench.theory.methods`).
+(t_replay only with ``replay=True`` on a hybrid target, see :mod:`specbench.theory.methods`; the
+replay pass emits one more token, so a round then yields τ + (1 − α^γ) tokens).
     spec tok/s = C · τ / t_round              speedup = spec / baseline
 """
 
@@ -237,7 +238,9 @@ def _breakdown(
         replay_s=t_replay,
         overhead_s=eff.round_s,
         round_s=drafting.round_s + t_verify + t_ckpt + t_replay + eff.round_s,
-        tokens_per_round=tokens_per_round(alpha, s.gamma),
+        # a replay pass also emits a token (its own bonus), in the rounds that reject
+        tokens_per_round=tokens_per_round(alpha, s.gamma)
+        + (replay_tokens(alpha, s.gamma)[0] if t_replay else 0.0),
         alpha=alpha,
         acceptance=acc,
         experts_touched_step=step.experts_touched,

@@ -10,7 +10,9 @@ run's concurrency C fixes the bandwidth efficiency::
 Optionally the fixed per-round overhead is then fitted to one speculative arm with measured
 speedup S, in closed form::
 
-    round_s = C · τ / (S · C · r_b) − (t_draft + t_verify + t_checkpoint)
+    round_s = C · τ / (S · C · r_b) − (t_draft + t_verify + t_checkpoint + t_replay)
+
+(clamped at 0: an arm faster than the model allows with no overhead keeps a visible error).
 
 Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's configured K gives
 α = A⁻¹(A, K) (:func:`alpha_from_acceptance`), and the model predicts the speedup::
@@ -75,7 +77,7 @@ class ArmPrediction:
     """One arm: predicted vs measured decode speedup over the baseline, or why it was skipped.
 
     ``error = measured / predicted − 1`` (NaN when either is missing); ``fitted`` marks the arm
-    the round overhead was fitted to (its error is 0 by construction).
+    the round overhead was fitted to (its error is 0 unless the fit was clamped at 0).
     """
 
     arm: str
@@ -164,7 +166,7 @@ def _curve_dict(curve: PassCurve | None) -> dict[str, Any] | None:
 def _verify_source(s: RunSetup) -> str:
     if s.curve is None:
         return "Verify cost from the roofline (the run has no forward probe)."
-    ks = [k for k in (2, 5, 9, 17) if k <= s.curve.sizes[-1]]
+    ks = [k for k in (2, 5, 9, 17) if k * s.concurrency <= s.curve.sizes[-1]]  # measured, not extrapolated
     shown = ", ".join(f"v({k})={s.curve.ratio(k * s.concurrency):.2f}" for k in ks)
     return f"Verify cost measured by the forward probe ({shown} decode steps)."
 
@@ -298,10 +300,11 @@ def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> 
         measured = replace(measured, method=spec.method, label=spec.label, draft_max=spec.draft_max)
         acceptance = _acceptance(setup.run, arm)
         p = _predict(setup, spec, acceptance, eff)
+        replayed = _replayed(setup, spec, acceptance, eff, measured)
     except ConfigError as err:
         return replace(measured, reason=str(err))
     return replace(
-        _replayed(setup, spec, acceptance, eff, measured),
+        replayed,
         acceptance=acceptance,
         alpha=p.breakdown.alpha,
         predicted_speedup=p.speedup,
@@ -316,13 +319,15 @@ def _round_at(
     two whole K around it. P is 1 − α^K on a hybrid target that replays (methods.py), else 0."""
     low = max(1, math.floor(mean_draft))
     w = min(1.0, max(0.0, mean_draft - low))
-    rounds, replays = [], []
-    for k in (low, low + 1):
-        b = _predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown
-        rounds.append(b.round_s)
-        replays.append(replay_tokens(b.alpha, k)[0] if b.replay_s > 0 else 0.0)
-    step_s = _predict(setup, replace(spec, draft_max=low), acceptance, eff).breakdown.target_step_s
-    return step_s, (1 - w) * rounds[0] + w * rounds[1], (1 - w) * replays[0] + w * replays[1]
+    # α is re-derived from A (measured at the arm's K) at each whole K: it only shapes the
+    # checkpoint and replay terms here, the counts fix everything else.
+    bds = [_predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown for k in (low, low + 1)]
+    replays = [
+        replay_tokens(b.alpha, k)[0] if b.replay_s > 0 else 0.0
+        for b, k in zip(bds, (low, low + 1), strict=True)
+    ]
+    round_s = (1 - w) * bds[0].round_s + w * bds[1].round_s
+    return bds[0].target_step_s, round_s, (1 - w) * replays[0] + w * replays[1]
 
 
 def _replayed(
