@@ -35,9 +35,10 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
     if run.baseline not in run.measured_arms:
         return pd.DataFrame()
     rows = []
-    for arm, length in crossover.crossovers(run).items():
-        x = crossover.crossover_inputs(run, arm)
+    for arm in (a for a in run.measured_arms if a != run.baseline):
+        x = crossover.crossover_inputs(run, arm)  # once: it runs two paired comparisons
         base_prefill, taxed, base_rate, gained = x.terms()
+        length = crossover.crossover_length(*x.terms())
         prefill, rate = crossover.arm_medians(run.df, arm)
         rows.append({
             "arm": arm, "prefill_column": crossover.prefill_column(run.df),

@@ -12,12 +12,11 @@ measured requests, with N generated tokens, d drafted, a accepted and R drafting
     time    = R · t_round(D̄) + (S' − R − P) · t_step
     speedup = (N − n) · t_step / time       the decode tokens, as the measured decode rate counts
 
-P is the number of replay passes (hybrid targets: one per rejecting round, already costed in
-t_round; zero otherwise).
-
-where t_round(D̄) is the model's round (draft + verify of D̄+1 tokens + checkpoint + overhead)
-at D̄. The difference between this and the measurement is the cost model's error alone; the
-difference between this and the α-prediction is the acceptance model's.
+where P is the number of replay passes (hybrid targets: one per rejecting round, already
+costed in t_round; zero otherwise) and t_round(D̄) is the model's round (draft + verify of D̄+1
+tokens + checkpoint + overhead) at D̄. The difference between this and the measurement is the
+cost model's error alone; the difference between this and the α-prediction is the acceptance
+model's.
 
 The same counts turn the measured decode windows W (first to last token, summed over requests;
 the first token is prefill's) into a measured round, to set beside the model's::
