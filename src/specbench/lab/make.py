@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -106,8 +109,21 @@ def make_pair(spec: LabSpec, out: Path) -> Path:
 def cached_pair(spec: LabSpec, root: Path) -> Path:
     """The pair for ``spec`` under ``root/<key>``, made once; returns its directory."""
     out = root / f"{spec.arch}-a{spec.alpha:g}-{spec.size}-{spec.key()}"
-    if not (out / "truth.json").exists():
-        make_pair(spec, out)
+    if (out / "truth.json").exists():
+        return out
+    # Built beside and renamed into place: two processes (parallel test sessions, a demo next to
+    # a test run) never read a half-written pair; the loser of the race drops its copy.
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=root))
+    try:
+        make_pair(spec, tmp)
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            if not (out / "truth.json").exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
