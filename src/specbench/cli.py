@@ -153,6 +153,8 @@ def run(
         runner = api.prepare_run(
             matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
         )
+        for line in runner.store.repairs:
+            console.print(f"[yellow]repaired: {line}", soft_wrap=True)
         runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:

@@ -11,8 +11,12 @@ CLI maps exactly one family to exit codes::
     ├── EngineError                exit 4   an engine would not start, crashed or misbehaved
     │   └── EngineStartError                the process exited or never became healthy
     ├── ClientError                         a request failed at the HTTP/SSE level
-    ├── StoreError                          a run directory is missing, corrupt or mismatched
+    ├── StoreError                 exit 5   a run directory is missing, damaged, mismatched or locked
+    │   └── DiskFullError          exit 5   a write failed for lack of space (resumable)
+    ├── RunIncompleteError         exit 6   the run ended but an arm failed or nothing was measured
     └── LabError                            a lab model could not be made or checked
+
+    Ctrl-C, SIGTERM or SIGHUP      exit 130 records so far are kept; continue with --resume
 """
 
 from __future__ import annotations
@@ -49,7 +53,18 @@ class ClientError(SpecbenchError):
 
 
 class StoreError(SpecbenchError):
-    pass
+    exit_code = 5
+
+
+class DiskFullError(StoreError):
+    """A record could not be written; the journal was truncated back to its last whole line."""
+
+
+class RunIncompleteError(SpecbenchError):
+    """The run finished, but its data cannot answer the question: an arm failed, or no request
+    succeeded. Raised after the summary is printed, so the reason is the console's last line."""
+
+    exit_code = 6
 
 
 class LabError(SpecbenchError):

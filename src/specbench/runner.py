@@ -75,10 +75,13 @@ class Runner:
     def run(self) -> None:
         from specbench.executors.local import LocalExecutor
 
-        self._seq = len(self.store.records())
-        self._fitted = self.store.fitted_prompts()
-        (self.executor or LocalExecutor()).run_cells(self, self.cells)
-        self.store.update_manifest(finished_at=now_iso())
+        try:
+            self._seq = len(self.store.records())
+            self._fitted = self.store.fitted_prompts()
+            (self.executor or LocalExecutor()).run_cells(self, self.cells)
+            self.store.update_manifest(finished_at=now_iso())
+        finally:
+            self.store.close()  # fsync the journals, release the directory lock
 
     # -- state executors share with the runner -----------------------------------------------
     def next_seq(self) -> int:
@@ -160,6 +163,7 @@ class Runner:
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
         self.store.append_cell(info)
+        self.store.sync()
         # Keep a status already set ("failed"), else "ok". Read with .get: the arm's entry exists
         # only if _launch registered it first, and a served cell must never die on the manifest.
         arm_entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
