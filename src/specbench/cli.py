@@ -30,6 +30,12 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # same clean-up path as Ctrl-C: stop engines, keep records
 
 
+def _interrupt_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal, a dropped SSH session) act like Ctrl-C."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _sigterm_as_interrupt)
+
+
 @engine_app.command("install")
 def engine_install(
     engine: Annotated[str, typer.Argument(help="llamacpp")] = "llamacpp",
@@ -156,7 +162,7 @@ def run(
         for line in runner.store.repairs:
             console.print(f"[yellow]repaired: {line}", soft_wrap=True)
         runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        _interrupt_on_signals()
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar
             runner.run()
@@ -190,7 +196,7 @@ def demo(
     from specbench.demo import run_demo
 
     try:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        _interrupt_on_signals()
         run_demo(out, llama_server=llama_server, repeats=repeats)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")

@@ -1,22 +1,42 @@
-"""A server process in its own process group: start, wait for health, stop without orphans."""
+"""A server process in its own process group: start, wait for health, stop without orphans.
+
+Three guards keep an engine from outliving specbench:
+
+* the engine runs in its own session (process group), so teardown reaches every child it forks,
+  and a Ctrl-C in the terminal reaches specbench, which stops the engine, not the engine alone;
+* SIGINT, SIGTERM and SIGHUP are blocked from just before ``fork`` until the pid is registered
+  for clean-up: a signal in that window used to leave a running engine nobody knew about. It is
+  delivered (and handled) right after registration;
+* on Linux the child asks the kernel for ``PR_SET_PDEATHSIG`` (SIGKILL) before ``exec``, so even
+  a SIGKILL'd or OOM-killed specbench takes its engine down. The guard covers the process
+  specbench starts; engines that fork workers (vLLM, SGLang) stop those themselves when their
+  parent dies.
+"""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx
 
 from specbench.errors import EngineStartError
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
+_GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Resolved here, not in the forked child: loading a library after fork can deadlock.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -51,9 +71,21 @@ class ServerProcess:
 
     def start(self, health_url: str, timeout: float) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            log.write(f"\n===== specbench: {' '.join(self.argv)}\n".encode())
-            log.flush()
+        try:
+            with self.log_path.open("ab") as log:
+                log.write(f"\n===== specbench: {' '.join(self.argv)}\n".encode())
+                log.flush()
+                self._spawn(log)
+            self._wait_healthy(health_url, timeout)
+        except BaseException:
+            self.stop()  # Ctrl-C / SIGTERM / SIGHUP during start-up: the engine goes with us
+            raise
+
+    def _spawn(self, log: BinaryIO) -> None:
+        """Popen with the guarded signals held back until the pid is registered."""
+        parent = os.getpid()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _GUARDED)
+        try:
             # Own session = own process group, so teardown reaches every child and a Ctrl-C
             # in the terminal is handled by specbench, not delivered to the server directly.
             self.proc = subprocess.Popen(
@@ -63,9 +95,13 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env={**os.environ, **(self.env or {})},
+                preexec_fn=lambda: _child_setup(parent, old),
             )
-        _LIVE.add(self.proc.pid)
-        self._wait_healthy(health_url, timeout)
+            _LIVE.add(self.proc.pid)
+        except OSError as exc:  # the binary is missing or not executable: name it
+            raise EngineStartError(f"cannot run {self.argv[0]}: {exc.strerror or exc}") from exc
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # pending signals are delivered here
 
     def _wait_healthy(self, url: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -95,6 +131,16 @@ class ServerProcess:
         _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers left in the group
         _LIVE.discard(self.proc.pid)
         return self.proc.returncode
+
+
+def _child_setup(parent: int, mask: set[int | signal.Signals]) -> None:
+    """In the forked child before exec: restore the signal mask (a blocked mask survives exec,
+    and an engine deaf to SIGTERM could not be stopped) and die with the parent."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: nobody would reap us
+            os._exit(1)
 
 
 def _healthy(url: str) -> bool:
