@@ -10,6 +10,7 @@ CLI maps exactly one family to exit codes::
     ├── InstallError               exit 3   llama-server could not be fetched or built
     ├── EngineError                exit 4   an engine would not start, crashed or misbehaved
     │   └── EngineStartError                the process exited or never became healthy
+    │       └── PortTakenError              another process answers on the engine's port
     ├── ClientError                         a request failed at the HTTP/SSE level
     ├── StoreError                 exit 5   a run directory is missing, damaged, mismatched or locked
     │   └── DiskFullError          exit 5   a write failed for lack of space (resumable)
@@ -46,6 +47,10 @@ class EngineStartError(EngineError):
     def __init__(self, message: str, log_tail: str = "") -> None:
         super().__init__(message)
         self.log_tail = log_tail
+
+
+class PortTakenError(EngineStartError):
+    """Another process answered on the engine's port: nothing it says may be stored as data."""
 
 
 class ClientError(SpecbenchError):

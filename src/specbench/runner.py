@@ -27,7 +27,7 @@ from specbench.client import chat_body, stream_chat
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
-from specbench.errors import EngineStartError
+from specbench.errors import EngineStartError, PortTakenError
 from specbench.probe import forward_probe
 from specbench.store import RunStore, now_iso
 from specbench.workloads.length import estimate_tokens, fit_messages
@@ -140,7 +140,7 @@ class Runner:
             except EngineStartError as exc:
                 proc.stop()
                 last = exc
-                if "bind" not in exc.log_tail.lower():
+                if not isinstance(exc, PortTakenError) and "bind" not in exc.log_tail.lower():
                     break  # not a port clash: retrying would fail the same way
         assert last is not None
         raise last

@@ -27,10 +27,12 @@ import time
 from collections import deque
 from pathlib import Path
 from typing import BinaryIO
+from urllib.parse import urlsplit
 
 import httpx
+import psutil
 
-from specbench.errors import EngineStartError
+from specbench.errors import EngineStartError, PortTakenError
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
 _GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -112,10 +114,24 @@ class ServerProcess:
                     f"exited with code {code} before becoming healthy", log_tail(self.log_path)
                 )
             if _healthy(url):
+                self._check_port_owner(url)
                 return
             time.sleep(0.2)
         self.stop()
         raise EngineStartError(f"not healthy after {timeout:.0f} s ({url})", log_tail(self.log_path))
+
+    def _check_port_owner(self, url: str) -> None:
+        """The answer must come from our engine: another server on the port (a port race: it took
+        the port between our pick and the engine's bind) would be measured as the arm's data."""
+        port = urlsplit(url).port
+        if self.proc is None or port is None or owns_port(self.proc.pid, port) is not False:
+            return
+        self.stop()
+        raise PortTakenError(
+            f"port {port} is answered by another process, not the engine specbench launched "
+            f"(pid {self.proc.pid})",
+            log_tail(self.log_path),
+        )
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM the process group, SIGKILL after ``grace`` seconds; returns the exit code."""
@@ -131,6 +147,22 @@ class ServerProcess:
         _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers left in the group
         _LIVE.discard(self.proc.pid)
         return self.proc.returncode
+
+
+def owns_port(pid: int, port: int) -> bool | None:
+    """Whether ``pid`` or one of its descendants listens on ``port``; None when the OS will not
+    say (no permission), so the check never fails a healthy run for lack of rights."""
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                    return True
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return None
+    return False
 
 
 def _child_setup(parent: int, mask: set[int | signal.Signals]) -> None:
