@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from specbench.config import Matrix, load_matrix, plan_cells
 from specbench.engines.base import Engine
@@ -14,6 +14,7 @@ from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
+from specbench.redact import Redactor, mask_args
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -45,6 +46,7 @@ def prepare_run(
     arm: str | None = None,
     llama_server: str | None = None,
     observe: Observer | None = None,
+    api_key_env: str | None = None,
 ) -> Runner:
     """Validate everything and create (or reopen) the run directory; nothing is launched yet."""
     matrix = load_matrix(matrix_path)
@@ -53,7 +55,8 @@ def prepare_run(
     engine = make_engine(matrix, llama_server, attach)
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
-    store = RunStore(out)
+    key = api_key(matrix.api_key_env or api_key_env)
+    store = RunStore(out, redactor(matrix, attach, key))
     store.create(
         {
             "matrix": matrix.model_dump(mode="json"),
@@ -66,7 +69,8 @@ def prepare_run(
     )
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
-    shutil.copyfile(matrix_path, out / "matrix.yaml") if not (out / "matrix.yaml").exists() else None
+    if not (out / "matrix.yaml").exists():
+        (out / "matrix.yaml").write_text(store.redactor.scrub(matrix_path.read_text()))
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -74,7 +78,29 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        api_key=key,
     )
+
+
+def api_key(env_name: str | None) -> str | None:
+    """The API key held in environment variable ``env_name`` (never in a file specbench writes)."""
+    if not env_name:
+        return None
+    value = os.environ.get(env_name)
+    if not value:
+        raise ConfigError(f"api_key_env: environment variable {env_name} is not set (or empty)")
+    return value
+
+
+def redactor(matrix: Matrix, attach: str | None, key: str | None) -> Redactor:
+    """Every secret of this run, so that no file of the run directory holds one."""
+    found = Redactor()
+    found.add_args(matrix.common_args)
+    for args in matrix.arms.values():
+        found.add_args(args)
+    found.add_env(matrix.env)
+    found.add(key, urlsplit(attach).password if attach else None)
+    return found
 
 
 def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
@@ -97,4 +123,7 @@ def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[st
     """Every arm's exact command line, without launching anything."""
     matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
-    return [(arm, engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)) for arm in matrix.arms]
+    return [
+        (arm, mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)))
+        for arm in matrix.arms
+    ]

@@ -141,6 +141,10 @@ def run(
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
     executor: Annotated[str, typer.Option(help="local, or ray (pip install 'specbench[ray]')")] = "local",
     address: Annotated[str | None, typer.Option(help="with --executor ray: the cluster address")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="environment variable holding the server's API key (sent as a bearer token)"),
+    ] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import api
@@ -157,7 +161,13 @@ def run(
         if attach and executor != "local":
             fail(SpecbenchError("--attach measures one running server: use the default --executor local"))
         runner = api.prepare_run(
-            matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
+            matrix,
+            out,
+            resume=resume,
+            attach=attach,
+            arm=arm,
+            llama_server=llama_server,
+            api_key_env=api_key_env,
         )
         for line in runner.store.repairs:
             console.print(f"[yellow]repaired: {line}", soft_wrap=True)

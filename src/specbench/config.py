@@ -62,6 +62,9 @@ class Matrix(_Frozen):
     )
     engine_binary: str | None = None
     env: dict[str, str] = {}
+    api_key_env: str | None = Field(
+        None, description="name of an environment variable holding the server's API key (bearer token)"
+    )
     resources: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",

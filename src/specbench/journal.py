@@ -21,6 +21,7 @@ import errno
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,14 +67,15 @@ def _is_json(fragment: bytes) -> bool:
 class Journal:
     """One JSONL file opened for appending whole lines."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, scrub: Callable[[str], str] = str) -> None:
         self.path = path
+        self.scrub = scrub  # secrets out (specbench.redact) before anything reaches the disk
         self._fd: int | None = None
         self._unsynced = 0
         self._last_sync = time.monotonic()
 
     def append(self, obj: dict[str, Any]) -> None:
-        line = (json.dumps(obj, default=str) + "\n").encode()
+        line = (self.scrub(json.dumps(obj, default=str)) + "\n").encode()
         fd = self._open()
         start = os.lseek(fd, 0, os.SEEK_END)
         try:

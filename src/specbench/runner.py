@@ -29,6 +29,7 @@ from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError, PortTakenError
 from specbench.probe import forward_probe
+from specbench.redact import flag_values
 from specbench.store import RunStore, now_iso
 from specbench.workloads.length import estimate_tokens, fit_messages
 
@@ -58,6 +59,7 @@ class Runner:
     attach_url: str | None = None
     observe: Observer = field(default=lambda event, info: None)
     executor: Executor | None = None  # None: LocalExecutor (cells here, in order)
+    api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
 
@@ -112,6 +114,7 @@ class Runner:
             finally:
                 crashed = not server.alive()
                 code = server.process.stop() if server.process else None
+                self.store.redactor.scrub_file(self.store.log_path(cell.arm))  # engine stopped
             todo = self.todo(cell, self.store.completed())
             if not todo or not crashed:
                 return  # failed requests on a live server are data, not a reason to restart
@@ -172,7 +175,8 @@ class Runner:
     async def _drive(
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
     ) -> None:
-        async with httpx.AsyncClient(timeout=self.matrix.request_timeout) as client:
+        headers = _auth_headers(self.api_key, cell.args)
+        async with httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client:
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
@@ -300,6 +304,13 @@ class Runner:
         failures = [ln for ln in lines if any(p in ln for p in self.engine.fallback_patterns())]
         accepts = [ln for ln in lines if any(p in ln for p in self.engine.acceptance_log_patterns())]
         return failures[:100] + accepts[:1000]
+
+
+def _auth_headers(api_key: str | None, args: tuple[str, ...]) -> dict[str, str]:
+    """The key a protected server wants: the user's (from the environment) or the one the arm
+    starts the engine with; llama.cpp, vLLM and SGLang all take it as a bearer token."""
+    key = api_key or next(iter(flag_values(args, ["--api-key"])), None)
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _phases(requests: list[RequestSpec]) -> list[list[RequestSpec]]:

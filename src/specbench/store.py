@@ -24,6 +24,7 @@ import os
 import platform
 import shutil
 import subprocess
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from specbench import SCHEMA_VERSION, __version__
 from specbench.errors import StoreError
 from specbench.journal import Journal, repair
 from specbench.paths import cache_dir
+from specbench.redact import Redactor
 
 RecordKey = tuple[str, str, int]  # (arm, prompt_id, repeat)
 
@@ -42,11 +44,11 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    """Atomic: a crash never leaves a half-written manifest."""
+def _write_json(path: Path, obj: Any, scrub: Callable[[str], str] = str) -> None:
+    """Atomic: a crash never leaves a half-written manifest. ``scrub`` removes secrets."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
-        tmp.write_text(json.dumps(obj, indent=1, default=str))
+        tmp.write_text(scrub(json.dumps(obj, indent=1, default=str)))
         os.replace(tmp, path)
     except OSError as exc:
         with contextlib.suppress(OSError):
@@ -63,8 +65,9 @@ def _read_json(path: Path) -> Any:
 
 
 class RunStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, redactor: Redactor | None = None) -> None:
         self.root = root
+        self.redactor = redactor or Redactor()  # every file written goes through its scrub
         self.records_path = root / "records.jsonl"
         self.cells_path = root / "cells.jsonl"
         self.manifest_path = root / "manifest.json"
@@ -98,7 +101,7 @@ class RunStore:
             "finished_at": None,
             "arms": {},
         }
-        _write_json(self.manifest_path, {**base, **manifest})
+        _write_json(self.manifest_path, {**base, **manifest}, self.redactor.scrub)
 
     def lock(self) -> None:
         """Hold the directory's lock until :meth:`close` (or process death: flock is released by
@@ -142,9 +145,8 @@ class RunStore:
 
     def _check_same_matrix(self, manifest: dict[str, Any]) -> None:
         old = self.manifest().get("matrix")
-        if old is not None and json.loads(json.dumps(old, default=str)) != json.loads(
-            json.dumps(manifest.get("matrix"), default=str)
-        ):
+        new = json.loads(self.redactor.scrub(json.dumps(manifest.get("matrix"), default=str)))
+        if old is not None and json.loads(json.dumps(old, default=str)) != new:
             raise StoreError(
                 f"{self.root}: --resume with a different matrix than the one this run started with"
             )
@@ -164,17 +166,17 @@ class RunStore:
         return data
 
     def update_manifest(self, **fields: Any) -> None:
-        _write_json(self.manifest_path, {**self.manifest(), **fields})
+        _write_json(self.manifest_path, {**self.manifest(), **fields}, self.redactor.scrub)
 
     def set_arm_status(self, arm: str, **fields: Any) -> None:
         data = self.manifest()
         data.setdefault("arms", {}).setdefault(arm, {}).update(fields)
-        _write_json(self.manifest_path, data)
+        _write_json(self.manifest_path, data, self.redactor.scrub)
 
     # -- records ----------------------------------------------------------------------------
     def append(self, path: Path, obj: dict[str, Any]) -> None:
         if path not in self._journals:
-            self._journals[path] = Journal(path)
+            self._journals[path] = Journal(path, self.redactor.scrub)
         self._journals[path].append(obj)
 
     def append_record(self, record: dict[str, Any]) -> None:
@@ -209,7 +211,7 @@ class RunStore:
 
     def save_scrape(self, arm: str, repeat: int, when: str, text: str) -> str:
         name = f"metrics/{arm}-r{repeat}-{when}.prom"
-        (self.root / name).write_text(text)
+        (self.root / name).write_text(self.redactor.scrub(text))
         return name
 
     def fitted_prompts(self) -> dict[str, Any]:
@@ -220,10 +222,10 @@ class RunStore:
         return data
 
     def save_fitted_prompts(self, fitted: dict[str, Any]) -> None:
-        _write_json(self.root / "fitted_prompts.json", fitted)
+        _write_json(self.root / "fitted_prompts.json", fitted, self.redactor.scrub)
 
     def write_env(self, env: dict[str, Any]) -> None:
-        _write_json(self.root / "env.json", env)
+        _write_json(self.root / "env.json", env, self.redactor.scrub)
 
     def env(self) -> dict[str, Any]:
         path = self.root / "env.json"

@@ -33,6 +33,7 @@ import httpx
 import psutil
 
 from specbench.errors import EngineStartError, PortTakenError
+from specbench.redact import mask_args
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
 _GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -75,7 +76,7 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self.log_path.open("ab") as log:
-                log.write(f"\n===== specbench: {' '.join(self.argv)}\n".encode())
+                log.write(f"\n===== specbench: {' '.join(mask_args(self.argv))}\n".encode())
                 log.flush()
                 self._spawn(log)
             self._wait_healthy(health_url, timeout)
