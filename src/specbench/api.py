@@ -47,8 +47,11 @@ def prepare_run(
     llama_server: str | None = None,
     observe: Observer | None = None,
     api_key_env: str | None = None,
+    retry_failed: bool = False,
 ) -> Runner:
     """Validate everything and create (or reopen) the run directory; nothing is launched yet."""
+    if retry_failed and not resume:
+        raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
     matrix = load_matrix(matrix_path)
     if attach:
         matrix = _attach_matrix(matrix, arm)
@@ -67,6 +70,8 @@ def prepare_run(
         },
         resume=resume,
     )
+    if retry_failed:
+        store.retry_failed()
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
     if not (out / "matrix.yaml").exists():
@@ -80,6 +85,28 @@ def prepare_run(
         observe=observe or (lambda e, i: None),
         api_key=key,
     )
+
+
+def run_problems(out: Path) -> list[str]:
+    """Why a finished run cannot answer its question (empty: it can): arms that failed, arms
+    of which no request succeeded. The CLI turns these into a non-zero exit."""
+    store = RunStore(out)
+    arms = store.manifest().get("arms", {})
+    problems = [
+        f"arm {name} failed: {info.get('error', 'unknown error')}"
+        for name, info in arms.items()
+        if info.get("status") == "failed"
+    ]
+    measured = [r for r in store.records() if not r.get("warmup")]
+    for name in sorted({r["arm"] for r in measured}):
+        mine = [r for r in measured if r["arm"] == name]
+        if all(r.get("error") for r in mine):
+            error = mine[0]["error"]
+            first = error.get("message") if isinstance(error, dict) else error
+            problems.append(f"arm {name}: none of its {len(mine)} requests succeeded (first: {first})")
+    if not measured and not problems:
+        problems.append("no request was sent")
+    return problems
 
 
 def api_key(env_name: str | None) -> str | None:

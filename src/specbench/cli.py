@@ -10,8 +10,9 @@ from types import FrameType
 from typing import Annotated, NoReturn
 
 import typer
+from rich.markup import escape
 
-from specbench.errors import SpecbenchError
+from specbench.errors import RunIncompleteError, SpecbenchError
 from specbench.progress import console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
@@ -22,7 +23,9 @@ app.add_typer(lab_app, name="lab")
 
 
 def fail(err: SpecbenchError) -> NoReturn:
-    console.print(f"[red]error:[/red] {err}", markup=True, highlight=False)
+    # soft_wrap: a path is never broken across lines when stderr is a pipe or a file
+    text = escape(str(err)).replace("\n", " ")  # one line, and "[...]" is text, not markup
+    console.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(err.exit_code)
 
 
@@ -135,6 +138,7 @@ def run(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
     resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
+    retry_failed: Annotated[bool, typer.Option(help="with --resume: run the arms that failed again")] = False,
     dry_run: Annotated[bool, typer.Option(help="print each arm's command line and exit")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
@@ -168,6 +172,7 @@ def run(
             arm=arm,
             llama_server=llama_server,
             api_key_env=api_key_env,
+            retry_failed=retry_failed,
         )
         for line in runner.store.repairs:
             console.print(f"[yellow]repaired: {line}", soft_wrap=True)
@@ -177,6 +182,9 @@ def run(
             runner.observe = bar
             runner.run()
         print_summary(load_run(out))
+        problems = api.run_problems(out)
+        if problems:  # after the summary: the reason is the console's last line
+            raise RunIncompleteError("run incomplete: " + "; ".join(problems))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None

@@ -37,6 +37,11 @@ if TYPE_CHECKING:
     from specbench.executors import Executor
 
 PORT_RETRIES = 3
+START_ATTEMPTS = 2  # an engine that dies before answering /health is launched once more
+HEALTH_TIMEOUT = 5.0  # the watchdog's patience after a failed request
+# Transport failures worth one more try on a server that still answers /health.
+_RETRYABLE = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "ConnectError"})
+_TIMEOUTS = frozenset({"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout"})
 Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
 
 
@@ -45,9 +50,10 @@ class Server:
     base_url: str
     process: ServerProcess | None = None
     log_offset: int = 0
+    hung: str | None = None  # set by the watchdog: the server stopped answering /health
 
     def alive(self) -> bool:
-        return self.process is None or self.process.alive()
+        return self.hung is None and (self.process is None or self.process.alive())
 
 
 @dataclass
@@ -105,7 +111,7 @@ class Runner:
         self.observe("cell", {"arm": cell.arm, "repeat": cell.repeat, "requests": len(todo)})
         for attempt in range(2):
             try:
-                server = self._launch(cell)
+                server = self._launch_retrying(cell)
             except EngineStartError as exc:
                 self._fail_arm(cell, f"engine did not start: {exc}", exc.log_tail)
                 return
@@ -119,9 +125,24 @@ class Runner:
             if not todo or not crashed:
                 return  # failed requests on a live server are data, not a reason to restart
             self.observe("restart", {"arm": cell.arm, "repeat": cell.repeat, "exit_code": code})
+        why = "stopped answering" if server.hung else "crashed"
         self._fail_arm(
-            cell, f"engine crashed twice in repeat {cell.repeat}", log_tail(self.store.log_path(cell.arm))
+            cell, f"engine {why} twice in repeat {cell.repeat}", log_tail(self.store.log_path(cell.arm))
         )
+
+    def _launch_retrying(self, cell: RunSpec) -> Server:
+        """Launch, trying again once when the engine dies before it is healthy (a flaky start,
+        a transient out-of-memory); each failure is kept in the arm's manifest entry."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._launch(cell)
+            except EngineStartError as exc:
+                entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
+                failures = [*entry.get("start_failures", []), {"repeat": cell.repeat, "error": str(exc)}]
+                self.store.set_arm_status(cell.arm, start_failures=failures)
+                if attempt == START_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def _launch(self, cell: RunSpec) -> Server:
         if self.attach_url:
@@ -186,7 +207,10 @@ class Runner:
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
-            info["metrics_after"] = await self._scrape(client, server, cell, "after")
+            if server.hung:
+                info["hung"] = server.hung
+            else:
+                info["metrics_after"] = await self._scrape(client, server, cell, "after")
             # Last, after the "after" scrape: extra work before the measured requests would warm the
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
             if warm and self._probes(cell) and server.alive():
@@ -254,7 +278,7 @@ class Runner:
         body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
-        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        result = await self._request(client, server, url, body)
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
@@ -272,6 +296,33 @@ class Runner:
         }
         self.store.append_record(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
+
+    async def _request(
+        self, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One streamed request; after a transport failure or timeout the watchdog asks /health:
+        no answer marks the server hung (the cell stops), an answer earns a dropped connection
+        one more try (the first error is kept in ``retried``)."""
+        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        kind = (result["error"] or {}).get("type")
+        if kind not in _RETRYABLE | _TIMEOUTS or not server.alive():
+            return result
+        if not await self._answers_health(client, server):
+            server.hung = f"no /health answer within {HEALTH_TIMEOUT:g} s after {kind}"
+        elif kind in _RETRYABLE:
+            again = await stream_chat(client, url, body, self.matrix.request_timeout)
+            return {**again, "retried": result["error"]}
+        return result
+
+    async def _answers_health(self, client: httpx.AsyncClient, server: Server) -> bool:
+        """The watchdog: a hung engine fails the cell now, not after every request's timeout."""
+        if server.process is not None and not server.process.alive():
+            return False
+        try:
+            resp = await client.get(f"{server.base_url}{self.engine.health_path}", timeout=HEALTH_TIMEOUT)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
 
     async def _scrape(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, when: str

@@ -173,6 +173,18 @@ class RunStore:
         data.setdefault("arms", {}).setdefault(arm, {}).update(fields)
         _write_json(self.manifest_path, data, self.redactor.scrub)
 
+    def retry_failed(self) -> list[str]:
+        """Make failed arms runnable again (``--resume --retry-failed``); their errors are kept
+        in ``previous_errors``. Returns the arms."""
+        data = self.manifest()
+        arms = [a for a, info in data.get("arms", {}).items() if info.get("status") == "failed"]
+        for arm in arms:
+            info = data["arms"][arm]
+            info["previous_errors"] = [*info.get("previous_errors", []), info.pop("error", None)]
+            info["status"] = "retrying"
+        _write_json(self.manifest_path, data, self.redactor.scrub)
+        return arms
+
     # -- records ----------------------------------------------------------------------------
     def append(self, path: Path, obj: dict[str, Any]) -> None:
         if path not in self._journals:

@@ -19,6 +19,7 @@ import atexit
 import contextlib
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -56,6 +57,21 @@ def log_tail(path: Path, lines: int = 15) -> str:
         return "".join(deque(fh, maxlen=lines)).rstrip()
 
 
+_ERROR_LINE = re.compile(r"\b(error|invalid|failed|unknown|cannot|not found|exception)\b", re.IGNORECASE)
+
+
+def error_line(path: Path, offset: int = 0) -> str:
+    """The engine's own first error line since ``offset`` (its usage text is no explanation)."""
+    if not path.is_file():
+        return ""
+    with path.open(errors="replace") as fh:
+        fh.seek(offset)
+        for line in fh:
+            if not line.startswith("===== specbench") and _ERROR_LINE.search(line):
+                return line.strip()[:300]
+    return ""
+
+
 class ServerProcess:
     """One engine server. ``start`` returns once ``health_url`` answers 200."""
 
@@ -64,6 +80,7 @@ class ServerProcess:
         self.log_path = log_path
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
+        self._offset = 0  # where this launch's part of the log starts
 
     @property
     def pid(self) -> int | None:
@@ -76,6 +93,7 @@ class ServerProcess:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             with self.log_path.open("ab") as log:
+                self._offset = log.tell()
                 log.write(f"\n===== specbench: {' '.join(mask_args(self.argv))}\n".encode())
                 log.flush()
                 self._spawn(log)
@@ -111,8 +129,10 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if not self.alive():
                 code = self.proc.returncode if self.proc else None
+                said = error_line(self.log_path, self._offset)
                 raise EngineStartError(
-                    f"exited with code {code} before becoming healthy", log_tail(self.log_path)
+                    f"exited with code {code} before becoming healthy" + (f": {said}" if said else ""),
+                    log_tail(self.log_path),
                 )
             if _healthy(url):
                 self._check_port_owner(url)
