@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from specbench.config import Matrix, load_matrix, plan_cells
+from specbench.config import LOOPBACK, Matrix, check_arm_name, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -48,11 +48,13 @@ def prepare_run(
     observe: Observer | None = None,
     api_key_env: str | None = None,
     retry_failed: bool = False,
+    allow_remote_host: bool = False,
 ) -> Runner:
     """Validate everything and create (or reopen) the run directory; nothing is launched yet."""
     if retry_failed and not resume:
         raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
     matrix = load_matrix(matrix_path)
+    check_host(matrix, matrix_path, allow_remote_host)
     if attach:
         matrix = _attach_matrix(matrix, arm)
     engine = make_engine(matrix, llama_server, attach)
@@ -85,6 +87,16 @@ def prepare_run(
         observe=observe or (lambda e, i: None),
         api_key=key,
     )
+
+
+def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
+    """Engines listen on loopback unless the user says otherwise: an engine on 0.0.0.0 answers
+    anyone on the network, API key or not."""
+    if matrix.host not in LOOPBACK and not allowed:
+        raise ConfigError(
+            f"{path}: host: {matrix.host} makes the engine reachable from other machines; "
+            "pass --allow-remote-host if that is what you want"
+        )
 
 
 def run_problems(out: Path) -> list[str]:
@@ -132,6 +144,10 @@ def redactor(matrix: Matrix, attach: str | None, key: str | None) -> Redactor:
 
 def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
     name = arm or "attached"
+    try:
+        check_arm_name(name)  # it names files in the run directory: no "../../x"
+    except ValueError as exc:
+        raise ConfigError(f"--arm: {exc}") from None
     return matrix.model_copy(update={"arms": {name: ()}, "baseline": name, "common_args": ()})
 
 

@@ -2,20 +2,50 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
 
+from specbench.config import LOOPBACK
 from specbench.errors import RunIncompleteError, SpecbenchError
 from specbench.progress import console
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "
+    "4 an engine would not start; 5 run directory missing, damaged, locked or disk full "
+    "(resumable); 6 run finished but an arm failed or no request succeeded; "
+    "130 interrupted (Ctrl-C, SIGTERM, SIGHUP: continue with --resume)."
+)
+
+
+class _App(typer.Typer):
+    """The last guard: an unexpected exception is one line on stderr and exit 1, never a
+    traceback (``SPECBENCH_DEBUG=1`` shows it)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as exc:
+            if os.environ.get("SPECBENCH_DEBUG"):
+                raise
+            text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+            print(f"error: internal error ({text}); SPECBENCH_DEBUG=1 shows the traceback", file=sys.stderr)
+            sys.exit(1)
+
+
+app = _App(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Benchmark speculative decoding on llama.cpp, vLLM and SGLang, with evidence.",
+    epilog=EXIT_CODES,
+)
 engine_app = typer.Typer(no_args_is_help=True, help="Build or find inference engines.")
 lab_app = typer.Typer(no_args_is_help=True, help="Synthetic GGUF models with designed acceptance.")
 app.add_typer(engine_app, name="engine")
@@ -133,12 +163,15 @@ def lab_check(
     print(result.line())
 
 
-@app.command("run")
+@app.command("run", epilog=EXIT_CODES)
 def run(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
     resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
     retry_failed: Annotated[bool, typer.Option(help="with --resume: run the arms that failed again")] = False,
+    allow_remote_host: Annotated[
+        bool, typer.Option(help="let a matrix 'host:' other than loopback expose the engine")
+    ] = False,
     dry_run: Annotated[bool, typer.Option(help="print each arm's command line and exit")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
@@ -173,7 +206,11 @@ def run(
             llama_server=llama_server,
             api_key_env=api_key_env,
             retry_failed=retry_failed,
+            allow_remote_host=allow_remote_host,
         )
+        if runner.matrix.host not in LOOPBACK:
+            host = runner.matrix.host
+            console.print(f"[yellow]warning: engines listen on {host}, reachable from other machines")
         for line in runner.store.repairs:
             console.print(f"[yellow]repaired: {line}", soft_wrap=True)
         runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
