@@ -24,6 +24,8 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     if attach:
         return AttachedEngine()
     if matrix.engine == "llamacpp":
+        if not llama_server and matrix.engine_binary:
+            _check_executable(matrix.engine_binary, "engine_binary")  # name the field, not a flag
         binary = find_llama_server(llama_server or matrix.engine_binary, BuildOptions())
         if binary is None:
             raise InstallError(
@@ -35,6 +37,12 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     if matrix.engine == "sglang":
         return SglangEngine(matrix.engine_binary or "python")
     raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
+
+
+def _check_executable(value: str, field: str) -> None:
+    path = Path(value).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ConfigError(f"{field}: {path} is not an executable file")
 
 
 def prepare_run(
@@ -152,7 +160,11 @@ def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
 
 
 def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
-    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **engine.version()}}
+    try:
+        version = engine.version()
+    except OSError as exc:  # not a program at all (a data file, another architecture)
+        raise ConfigError(f"engine binary cannot run: {exc.strerror or exc}") from exc
+    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **version}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
         env["model"] = {
             "path": matrix.model,

@@ -155,11 +155,16 @@ def load_matrix(path: Path) -> Matrix:
     """Parse, validate and resolve relative paths against the matrix file's folder."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such matrix file")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the matrix file: {exc}") from exc
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a matrix") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a matrix must be a mapping with at least 'model' and 'arms'")
     try:

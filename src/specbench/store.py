@@ -83,7 +83,10 @@ class RunStore:
             raise StoreError(
                 f"{self.root} already holds a run: pass --resume to continue it, or another --out"
             )
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"--out {self.root}: cannot be a run directory: {exc.strerror or exc}") from exc
         self.lock()
         if resume and self.manifest_path.exists():
             self._check_same_matrix(manifest)
@@ -161,6 +164,12 @@ class RunStore:
         version = data.get("schema_version", 0)
         if not isinstance(version, int):
             raise StoreError(f"{self.manifest_path}: damaged (schema_version {version!r})")
+        for key, kind in (("matrix", dict), ("arms", dict)):
+            if key in data and data[key] is not None and not isinstance(data[key], kind):
+                raise StoreError(f"{self.manifest_path}: damaged ({key!r} is not an object)")
+        arms = (data.get("matrix") or {}).get("arms")
+        if arms is not None and not isinstance(arms, dict):
+            raise StoreError(f"{self.manifest_path}: damaged ('matrix.arms' is not an object)")
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.root}: written by a newer specbench (schema {data['schema_version']})")
         return data
@@ -198,12 +207,12 @@ class RunStore:
         self.append(self.cells_path, {"schema_version": SCHEMA_VERSION, **cell})
 
     def records(self) -> list[dict[str, Any]]:
-        return self._read(self.records_path, ("arm", "prompt_id", "repeat"))
+        return self._read(self.records_path, _RECORD_KEYS)
 
     def cells(self) -> list[dict[str, Any]]:
-        return self._read(self.cells_path, ("arm", "repeat"))
+        return self._read(self.cells_path, _CELL_KEYS)
 
-    def _read(self, path: Path, keys: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _read(self, path: Path, keys: dict[str, type | tuple[type, ...]]) -> list[dict[str, Any]]:
         rows, bad = _read_jsonl(path, keys)
         if bad:
             self.skipped[path.name] = bad
@@ -245,8 +254,14 @@ class RunStore:
         return data if isinstance(data, dict) else {}
 
 
-def _read_jsonl(path: Path, keys: tuple[str, ...]) -> tuple[list[dict[str, Any]], int]:
-    """Rows that are JSON objects holding ``keys``, and how many lines were not (torn, edited)."""
+# What a line must hold to be a record or a cell; anything else is counted and skipped.
+_RECORD_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "prompt_id": (str, int), "repeat": int}
+_CELL_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "repeat": int}
+
+
+def _read_jsonl(path: Path, keys: dict[str, type | tuple[type, ...]]) -> tuple[list[dict[str, Any]], int]:
+    """Rows that are JSON objects holding ``keys`` (of those types), and how many lines were not
+    (torn, edited by hand)."""
     if not path.is_file():
         return [], 0
     rows, bad = [], 0
@@ -255,7 +270,7 @@ def _read_jsonl(path: Path, keys: tuple[str, ...]) -> tuple[list[dict[str, Any]]
             if not raw.strip():
                 continue
             row = _row(raw)
-            if row is None or any(k not in row for k in keys):
+            if row is None or any(not isinstance(row.get(k), t) for k, t in keys.items()):
                 bad += 1
                 continue
             rows.append(row)
