@@ -1,6 +1,6 @@
 """The theory on run directories: arm parsing, models and device from a run, calibration, per-arm
-predictions. Every run here is SYNTHETIC (tests/report/synth.py); the CPU is a fixed fake device so
-no probe runs and the numbers are reproducible."""
+predictions. Every run here is SYNTHETIC (tests/report/synth.py); the CPU is a fixed fake device
+(FAKE, in place of the machine probe a real run stores) so the numbers are reproducible."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ NGRAM = ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16")
 
 @pytest.fixture(autouse=True)
 def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("specbench.theory.runspec.cpu", lambda: FAKE_CPU)
+    monkeypatch.setattr("specbench.theory.runspec.stored_cpu", lambda run_dir: FAKE_CPU)
 
 
 def small_plan(**arms: Arm) -> Plan:
