@@ -241,11 +241,28 @@ def test_format_arm_predictions_lists_every_arm(lab_run: Path) -> None:
     assert "mystery: not predicted" in text and "silent: not predicted" in text
 
 
-def test_a_baseline_too_fast_for_the_device_is_a_reason_not_a_crash(tmp_path: Path) -> None:
+def test_a_baseline_above_the_bandwidth_roofline_is_said_with_its_numbers_and_still_predicted(
+    tmp_path: Path,
+) -> None:
+    # 471 MB per step at the fake CPU's 20 GB/s allows ~40 tok/s; 200 tok/s breaks that roofline
+    run = make_run(tmp_path / "run", small_plan(baseline=Arm(decode_tok_s=200), fast=spec(300)))
+    use_lab_model(run, lab_truth("membound", "dense"))
+    theory = theory_or_reason(run)
+    assert not isinstance(theory, str)
+    text = theory.describe()
+    assert "above the bandwidth roofline of cpu" in text and "20.0 GB/s" in text
+    assert theory.efficiency.bandwidth == pytest.approx(1.0, abs=1e-3)
+    assert theory.setup.gpu.bandwidth_gbs > 20.0 * 4  # the bandwidth the measured 200 tok/s needs
+    (fast,) = theory.arms
+    assert fast.predicted_speedup > 0 and math.isfinite(fast.error)
+
+
+def test_a_baseline_faster_than_the_fixed_latencies_is_a_reason_with_the_numbers(tmp_path: Path) -> None:
     run = make_run(tmp_path / "run", small_plan(baseline=Arm(decode_tok_s=5000), fast=spec(6000)))
     use_lab_model(run, lab_truth("membound", "dense"))
     reason = theory_or_reason(run)
-    assert isinstance(reason, str) and "faster than" in reason
+    assert isinstance(reason, str) and "faster than the fixed latencies allow" in reason
+    assert "372 kernels" in reason and "at most 1059.3 tok/s" in reason  # 0.94 ms of fixed latency
 
 
 def _set_model(run: Path, model: str) -> None:
@@ -346,3 +363,15 @@ def test_llamacpp_runs_cost_the_replay_after_a_restore_others_do_not(lab_run: Pa
     manifest["matrix"]["engine"] = "vllm"
     (other / "manifest.json").write_text(json.dumps(manifest))
     assert not run_setup(other).replays
+
+
+def test_a_round_not_measurable_is_printed_as_such_with_its_reason() -> None:
+    from specbench.theory.runpredict import ArmPrediction
+    from specbench.theory.runtext import prediction_rows, skipped_lines
+
+    arm = ArmPrediction(
+        "draft4", method="draft", draft_max=4, predicted_speedup=1.2, round_ms_model=8.1, round_note="why"
+    )
+    (row,) = prediction_rows([arm])
+    assert row["round ms measured / model"] == "not measurable / 8.1"
+    assert skipped_lines([arm]) == ["draft4: round time not measurable: why"]
