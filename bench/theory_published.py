@@ -141,9 +141,8 @@ def evaluate(p: Point) -> Row:
 
 
 def _measured(p: Point) -> str:
-    if p.measured_high is None:
-        return f"{p.measured_low:.2f}x"
-    return f"{p.measured_low:.2f}–{p.measured_high:.2f}x"
+    low, high = f"{p.measured_low:.2f}", f"{(p.measured_high or p.measured_low):.2f}"
+    return f"{low}x" if low == high else f"{low}–{high}x"
 
 
 def main() -> None:
