@@ -51,6 +51,7 @@ class Point:
     draft_quant: str | None = None
     replay: bool = True  # the llama.cpp builds behind these reports restore and replay
     stop: bool = False  # the build stops a draft at its first unsure token (p-min 0.75), c = α
+    host_sampling: bool = True  # April 2026 builds sampled the draft model on the host
     n_min: int = 0
 
     @property
@@ -123,7 +124,13 @@ class Row:
 def evaluate(p: Point) -> Row:
     """Calibrate η_bw on the point's baseline, then predict its speculative arm."""
     eff = calibrate_efficiency(p.baseline_tok_s, p.model, p.gpu, p.quant, context=4096)
-    kw = {"efficiency": eff, "draft_model": p.draft_model, "draft_quant": p.draft_quant, "replay": p.replay}
+    kw = {
+        "efficiency": eff,
+        "draft_model": p.draft_model,
+        "draft_quant": p.draft_quant,
+        "replay": p.replay,
+        "draft_host_sampling": p.host_sampling,
+    }
     pred = predict(p.model, p.gpu, p.quant, p.method, p.k, alpha=p.alpha, **kw)
     b, ms = pred.breakdown, 1e3
     terms = (

@@ -182,3 +182,29 @@ def test_calibrate_efficiency_rejects_impossible_measurements() -> None:
 
 def test_acceptance_helpers_exported_consistently() -> None:
     assert acceptance_from_alpha(alpha_from_acceptance(0.3, 8), 8) == pytest.approx(0.3)
+
+
+def test_a_draft_sampled_on_the_host_pays_the_vocabulary_per_drafted_token() -> None:
+    kw = {"alpha": 0.7, "draft_model": "Qwen3.5-0.8B"}
+    device = predict(*MOE, "draft", 4, **kw).breakdown
+    host = predict(*MOE, "draft", 4, draft_host_sampling=True, **kw).breakdown
+    per_pass = 248320 * (4 / 13e9 + 1.5e-9)  # one logit row over PCIe + one candidate array
+    assert host.draft_s - device.draft_s == pytest.approx(4 * per_pass, rel=1e-6)
+
+
+def test_drafts_that_stop_early_cost_the_mixture_over_draft_lengths() -> None:
+    from specbench.theory.stopping import predict_stopped, stop_distribution
+
+    assert sum(stop_distribution(0.6, 8)) == pytest.approx(1.0)
+    assert stop_distribution(0.6, 2) == pytest.approx([0.4, 0.24, 0.36])
+    kw = {"alpha": 0.7, "draft_model": "Qwen3.5-0.8B"}
+    # a drafter that is always sure drafts K every round: the plain prediction
+    always = predict_stopped(*MOE, "draft", 4, stop=1.0, **kw)
+    assert always.speedup == pytest.approx(predict(*MOE, "draft", 4, **kw).speedup)
+    assert always.mean_draft == 4
+    # a drafter that is never sure never verifies: every step pays a draft pass for one token
+    never = predict_stopped(*MOE, "draft", 4, stop=0.0, **kw)
+    assert never.mean_draft == 0 and never.speedup < 1.0
+    # long n-max barely matters once drafts stop early
+    short, long = (predict_stopped(*MOE, "draft", k, stop=0.7, **kw) for k in (8, 32))
+    assert long.speedup == pytest.approx(short.speedup, rel=0.05)

@@ -48,6 +48,11 @@ hybrid target, tests/lab)::
 
     t_replay = P_reject · (t(target, C × m) + t(drafter, C × m))      m = E[a | a < γ] + 1
 
+Draft sampling. The pinned build samples a draft model on the device (``--spec-draft-backend-
+sampling``, on by default). Builds before it copied each drafted position's logits to the host
+and built a V-entry candidate array there, like the target's sampling (:func:`cost.sampling_time`);
+``draft_host_sampling=True`` adds that to every drafting pass.
+
 Draft launch. Each drafter pass (γ drafting passes and the catch-up) pays the fixed latencies of
 its own graph, ``kernels_draft · t_kernel + t_forward``; ``launch_s`` reports that share of the
 drafting time. The architecture gives the kernel count, not the per-kernel or per-pass host
@@ -61,7 +66,7 @@ from typing import Literal
 
 from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture, recurrent_state_bytes
-from specbench.theory.cost import Efficiency, ForwardCost, forward_cost, forward_time
+from specbench.theory.cost import Efficiency, ForwardCost, forward_cost, forward_time, sampling_time
 from specbench.theory.hardware import Gpu
 
 Method = Literal["draft", "mtp", "eagle3", "dflash", "ngram"]
@@ -151,6 +156,7 @@ class DraftSetup:
     seqs: int
     context: int
     replay: bool = False  # re-run the accepted prefix after a restore (hybrid targets; see module doc)
+    draft_host_sampling: bool = False  # builds that sample a draft model on the host (module doc)
 
 
 def snapshots(method: Method) -> bool:
@@ -167,6 +173,8 @@ def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
     arch, bpw, passes, tokens = _drafter(s)
     step = forward_cost(arch, bpw, s.seqs, tokens, s.context)
     step_s = forward_time(step, gpu, eff)
+    if s.draft_host_sampling and s.method == "draft":
+        step_s += sampling_time(arch, s.seqs, gpu, eff)
     catchup_s = catchup_time(s, gpu, eff, s.gamma + 1)
     fixed = step.kernels * eff.kernel_s + eff.forward_s
     own_state = recurrent_state_bytes(arch) if s.method == "draft" else 0

@@ -133,6 +133,7 @@ def predict(
     context: int = 4096,
     efficiency: Efficiency | None = None,
     replay: bool = False,
+    draft_host_sampling: bool = False,
 ) -> Prediction:
     """Predict baseline and speculative decode rates (see the module docstring).
 
@@ -159,6 +160,7 @@ def predict(
         context=context,
         efficiency=efficiency,
         replay=replay,
+        draft_host_sampling=draft_host_sampling,
     )
 
 
@@ -185,6 +187,7 @@ def predict_architecture(
     efficiency: Efficiency | None = None,
     target_pass: TargetPass | None = None,
     replay: bool = False,
+    draft_host_sampling: bool = False,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
@@ -206,6 +209,7 @@ def predict_architecture(
         concurrency,
         context,
         replay,
+        draft_host_sampling,
     )
     eff = efficiency or Efficiency()
     bd = _breakdown(setup, gpu, eff, a, acc, target_pass)

@@ -25,7 +25,7 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ class RunSetup:
     baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
     curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
     roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
+    base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
 
     @property
     def replays(self) -> bool:
@@ -213,7 +214,7 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     level, context = _single_level(run), _context(base)
     ceiling = within_roofline(rate, models.target, device_from_run(run_dir), level, context, Efficiency())
     curve = _pass_curve(run, level, rate)
-    return RunSetup(run, models, ceiling.gpu, level, context, rate, curve, ceiling.note)
+    return RunSetup(run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency)
 
 
 def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
@@ -234,7 +235,7 @@ def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Ef
         setup.gpu,
         setup.context,
         concurrency=c,
-        efficiency=efficiency,
+        efficiency=efficiency or setup.base_efficiency,
     )
 
 
