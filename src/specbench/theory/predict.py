@@ -409,6 +409,11 @@ def format_prediction(p: Prediction) -> str:
             f"  experts     {b.experts_touched_step:.1f} per layer per step, "
             f"{b.experts_touched_verify:.1f} when verifying ({ratio:.1f}x)"
         )
-    if b.checkpoint_bytes:
-        lines.append(f"  checkpoint  {b.checkpoint_bytes / 2**20:.1f} MiB of recurrent state per round")
+    mib = b.checkpoint_bytes / 2**20
+    if b.snapshot_s:
+        lines.append(
+            f"  snapshots   {p.draft_max} x {mib:.1f} MiB of recurrent state per verify, on the device"
+        )
+    elif b.checkpoint_s:
+        lines.append(f"  checkpoint  {mib:.1f} MiB of recurrent state per round, over the host link")
     return "\n".join(lines)
