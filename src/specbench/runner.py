@@ -31,6 +31,7 @@ from specbench.errors import EngineStartError, PortTakenError
 from specbench.probe import forward_probe
 from specbench.redact import flag_values
 from specbench.store import RunStore, now_iso
+from specbench.theory.machine import record_machine_probe
 from specbench.workloads.length import estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
@@ -86,10 +87,19 @@ class Runner:
         try:
             self._seq = len(self.store.records())
             self._fitted = self.store.fitted_prompts()
-            (self.executor or LocalExecutor()).run_cells(self, self.cells)
+            executor = self.executor or LocalExecutor()
+            self._record_theory_inputs(isinstance(executor, LocalExecutor))
+            executor.run_cells(self, self.cells)
             self.store.update_manifest(finished_at=now_iso())
         finally:
             self.store.close()  # fsync the journals, release the directory lock
+
+    def _record_theory_inputs(self, local: bool) -> None:
+        """Probe this machine for the theory before any engine starts (stored, read back by reports).
+
+        Only when the cells are served here: a cluster's cells run on other machines."""
+        if local:
+            record_machine_probe(self.store.root)
 
     # -- state executors share with the runner -----------------------------------------------
     def next_seq(self) -> int:
