@@ -107,7 +107,9 @@ class RunProgress:
         elif event == "request" and not info["warmup"]:
             self.progress.advance(self.task)
             if self.ticker.advance() and not console.is_terminal:
-                console.print(f"{self.label} progress: {self.ticker.text()}".strip(), markup=False, highlight=False)
+                console.print(
+                    f"{self.label} progress: {self.ticker.text()}".strip(), markup=False, highlight=False
+                )
         elif event in ("retry", "confound"):
             console.print(f"[yellow]{event}: {info}", highlight=False)
         elif event == "restart":
