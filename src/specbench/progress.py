@@ -101,9 +101,8 @@ class RunProgress:
             where = f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}"
             self.progress.update(self.task, description=where)
             if not console.is_terminal:  # logs and pipes get no live bar: plain lines instead
-                console.print(
-                    f"{where}: {info['requests']} requests; run {self.ticker.text()}", highlight=False
-                )
+                line = f"{where}: {info['requests']} requests; run {self.ticker.text()}"
+                console.print(line, markup=False, highlight=False)
         elif event == "request" and not info["warmup"]:
             self.progress.advance(self.task)
             if self.ticker.advance() and not console.is_terminal:
