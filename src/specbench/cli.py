@@ -303,6 +303,26 @@ def workloads_show(name: Annotated[str, typer.Argument(help="suite name")]) -> N
         print(f"{key}: {value}")
 
 
+@workloads_app.command("prompts")
+def workloads_prompts(
+    category: Annotated[str | None, typer.Option(help="only this category")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="a prompt JSONL file instead of the bundled set")
+    ] = None,
+) -> None:
+    """Prompt ids by category, with the start of each prompt (what `prompts`/`categories` pick from)."""
+    from specbench.workloads.prompts import listing, preview
+
+    try:
+        groups = listing(category, file)
+    except SpecbenchError as err:
+        fail(err)
+    for name, prompts in groups.items():
+        print(f"{name} ({len(prompts)})")
+        for prompt in prompts:
+            print(f"  {prompt.id:24} {preview(prompt)}")
+
+
 @workloads_app.command("load")
 def workloads_load(
     file: Annotated[Path, typer.Argument(help="dataset file")],
