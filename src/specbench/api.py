@@ -6,7 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
-from specbench.config import Matrix, load_matrix, plan_cells
+from specbench.config import Matrix, RunSpec, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -14,6 +14,7 @@ from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
+from specbench.plan import Plan, make_plan, write_plan
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -67,6 +68,7 @@ def prepare_run(
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
     shutil.copyfile(matrix_path, out / "matrix.yaml") if not (out / "matrix.yaml").exists() else None
+    write_plan(_plan(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -93,8 +95,26 @@ def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
     return env
 
 
+def _commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
+    return {arm: engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0) for arm in matrix.arms}
+
+
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
     """Every arm's exact command line, without launching anything."""
     matrix = load_matrix(matrix_path)
+    return list(_commands(matrix, make_engine(matrix, llama_server)).items())
+
+
+def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, probe: bool = True) -> Plan:
+    """What ``run`` would do (launches, requests, prompts, commands) and an estimate of its wall
+    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing."""
+    matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
-    return [(arm, engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)) for arm in matrix.arms]
+    requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
+    cells = plan_cells(matrix, requests, warmup, concurrency)
+    return _plan(matrix, engine, cells, out, probe)
+
+
+def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
+    probes = engine.forward_probe_request([1]) is not None
+    return make_plan(matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes)

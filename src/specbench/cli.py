@@ -129,7 +129,9 @@ def run(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
     resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
-    dry_run: Annotated[bool, typer.Option(help="print each arm's command line and exit")] = False,
+    dry_run: Annotated[
+        bool, typer.Option(help="print the plan and each arm's command; launch nothing")
+    ] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
@@ -140,12 +142,15 @@ def run(
     from specbench import api
     from specbench.analysis import load_run
     from specbench.executors import make_executor
+    from specbench.plan import read_plan
     from specbench.progress import RunProgress
     from specbench.summary import print_summary
 
     try:
         if dry_run:
-            for name, argv in api.dry_run(matrix, llama_server):
+            plan = api.plan_run(matrix, out, llama_server)
+            print("\n".join(plan.lines()) + "\ncommands:")
+            for name, argv in plan.commands.items():
                 print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
             return
         if attach and executor != "local":
@@ -154,6 +159,7 @@ def run(
             matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
         )
         runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        console.print("\n".join(read_plan(out).lines()), markup=False, highlight=False)
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar
