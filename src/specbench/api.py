@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -118,3 +119,19 @@ def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, prob
 def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
     probes = engine.forward_probe_request([1]) is not None
     return make_plan(matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes)
+
+
+def finish_lines(run_dir: Path, report: bool = True) -> list[str]:
+    """What ``run`` ends with: where the report is (written here unless ``report`` is False)
+    and one decision line per workload, so the user knows the answer and where the evidence is."""
+    from specbench.analysis import decision_table, load_run
+    from specbench.report import render_report
+
+    if not report:
+        lines = [f"report: not written (--no-report); write it with `specbench report {run_dir}`"]
+        decisions = [d.to_dict() for d in decision_table(load_run(run_dir))]
+    else:
+        page = next(p for p in render_report(run_dir) if p.name == "report.html")
+        lines = [f"report: {page}"]
+        decisions = json.loads((page.parent / "findings.json").read_text())["decisions"]
+    return lines + [f"decision for {d['workload']}: {d['recommendation']} ({d['reason']})" for d in decisions]

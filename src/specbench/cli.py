@@ -129,9 +129,8 @@ def run(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
     resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
-    dry_run: Annotated[
-        bool, typer.Option(help="print the plan and each arm's command; launch nothing")
-    ] = False,
+    dry_run: Annotated[bool, typer.Option(help="print the plan and the commands; launch nothing")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip writing the report")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
@@ -165,6 +164,7 @@ def run(
             runner.observe = bar
             runner.run()
         print_summary(load_run(out))
+        print("\n".join(api.finish_lines(out, report=not no_report)))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None
