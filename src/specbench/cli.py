@@ -158,7 +158,7 @@ def run(
             matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
         )
         runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
-        console.print("\n".join(read_plan(out).lines()), markup=False, highlight=False)
+        console.print("\n".join(read_plan(out).lines()), markup=False, highlight=False, soft_wrap=True)
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar

@@ -34,6 +34,7 @@ def make_progress() -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=False,
+        disable=not console.is_terminal,  # logs get the plain lines below, not a bar's last frame
     )
 
 
@@ -102,13 +103,12 @@ class RunProgress:
             self.progress.update(self.task, description=where)
             if not console.is_terminal:  # logs and pipes get no live bar: plain lines instead
                 line = f"{where}: {info['requests']} requests; run {self.ticker.text()}"
-                console.print(line, markup=False, highlight=False)
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif event == "request" and not info["warmup"]:
             self.progress.advance(self.task)
             if self.ticker.advance() and not console.is_terminal:
-                console.print(
-                    f"{self.label} progress: {self.ticker.text()}".strip(), markup=False, highlight=False
-                )
+                line = f"{self.label} progress: {self.ticker.text()}".strip()
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif event in ("retry", "confound"):
             console.print(f"[yellow]{event}: {info}", highlight=False)
         elif event == "restart":
@@ -127,6 +127,6 @@ def build_llama_server(options: BuildOptions, jobs: int | None = None) -> Path:
         def report(done: int, total: int, _line: str) -> None:
             bar.update(task, completed=done, total=total)
             if not console.is_terminal and (done % 20 == 0 or done == total):
-                console.print(f"building llama-server: {done}/{total}")
+                console.print(f"building llama-server: {done}/{total}", soft_wrap=True)
 
         return install_llamacpp(options, jobs, report)
