@@ -120,3 +120,8 @@ def test_demo_like_report_reads_well(demo_like: Path) -> None:
     assert f"Workload: {words}." in md and f"<td>workload</td><td>{words}</td>" in page
     assert "keep speculation off" in md and "every arm decodes slower" in md
     assert CJK_CATEGORY in page
+
+
+def test_finding_counts_read_as_english(three_arms: Path) -> None:
+    md = (three_arms / "report" / "report.md").read_text()
+    assert "2 warnings, 1 info; most serious first." in md

@@ -74,7 +74,7 @@ def _findings(c: Computed) -> list[Block]:
     if not c.found:
         return [Heading("Findings"), Para("No check flagged this run.")]
     counts = pd.Series([f.severity for f in c.found]).value_counts()
-    line = ", ".join(f"{n} {sev}" for sev, n in counts.items())
+    line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts.items())
     return [Heading("Findings"), Para(f"{line}; most serious first."), Table(tables.findings_table(c.found))]
 
 
