@@ -50,8 +50,8 @@ def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> N
     )
     data = load_run(run(tmp_path, matrix))
     cmp = comparisons(data)["same"]
-    assert cmp.n_pairs == 30
-    assert cmp.verdict == "no difference", cmp
+    assert cmp.n_pairs == 30 and cmp.n_launches == 6
+    assert cmp.verdict in ("equivalent", "undetermined"), cmp  # never faster or slower
     assert not [f for f in findings(data) if f.code in ("CONFOUND", "SILENT_FALLBACK", "OUTPUT_DRIFT")]
 
 

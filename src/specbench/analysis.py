@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, checks, stability, stats
+from specbench import bimodality, checks, launches, stability, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
@@ -66,7 +66,8 @@ def pooled_acceptance(df: pd.DataFrame) -> float:
 
 
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
-    """Each measured arm vs the baseline: ratio, 95 % bootstrap CI (paired by prompt), verdict."""
+    """Each measured arm vs the baseline: ratio, 95 % CI of the launch-level mixed model (prompts
+    paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
     if run.baseline not in run.measured_arms:
         return {}
     return {
@@ -115,7 +116,9 @@ def _statistical_findings(run: RunData) -> list[Finding]:
                     "neither — see the per-category breakdown.",
                 )
             )
-    for arm, cmp in comparisons(run).items():
+    cmps = comparisons(run)
+    out += _low_n_findings(run, cmps)
+    for arm, cmp in cmps.items():
         if cmp.verdict == "slower":
             out.append(
                 Finding(
@@ -127,6 +130,22 @@ def _statistical_findings(run: RunData) -> list[Finding]:
                 )
             )
     return out
+
+
+def _low_n_findings(run: RunData, cmps: dict[str, stats.Comparison]) -> list[Finding]:
+    """An arm paired with the baseline over fewer launch pairs than a verdict needs: its ratio is
+    printed, but launch-to-launch noise cannot be told from the effect, so it decides nothing."""
+    return [
+        Finding(
+            "LOW_N",
+            (arm, run.baseline),
+            f"{arm} vs {run.baseline}: only {c.n_launches} launch pair(s); a verdict needs "
+            f"≥ {launches.MIN_LAUNCHES} (the server launch is the unit of replication) — "
+            "undetermined, raise repeats.",
+        )
+        for arm, c in cmps.items()
+        if c.low_n
+    ]
 
 
 def arm_summary(run: RunData) -> pd.DataFrame:
@@ -149,7 +168,9 @@ def arm_summary(run: RunData) -> pd.DataFrame:
                 "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
                 "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
                 "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,
-                "verdict": "baseline" if arm == run.baseline else (cmps[arm].verdict if arm in cmps else ""),
+                "verdict": "baseline"
+                if arm == run.baseline
+                else (stats.verdict_text(cmps[arm]) if arm in cmps else ""),
             }
         )
     return pd.DataFrame(rows)
@@ -280,9 +301,10 @@ def _why_off(
             "(significantly slower: prefill tax, see the crossover)"
         )
     top = max(cmps.values(), key=lambda c: c.ratio)
+    ci = f", 95 % CI {top.ci_low:.2f}–{top.ci_high:.2f}" if np.isfinite(top.ci_low) else ""
     return (
         f"no arm is significantly faster than {run.baseline} "
-        f"(best: {top.arm} ×{top.ratio:.2f}, 95 % CI {top.ci_low:.2f}–{top.ci_high:.2f})"
+        f"(best: {top.arm} ×{top.ratio:.2f}{ci}, {stats.verdict_text(top)})"
     )
 
 

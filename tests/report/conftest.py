@@ -35,7 +35,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lengths=(32, 128, 512),
         levels=(1, 4),
         prompts_per_category=2,
-        repeats=2,
+        repeats=3,  # a verdict needs three launch pairs (fewer: LOW_N, undetermined)
     )
     run = make_run(tmp_path_factory.mktemp("sweep") / "run", plan)
     render_report(run, ("md", "html"))

@@ -1,0 +1,115 @@
+"""The launch-level mixed model on seeded synthetic runs whose true ratio is known."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specbench import launches as L
+from specbench import stats as S
+
+
+def run_frame(
+    rng: np.random.Generator,
+    *,
+    effect: float,
+    launches: int,
+    prompts: int = 5,
+    sd_launch: float = 0.0,
+    sd_within: float = 0.05,
+    bimodal: bool = False,
+) -> pd.DataFrame:
+    """Two arms, ``launches`` launch pairs of ``prompts`` prompts; each arm's launch has its own
+    factor (sd ``sd_launch``), each request its own noise; ``bimodal``: prompts alternate
+    between a fast and a slow mode (×3) shared by both arms, as drafting on code vs chat."""
+    prompt = 50.0 * np.exp(rng.normal(0, 0.3, prompts))
+    if bimodal:
+        prompt *= np.where(np.arange(prompts) % 2 == 0, 1.0, 3.0)
+    rows = []
+    for arm, scale in (("base", 1.0), ("spec", effect)):
+        launch = np.exp(rng.normal(0, sd_launch, (launches, 1)))
+        values = scale * prompt * launch * np.exp(rng.normal(0, sd_within, (launches, prompts)))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "arm": arm,
+                    "workload": "w",
+                    "prompt_id": np.tile([f"p{i}" for i in range(prompts)], launches),
+                    "repeat": np.repeat(np.arange(launches), prompts),
+                    "decode_tok_s": values.ravel(),
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_two_launches_are_undetermined_but_say_how_many_would_settle_it() -> None:
+    df = run_frame(np.random.default_rng(1), effect=0.6, launches=2, sd_launch=0.05)
+    c = S.speedup(df, "spec", "base")
+    assert c.n_launches == 2 and c.low_n and c.verdict == "undetermined"
+    assert c.ratio == pytest.approx(0.6, rel=0.1)
+    assert c.launches_needed is not None and c.launches_needed >= L.MIN_LAUNCHES
+    assert S.verdict_text(c) == "undetermined (LOW_N: 2 launches)"
+
+
+def test_the_interval_covers_the_true_ratio() -> None:
+    """300 experiments, ×1.10, 4 launches with launch noise: the 95 % interval covers ≥ 92 %."""
+    rng = np.random.default_rng(2)
+    hits = 0
+    for _ in range(300):
+        df = run_frame(rng, effect=1.1, launches=4, sd_launch=0.04, sd_within=0.05)
+        c = S.speedup(df, "spec", "base")
+        hits += c.ci_low <= 1.1 <= c.ci_high
+    assert hits / 300 >= 0.92
+
+
+@pytest.mark.parametrize("bimodal", [False, True])
+def test_the_interval_never_leaves_the_paired_ratios(bimodal: bool) -> None:
+    rng = np.random.default_rng(3)
+    for launches in (2, 3, 4):
+        for _ in range(40):
+            df = run_frame(rng, effect=1.0, launches=launches, sd_launch=0.3, sd_within=0.3, bimodal=bimodal)
+            c = S.speedup(df, "spec", "base")
+            a, b = (df[df["arm"] == arm]["decode_tok_s"].to_numpy() for arm in ("spec", "base"))
+            ratios = a / b
+            assert ratios.min() - 1e-12 <= c.ci_low <= c.ratio <= c.ci_high <= ratios.max() + 1e-12
+
+
+def test_consistent_prompts_in_quiet_launches_pool_the_within_launch_noise() -> None:
+    """No launch-to-launch noise and a ×0.6 effect on every prompt: the launches agree more than
+    their requests predict, so the fit pools (more degrees of freedom) and three launches decide."""
+    df = run_frame(np.random.default_rng(4), effect=0.6, launches=3, sd_within=0.05)
+    c = S.speedup(df, "spec", "base")
+    assert "pooled" in c.estimator and c.verdict == "slower"
+    assert c.ci_low <= 0.6 <= c.ci_high
+
+
+def test_launch_noise_is_never_pooled_away() -> None:
+    """Launch factors (sd 10 %) far above request noise (1 %): the interval is t over launches."""
+    df = run_frame(np.random.default_rng(5), effect=1.0, launches=4, sd_launch=0.1, sd_within=0.01)
+    c = S.speedup(df, "spec", "base")
+    assert "(t, 3 dof)" in c.estimator and c.verdict in ("equivalent", "undetermined")
+
+
+def test_identical_arms_in_quiet_launches_are_equivalent() -> None:
+    df = run_frame(np.random.default_rng(6), effect=1.0, launches=4, sd_within=0.002)
+    assert S.speedup(df, "spec", "base").verdict == "equivalent"
+
+
+def test_launches_needed_would_clear_the_margin_at_the_observed_noise() -> None:
+    df = run_frame(np.random.default_rng(9), effect=1.04, launches=3, sd_launch=0.05)
+    c = S.speedup(df, "spec", "base")
+    assert c.verdict == "undetermined" and c.launches_needed is not None
+    pairs = L.paired_log_ratios(
+        df[df["arm"] == "spec"], df[df["arm"] == "base"], "decode_tok_s", ["workload", "prompt_id", "repeat"]
+    )
+    f = L.fit(pairs)
+    margin = abs(abs(f.mu) - math.log1p(0.01))
+    n = c.launches_needed
+    from scipy import stats as sps
+
+    assert sps.t.ppf(0.975, n - 1) * f.per_launch_sd / math.sqrt(n) < margin
+    assert n == L.MIN_LAUNCHES or sps.t.ppf(0.975, n - 2) * f.per_launch_sd / math.sqrt(n - 1) >= margin
