@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, checks, launches, stability, stats
+from specbench import adaptive, bimodality, checks, launches, stability, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
@@ -48,6 +48,11 @@ class RunData:
         return checks.speculates(self.arm_args(arm), self.engine)
 
     @property
+    def confidence(self) -> float:
+        """0.95, or the sequential rule's nominal level when launches were added adaptively."""
+        return adaptive.confidence(self.manifest)
+
+    @property
     def measured_arms(self) -> list[str]:
         present = set(self.df["arm"].unique())
         return [a for a in self.arms if a in present]
@@ -71,7 +76,7 @@ def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.C
     if run.baseline not in run.measured_arms:
         return {}
     return {
-        arm: stats.speedup(run.df, arm, run.baseline, metric)
+        arm: stats.speedup(run.df, arm, run.baseline, metric, confidence=run.confidence)
         for arm in run.measured_arms
         if arm != run.baseline and run.df.loc[run.df["arm"] == arm, metric].notna().sum() >= 2
     }
@@ -125,7 +130,7 @@ def _statistical_findings(run: RunData) -> list[Finding]:
                     "SPEC_LOSS",
                     (arm, run.baseline),
                     f"{arm} is slower than {run.baseline}: decode speed ×{cmp.ratio:.3f} "
-                    f"(95 % CI {cmp.ci_low:.3f}–{cmp.ci_high:.3f}).",
+                    f"({stats.ci_label(cmp)} CI {cmp.ci_low:.3f}–{cmp.ci_high:.3f}).",
                     "info",
                 )
             )
@@ -202,7 +207,7 @@ def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorklo
             out[str(workload)] = {}
             continue
         out[str(workload)] = {
-            arm: stats.speedup(sub, arm, run.baseline, metric)
+            arm: stats.speedup(sub, arm, run.baseline, metric, confidence=run.confidence)
             for arm in run.measured_arms
             if arm != run.baseline and sub.loc[sub["arm"] == arm, metric].notna().sum() >= 2
         }
@@ -271,7 +276,8 @@ def _decide(
     ]
     if ok:
         best = max(ok, key=lambda c: c.ratio)
-        why = f"decode ×{best.ratio:.2f} (95 % CI {best.ci_low:.2f}–{best.ci_high:.2f}) vs {run.baseline}"
+        ci = f"{stats.ci_label(best)} CI {best.ci_low:.2f}–{best.ci_high:.2f}"
+        why = f"decode ×{best.ratio:.2f} ({ci}) vs {run.baseline}"
         if best.arm in wall:
             why += f"; wall clock ×{wall[best.arm].ratio:.2f} ({wall[best.arm].verdict})"
         return Decision(workload, best.arm, best.ratio, best.ci_low, best.ci_high, why)
@@ -301,7 +307,7 @@ def _why_off(
             "(significantly slower: prefill tax, see the crossover)"
         )
     top = max(cmps.values(), key=lambda c: c.ratio)
-    ci = f", 95 % CI {top.ci_low:.2f}–{top.ci_high:.2f}" if np.isfinite(top.ci_low) else ""
+    ci = f", {stats.ci_label(top)} CI {top.ci_low:.2f}–{top.ci_high:.2f}" if np.isfinite(top.ci_low) else ""
     return (
         f"no arm is significantly faster than {run.baseline} "
         f"(best: {top.arm} ×{top.ratio:.2f}{ci}, {stats.verdict_text(top)})"

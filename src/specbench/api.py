@@ -6,6 +6,7 @@ import os
 import shutil
 from pathlib import Path
 
+from specbench import adaptive
 from specbench.config import Matrix, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
@@ -74,6 +75,7 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        executor=adaptive.wrap(matrix.adaptive, None),
     )
 
 

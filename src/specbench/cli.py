@@ -137,7 +137,7 @@ def run(
     address: Annotated[str | None, typer.Option(help="with --executor ray: the cluster address")] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
-    from specbench import api
+    from specbench import adaptive, api
     from specbench.analysis import load_run
     from specbench.executors import make_executor
     from specbench.progress import RunProgress
@@ -153,7 +153,8 @@ def run(
         runner = api.prepare_run(
             matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
         )
-        runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        chosen = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        runner.executor = adaptive.wrap(runner.matrix.adaptive, chosen)
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar

@@ -51,6 +51,9 @@ class Matrix(_Frozen):
     baseline: str = "baseline"
     workload: WorkloadSpec = WorkloadSpec()
     repeats: int = Field(3, gt=0)
+    adaptive: bool = Field(False, description="set by `repeats: auto`: only undecided arms get more launches")
+    max_repeats: int = Field(10, ge=3, description="repeats: auto — at most this many launches per arm")
+    max_minutes: float | None = Field(None, gt=0, description="repeats: auto — add no launch after this")
     warmup: int = Field(1, ge=0, description="warmup requests per cell, stored but flagged")
     seed: int = 0
     concurrency: int | None = Field(None, gt=0, description="requests in flight (default: the suite's)")
@@ -66,6 +69,15 @@ class Matrix(_Frozen):
         default_factory=dict,
         description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_repeats(cls, data: Any) -> Any:
+        """``repeats: auto`` plans ``max_repeats`` launches per arm and lets specbench.adaptive
+        stop each arm as soon as its verdict is settled."""
+        if isinstance(data, dict) and data.get("repeats") == "auto":
+            return {**data, "repeats": data.get("max_repeats", 10), "adaptive": True}
+        return data
 
     @field_validator("arms")
     @classmethod

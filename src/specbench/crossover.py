@@ -90,7 +90,7 @@ def prefill_comparison(run: RunData, arm: str) -> stats.Comparison | None:
 
 def _comparison(run: RunData, arm: str, metric: str) -> stats.Comparison | None:
     try:
-        return stats.speedup(run.df, arm, run.baseline, metric)
+        return stats.speedup(run.df, arm, run.baseline, metric, confidence=run.confidence)
     except ValueError:
         return None
 

@@ -63,6 +63,11 @@ class RunProgress:
                 )
         elif event == "request" and not info["warmup"]:
             self.progress.advance(self.task)
+        elif event == "decided":
+            done = (
+                "decided" if info["why"] in ("faster", "slower", "equivalent") else f"stopped ({info['why']})"
+            )
+            console.print(f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}")
         elif event in ("retry", "confound"):
             console.print(f"[yellow]{event}: {info}", highlight=False)
         elif event == "restart":

@@ -166,6 +166,12 @@ def verdict(ci_low: float, ci_high: float, threshold: float = 0.01) -> Verdict:
     return "undetermined"
 
 
+def ci_label(c: Comparison) -> str:
+    """ "95 %", or e.g. "98.6 %" for the nominal level of a sequential (adaptive) run."""
+    pct = c.confidence * 100
+    return f"{pct:.0f} %" if abs(pct - round(pct)) < 1e-6 else f"{pct:.1f} %"
+
+
 def verdict_text(c: Comparison) -> str:
     """The verdict as printed: an undetermined one says why and what would settle it."""
     if c.verdict != "undetermined":
