@@ -79,6 +79,12 @@ class Matrix(_Frozen):
             return {**data, "repeats": data.get("max_repeats", 10), "adaptive": True}
         return data
 
+    @model_validator(mode="after")
+    def _adaptive_needs_three(self) -> Matrix:
+        if self.adaptive and self.repeats < 3:
+            raise ValueError("adaptive repeats need at least 3 launches per arm (a verdict's minimum)")
+        return self
+
     @field_validator("arms")
     @classmethod
     def _some_arms(cls, arms: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
