@@ -157,7 +157,7 @@ class AdaptiveExecutor:
 
 
 def _evidence(c: stats.Comparison) -> str:
-    return f"×{c.ratio:.3f} ({c.confidence:.1%} CI {c.ci_low:.3f}–{c.ci_high:.3f}), {stats.verdict_text(c)}"
+    return f"×{c.ratio:.3f} ({stats.ci_label(c)} CI {c.ci_low:.3f}–{c.ci_high:.3f}), {stats.verdict_text(c)}"
 
 
 def wrap(adaptive: bool, inner: Executor | None) -> Executor | None:
