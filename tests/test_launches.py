@@ -164,3 +164,13 @@ def test_eleven_of_twelve_slower_pairs_in_three_wild_launches_need_a_few_more() 
     assert S.speedup(frame(4), "self", "base", "prefill_ms", confidence=sequential).verdict == "undetermined"
     five = S.speedup(frame(5), "self", "base", "prefill_ms", confidence=sequential)
     assert five.verdict == "slower" and five.ratio == pytest.approx(0.478, abs=0.01)
+
+
+def test_adaptive_wraps_only_adaptive_runs_and_stays_local_for_the_runner() -> None:
+    """The runner probes this machine for the theory only under a LocalExecutor: wrapping must keep that."""
+    from specbench.adaptive import AdaptiveExecutor, wrap
+    from specbench.executors.local import LocalExecutor
+
+    assert wrap(False, None) is None
+    local = wrap(True, None)
+    assert isinstance(local, AdaptiveExecutor) and isinstance(local, LocalExecutor)

@@ -26,6 +26,7 @@ from scipy import stats as sps
 
 from specbench import stats
 from specbench.config import RunSpec
+from specbench.executors.local import LocalExecutor
 from specbench.launches import MIN_LAUNCHES
 from specbench.metrics import frame
 
@@ -81,8 +82,6 @@ class AdaptiveExecutor:
     kind: str = "adaptive"
 
     def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
-        from specbench.executors.local import LocalExecutor
-
         inner = self.inner or LocalExecutor()
         m = runner.matrix
         state = self._state(runner)
@@ -160,6 +159,17 @@ def _evidence(c: stats.Comparison) -> str:
     return f"×{c.ratio:.3f} ({stats.ci_label(c)} CI {c.ci_low:.3f}–{c.ci_high:.3f}), {stats.verdict_text(c)}"
 
 
+class _AdaptiveLocal(AdaptiveExecutor, LocalExecutor):
+    """Adaptive over the local executor: still a LocalExecutor to the runner, which probes this
+    machine for the theory only when cells are served here."""
+
+
 def wrap(adaptive: bool, inner: Executor | None) -> Executor | None:
     """``inner`` wrapped for a ``repeats: auto`` matrix, else unchanged."""
-    return AdaptiveExecutor(inner) if adaptive else inner
+    if not adaptive:
+        return inner
+    return (
+        _AdaptiveLocal(inner)
+        if inner is None or isinstance(inner, LocalExecutor)
+        else AdaptiveExecutor(inner)
+    )
