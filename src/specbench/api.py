@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from specbench import adaptive
 from specbench.config import LOOPBACK, Matrix, RunSpec, check_arm_name, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
@@ -96,6 +97,7 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        executor=adaptive.wrap(matrix.adaptive, None),
         api_key=key,
     )
 
