@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specbench.errors import ConfigError
+from specbench.tunespec import TuneSpec
 
 EngineKind = Literal["llamacpp", "vllm", "sglang", "openai"]
 
@@ -127,6 +128,7 @@ class Matrix(_Frozen):
         default_factory=dict,
         description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",
     )
+    tune: TuneSpec | None = Field(None, description="`specbench tune`: search space, workloads, budget")
 
     @model_validator(mode="before")
     @classmethod
@@ -214,6 +216,8 @@ def _first_error(path: Path, text: str, exc: ValidationError) -> str:
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:
     model: type[BaseModel] = WorkloadSpec if loc and loc[0] == "workload" else Matrix
+    if loc and loc[0] == "tune":  # the tune block's own fields (docs/tune.md)
+        model = TuneSpec if len(loc) == 2 else type(TuneSpec.model_fields["budget"].default)
     return sorted(model.model_fields)
 
 

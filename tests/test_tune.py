@@ -1,0 +1,203 @@
+"""The tune race on a fake measurement (FakeMeasure: simulated launches with known true
+speedups and launch noise) — drops, budget, refinement, resume; no engine involved."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from specbench import stats
+from specbench.tune import RaceState, answer, initial_state, race
+from specbench.tunespec import Candidate, TuneSpec, candidate_name
+
+PROMPTS = 4
+
+
+class FakeMeasure:
+    """Each arm's decode rate = 100 × its true speedup × launch noise × request noise."""
+
+    def __init__(self, truth: dict[str, float], launch_sd: float = 0.01, seed: int = 0) -> None:
+        self.truth, self.launch_sd = truth, launch_sd
+        self.rng = np.random.default_rng(seed)
+        self.rows: list[dict[str, Any]] = []
+        self.launches = 0
+        self.rounds: list[list[str]] = []
+
+    def run_round(self, round_no: int, arms: list[str]) -> None:
+        self.rounds.append(arms)
+        for arm in arms:
+            self.launches += 1
+            launch = math.exp(self.rng.normal(0, self.launch_sd))
+            for p in range(PROMPTS):
+                rate = 100 * self.truth[arm] * launch * math.exp(self.rng.normal(0, 0.005))
+                self.rows.append({"arm": arm, "repeat": round_no, "prompt_id": f"p{p}", "decode_tok_s": rate})
+
+    def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
+        return stats.speedup(pd.DataFrame(self.rows), arm, other, "decode_tok_s", confidence=confidence)
+
+    def spent(self) -> tuple[int, int]:
+        return self.launches, len(self.rows)
+
+    def failed(self, arm: str) -> str | None:
+        return "would not start" if self.truth[arm] <= 0 else None
+
+
+def spec(**kw: Any) -> TuneSpec:
+    raw = {"dimensions": {"draft_n_max": [2, 4, 8], "draft_p_min": [0.0, 0.5]}, **kw}
+    return TuneSpec.model_validate(raw)
+
+
+def truth_from(s: TuneSpec, f: Any) -> dict[str, float]:
+    out = {"baseline": 1.0}
+    for c in s.grid():
+        out[candidate_name(c)] = f(c)
+    return out
+
+
+def speed(c: Candidate) -> float:
+    """K = 4 and p-min 0.5 best (×1.5), every step away costs."""
+    k, p = float(c["draft_n_max"]), float(c["draft_p_min"])
+    return 1.5 - 0.15 * abs(math.log2(k) - 2) - 0.2 * abs(p - 0.5)
+
+
+def test_race_drops_losers_and_finds_the_best() -> None:
+    s = spec(refine=False)
+    truth = truth_from(s, speed)
+    m = FakeMeasure(truth, launch_sd=0.03)
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    ans = answer(state)
+    assert ans.best is not None and ans.best.name == "k4-p0_5"
+    assert ans.beats_baseline == "yes"
+    dropped = [e for e in state.entries if e.status == "dropped"]
+    assert len(dropped) == len(state.entries) - 1
+    assert all("leader" in e.reason for e in dropped)
+    assert state.stop_reason.startswith("one candidate left")
+    # dropping saved launches: fewer than every candidate for every round
+    assert m.launches < (len(state.entries) + 1) * state.rounds
+
+
+def test_no_setting_wins_is_an_answer() -> None:
+    s = spec(refine=False, dimensions={"draft_n_max": [2, 4]})
+    m = FakeMeasure({"baseline": 1.0, "k2": 0.7, "k4": 0.8})
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    ans = answer(state)
+    assert ans.beats_baseline == "no"
+    assert ans.text.startswith("no setting wins")
+
+
+def test_budget_stops_before_a_round_it_cannot_pay() -> None:
+    s = spec(refine=False, budget={"launches": 10})
+    m = FakeMeasure(truth_from(s, lambda c: 1.2))  # all equal: nothing can be dropped quickly
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    assert m.launches <= 10
+    assert state.stop_reason.startswith("budget")
+
+
+def test_request_budget() -> None:
+    s = spec(refine=False, budget={"requests": 60})
+    m = FakeMeasure(truth_from(s, speed))
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    assert len(m.rows) <= 60 and "requests" in state.stop_reason
+
+
+def test_refinement_tries_values_between_the_leader_and_its_neighbours() -> None:
+    s = spec(dimensions={"draft_n_max": [2, 8, 16]})
+    truth = {"baseline": 1.0, "k2": 1.2, "k8": 1.4, "k16": 1.1, "k5": 1.6, "k12": 1.3}
+    m = FakeMeasure(truth)
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    added = [e.name for e in state.entries if e.joined > 0]
+    assert added == ["k5", "k12"]
+    assert answer(state).best is not None and answer(state).best.name == "k5"  # type: ignore[union-attr]
+    assert any(ev["event"] == "refine" for ev in state.events)
+
+
+def test_theory_orders_candidates_and_says_why() -> None:
+    s = spec()
+    ordered = initial_state(s, "baseline", lambda c: float(c["draft_n_max"]))
+    assert [e.values["draft_n_max"] for e in ordered.entries][:2] == [8, 8]
+    assert "theory" in ordered.order_reason
+    grid = initial_state(s, "baseline", lambda c: None)
+    assert grid.entries[0].name == "k2-p0_0" and grid.order_reason.startswith("grid order")
+
+
+def test_failed_candidate_is_dropped_with_its_reason() -> None:
+    s = spec(refine=False, dimensions={"draft_n_max": [2, 4]})
+    m = FakeMeasure({"baseline": 1.0, "k2": 0.0, "k4": 1.3})
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    k2 = next(e for e in state.entries if e.name == "k2")
+    assert k2.status == "dropped" and "failed" in k2.reason
+
+
+def test_resume_continues_from_the_saved_state() -> None:
+    """Interrupt after round 2 (the save callback raises), resume from the saved dict: the rounds
+    continue at 2 and the result equals an uninterrupted race on the same measurements."""
+    s = spec(refine=False)
+    truth = truth_from(s, speed)
+    saved: list[dict[str, Any]] = []
+
+    def save(state: RaceState) -> None:
+        saved.append(state.to_dict())
+        if state.rounds == 2:
+            raise KeyboardInterrupt
+
+    m = FakeMeasure(truth)
+    with pytest.raises(KeyboardInterrupt):
+        race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS, save)
+    resumed = race(s, RaceState.from_dict(saved[-1]), m, PROMPTS)
+    assert [len(r) for r in m.rounds][:2] == [len(resumed.entries) + 1] * 2
+    full = race(s, initial_state(s, "baseline", lambda c: None), FakeMeasure(truth), PROMPTS)
+    assert resumed.rounds == full.rounds
+    assert [e.status for e in resumed.entries] == [e.status for e in full.entries]
+
+
+def test_spec_errors_name_the_field() -> None:
+    with pytest.raises(ValueError, match="unknown dimension 'draft_k'"):
+        TuneSpec.model_validate({"dimensions": {"draft_k": [1]}})
+    with pytest.raises(ValueError, match="numbers only"):
+        TuneSpec.model_validate({"dimensions": {"draft_n_max": ["four"]}})
+    with pytest.raises(ValueError, match="below 'from'"):
+        TuneSpec.model_validate({"dimensions": {"draft_n_max": {"from": 8, "to": 2, "step": 1}}})
+    ranged = TuneSpec.model_validate({"dimensions": {"draft_n_max": {"from": 2, "to": 8, "step": 2}}})
+    assert ranged.values("draft_n_max") == [2, 4, 6, 8]
+
+
+def test_matrix_tune_block_errors_are_one_line_naming_the_field(tmp_path: Any) -> None:
+    from specbench.config import load_matrix
+    from specbench.errors import ConfigError
+
+    model = tmp_path / "t.gguf"
+    model.write_bytes(b"x")
+    path = tmp_path / "m.yaml"
+    path.write_text("model: t.gguf\ntune:\n  dimensions:\n    draft_n_max: [2, 4]\n  budget: {launchez: 3}\n")
+    with pytest.raises(ConfigError, match=r"m.yaml:5: tune.budget.launchez: unknown field \(known: launches"):
+        load_matrix(path)
+    path.write_text("model: t.gguf\ntune:\n  dimensions:\n    spec_k: [2, 4]\n")
+    with pytest.raises(ConfigError, match=r"m.yaml:3: tune.dimensions: unknown dimension 'spec_k'"):
+        load_matrix(path)
+    path.write_text("model: t.gguf\ntune:\n  dimensions: {draft_n_max: [2, 4]}\n  max_rounds: 2\n")
+    with pytest.raises(ConfigError, match=r"tune.max_rounds: "):
+        load_matrix(path)
+
+
+def test_engine_spells_candidates() -> None:
+    from specbench.engines.tuning import candidate_args
+    from specbench.errors import ConfigError
+
+    c: Candidate = {"draft_model": "/m/d.gguf", "draft_n_max": 4, "draft_p_min": 0.75}
+    assert candidate_args("llamacpp", c) == (
+        "--spec-type", "draft-simple", "-md", "/m/d.gguf",
+        "--spec-draft-n-max", "4", "--spec-draft-p-min", "0.75",
+    )  # fmt: skip
+    ngram = candidate_args("llamacpp", {"method": "ngram-mod", "ngram_n": 8, "ngram_m": 16})
+    assert ngram[2:] == ("--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-max", "16")
+    assert candidate_args("vllm", {"method": "ngram", "draft_n_max": 3}) == (
+        "--speculative-config", '{"method":"ngram","num_speculative_tokens":3}',
+    )  # fmt: skip
+    with pytest.raises(ConfigError, match="method draft needs a draft_model"):
+        candidate_args("llamacpp", {"draft_n_max": 4})
+    with pytest.raises(ConfigError, match=r"tune\.dimensions\.method: 'medusa'"):
+        candidate_args("llamacpp", {"method": "medusa"})
