@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from specbench import adaptive
@@ -21,6 +23,9 @@ from specbench.redact import Redactor, mask_args
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
+
+if TYPE_CHECKING:
+    from specbench.tunerun import WorkloadResult
 
 
 def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | None = None) -> Engine:
@@ -222,3 +227,18 @@ def finish_lines(run_dir: Path, report: bool = True) -> list[str]:
         lines = [f"report: {page}"]
         decisions = json.loads((page.parent / "findings.json").read_text())["decisions"]
     return lines + [f"decision for {d['workload']}: {d['recommendation']} ({d['reason']})" for d in decisions]
+
+
+def tune(
+    matrix_path: Path,
+    out: Path,
+    *,
+    resume: bool = False,
+    llama_server: str | None = None,
+    say: Callable[[str], None] = lambda s: None,
+    observe: Observer | None = None,
+) -> list[WorkloadResult]:
+    """``specbench tune``: race the matrix's tune block per workload (:mod:`specbench.tunerun`)."""
+    from specbench.tunerun import tune as run_tune
+
+    return run_tune(matrix_path, out, resume=resume, llama_server=llama_server, say=say, observe=observe)

@@ -248,6 +248,39 @@ def run(
         fail(err)
 
 
+@app.command("tune", epilog=EXIT_CODES)
+def tune(
+    matrix: Annotated[Path, typer.Argument(help="matrix YAML file with a tune: block")],
+    out: Annotated[Path, typer.Option(help="tune.json and a run directory per workload")] = Path("runs/tune"),
+    resume: Annotated[bool, typer.Option(help="continue an interrupted tune where it stopped")] = False,
+    llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
+) -> None:
+    """Which speculative settings to ship: race the tune block's candidates, fewest requests first."""
+    from specbench import api
+    from specbench.tunerun import answer_lines
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def observe(event: str, info: dict[str, Any]) -> None:
+        if event == "cell":
+            say(f"  round {info['repeat']}: {info['arm']}")
+        elif event == "failed":
+            say(f"  {info['arm']} failed: {info['reason']}")
+
+    try:
+        _interrupt_on_signals()
+        results = api.tune(matrix, out, resume=resume, llama_server=llama_server, say=say, observe=observe)
+        for result in results:
+            print("\n".join(answer_lines(result)))
+        print(f"tune log: {out / 'tune.json'}")
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: the tune so far is in {out}; continue with --resume")
+        raise typer.Exit(130) from None
+    except SpecbenchError as err:
+        fail(err)
+
+
 @app.command("summary")
 def summary(run_dir: Annotated[Path, typer.Argument(help="run directory")]) -> None:
     """Print the per-arm summary of a run directory."""

@@ -136,7 +136,7 @@ def race(
             minutes = spent_before + (time.monotonic() - started) / 60
             stop = _fits(spec.budget, measure.spent(), minutes, len(arms), len(arms) * prompts)
         if stop is not None:
-            if not _next_stage(spec, state, stop, say):
+            if not _next_stage(spec, state, stop, say, _afford(spec, state, measure, prompts)):
                 state.stage, state.stop_reason = "done", stop
                 _event(state, "stop", why=stop)
                 say(f"stop after {state.rounds} rounds: {stop}")
@@ -168,17 +168,32 @@ def _stop_reason(spec: TuneSpec, state: RaceState) -> str | None:
     return None
 
 
-def _next_stage(spec: TuneSpec, state: RaceState, why: str, say: Callable[[str], None]) -> bool:
-    """Refinement around the leader, once, if the race found one and the budget allows a round."""
+def _afford(spec: TuneSpec, state: RaceState, measure: Measure, prompts: int) -> Callable[[int], bool]:
+    """Whether the budget pays for MIN_LAUNCHES rounds of ``n`` arms (a refinement stage's least)."""
+
+    def afford(n: int) -> bool:
+        launches, requests = measure.spent()
+        after = (launches + (MIN_LAUNCHES - 1) * n, requests + (MIN_LAUNCHES - 1) * n * prompts)
+        return _fits(spec.budget, after, state.minutes, n, n * prompts) is None
+
+    return afford
+
+
+def _next_stage(
+    spec: TuneSpec, state: RaceState, why: str, say: Callable[[str], None], afford: Callable[[int], bool]
+) -> bool:
+    """Refinement around the leader, once, if the race found one and the budget pays for a
+    verdict's worth of rounds (a candidate added and never measured would be a hole in the run)."""
     if state.stage != "race" or not spec.refine or why.startswith("budget") or "no setting" in why:
         return False
     lead = leader(state)
     if lead is None:
         return False
-    tried = [e.values for e in state.entries]
-    new = [
-        Entry(candidate_name(c), c, None, joined=state.rounds) for c in neighbours(spec, lead.values, tried)
-    ]
+    added = neighbours(spec, lead.values, [e.values for e in state.entries])
+    new = [Entry(candidate_name(c), c, None, joined=state.rounds) for c in added]
+    if new and not afford(len(new) + 2):
+        _event(state, "no_refine", why="the budget cannot pay for a verdict on the refinement")
+        return False
     if not new:
         return False
     state.entries += new
