@@ -1,0 +1,171 @@
+"""`specbench tune` vs the full grid with a fixed protocol, on a lab pair with known acceptance
+(prints figures; asserts nothing).
+
+1. The full grid: every candidate of the search space as an arm, ``--repeats`` interleaved
+   launches each (a fixed protocol), measured on the real llama-server.
+2. The tune race replayed on the grid's own launches: round r of the race reads launch r of the
+   arms it still races, so both designs see exactly the same measurements and the only difference
+   is which launches each pays for. Requests and wall time are counted from what each consumed
+   (wall time: the consumed cells' own durations). Refinement is off: its values are not in the grid.
+3. With ``--live``, ``specbench tune`` itself runs too (its own launches, budget = the grid's).
+
+    flock /tmp/specbench-engine.lock .venv/bin/python bench/tune_vs_grid.py --size tiny
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from specbench import api, stats
+from specbench.analysis import comparisons, load_run
+from specbench.demo import ensure_llama_server
+from specbench.engines.tuning import candidate_args
+from specbench.lab.check import lab_dir
+from specbench.lab.make import LabSpec, cached_pair
+from specbench.metrics import frame
+from specbench.store import RunStore
+from specbench.theory.formulas import leviathan_speedup
+from specbench.tune import answer, initial_state, race
+from specbench.tunespec import TuneSpec, candidate_name
+
+PROMPTS = [{"id": f"p{i}", "prompt": f"Write note {i}."} for i in range(8)]
+
+
+class Replay:
+    """The race's measurement, answered from the grid's records: launch r of each arm raced."""
+
+    def __init__(self, run_dir: Path) -> None:
+        store = RunStore(run_dir)
+        self.records = store.records()
+        self.df = frame(self.records)
+        self.cells = {(c["arm"], c["repeat"]): _seconds(c) for c in store.cells()}
+        self.used: set[tuple[str, int]] = set()
+
+    def run_round(self, round_no: int, arms: list[str]) -> None:
+        self.used |= {(a, round_no) for a in arms}
+
+    def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
+        keep = [(a, r) in self.used for a, r in zip(self.df["arm"], self.df["repeat"], strict=True)]
+        try:
+            return stats.speedup(self.df[keep], arm, other, "decode_tok_s", confidence=confidence)
+        except ValueError:
+            return None
+
+    def spent(self) -> tuple[int, int]:
+        return len(self.used), sum((r["arm"], r["repeat"]) in self.used for r in self.records)
+
+    def failed(self, arm: str) -> str | None:
+        return None
+
+    def seconds(self) -> float:
+        return sum(self.cells.get(k, 0.0) for k in self.used)
+
+
+def _seconds(cell: dict[str, Any]) -> float:
+    start, end = cell.get("started_at"), cell.get("ended_at")
+    if not start or not end:
+        return 0.0
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+def grid_matrix(folder: Path, pair: Path, binary: Path, spec: TuneSpec, a: argparse.Namespace) -> Path:
+    arms: dict[str, list[str]] = {"baseline": []}
+    for c in spec.grid():
+        arms[candidate_name(c)] = list(candidate_args("llamacpp", c))
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS[: a.prompts]))
+    workload = {
+        "suite": "natural",
+        "max_tokens": a.max_tokens,
+        "prompts": a.prompts,
+        "prompt_file": "prompts.jsonl",
+        "ignore_eos": True,
+    }
+    body = {
+        "model": str(pair / "target.gguf"),
+        "engine_binary": str(binary),
+        "forward_probe": False,
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": arms,
+        "repeats": a.repeats,
+        "workload": workload,
+    }
+    path = folder / "grid.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return path
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--size", default="tiny", choices=["tiny", "small", "membound"])
+    p.add_argument("--alpha", type=float, default=0.8)
+    p.add_argument("--k", type=int, nargs="+", default=[1, 2, 4, 8])
+    p.add_argument("--p-min", type=float, nargs="+", default=[0.0, 0.8])
+    p.add_argument("--repeats", type=int, default=6, help="the grid's fixed launches per arm")
+    p.add_argument("--prompts", type=int, default=3)
+    p.add_argument("--max-tokens", type=int, default=48)
+    p.add_argument("--out", type=Path, default=None, help="keep the grid run here (default: a temp dir)")
+    a = p.parse_args()
+    pair = cached_pair(LabSpec(arch="dense", alpha=a.alpha, size=a.size), lab_dir())
+    binary = ensure_llama_server(None)
+    draft = str(pair / "draft.gguf")
+    spec = TuneSpec.model_validate(
+        {
+            "dimensions": {"draft_model": [draft], "draft_n_max": a.k, "draft_p_min": a.p_min},
+            "max_rounds": a.repeats,
+            "refine": False,
+        }
+    )
+    folder = a.out or Path(tempfile.mkdtemp(prefix="tune-vs-grid-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    run_dir = folder / "grid"
+    t0 = time.monotonic()
+    runner = api.prepare_run(grid_matrix(folder, pair, binary, spec, a), run_dir)
+    runner.run()
+    grid_wall = time.monotonic() - t0
+
+    cmps = comparisons(load_run(run_dir))
+    grid_best = max(cmps.values(), key=lambda c: c.ratio)
+    replay = Replay(run_dir)
+    target_bytes, draft_bytes = (pair / "target.gguf").stat().st_size, Path(draft).stat().st_size
+
+    def predict(c: dict[str, Any]) -> float:
+        return leviathan_speedup(a.alpha, int(c["draft_n_max"]), draft_bytes / target_bytes, 1.0)
+
+    state = race(spec, initial_state(spec, "baseline", predict), replay, a.prompts + 1)
+    ans = answer(state)
+    won = ans.best.name if ans.best else None
+    in_interval = won is not None and grid_best.ci_low <= cmps[won].ratio <= grid_best.ci_high
+    grid_requests, grid_seconds = len(replay.records), sum(replay.cells.values())
+    launches, requests = replay.spent()
+    tune_s = replay.seconds()
+    won_ratio = f"grid ratio ×{cmps[won].ratio:.3f}" if won else "-"
+    lines = [
+        f"lab pair {pair.name}: α {a.alpha}, K {a.k}, p-min {a.p_min}, "
+        f"{a.prompts} prompts × {a.max_tokens} tokens",
+        f"grid: {len(cmps)} candidates + baseline × {a.repeats} launches = {len(replay.cells)} launches, "
+        f"{grid_requests} requests, {grid_seconds:.0f} s serving ({grid_wall:.0f} s wall)",
+        f"grid winner {grid_best.arm}: ×{grid_best.ratio:.3f} "
+        f"(95 % CI {grid_best.ci_low:.3f}–{grid_best.ci_high:.3f}), {stats.verdict_text(grid_best)}",
+        f"tune (replayed on the grid's launches): {launches} launches, {requests} requests "
+        f"= {requests / grid_requests:.2f} of the grid's, {tune_s:.0f} s serving "
+        f"= {tune_s / max(grid_seconds, 1e-9):.2f}; stopped: {state.stop_reason}",
+        f"tune winner {won} ({won_ratio}): {'inside' if in_interval else 'OUTSIDE'} the grid winner's "
+        f"interval; tune says: {ans.text}",
+        "dropped: " + "; ".join(f"{e.name} @{e.dropped_round}" for e in state.entries if e.dropped_round),
+    ]
+    print("\n".join(lines))
+    rows = [{"candidate": k, "grid ×": round(c.ratio, 3), "verdict": c.verdict} for k, c in cmps.items()]
+    print(pd.DataFrame(rows).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
