@@ -201,3 +201,23 @@ def test_engine_spells_candidates() -> None:
         candidate_args("llamacpp", {"draft_n_max": 4})
     with pytest.raises(ConfigError, match=r"tune\.dimensions\.method: 'medusa'"):
         candidate_args("llamacpp", {"method": "medusa"})
+
+
+def test_report_section_lists_candidates_and_draws_the_surface(tmp_path: Any) -> None:
+    import json
+    from dataclasses import asdict
+
+    from specbench.report.document import Figure, Table
+    from specbench.report.tune import tune_blocks
+
+    s = spec(refine=False)
+    state = race(s, initial_state(s, "baseline", lambda c: 1.0), FakeMeasure(truth_from(s, speed)), PROMPTS)
+    cands = [asdict(e) for e in state.entries]
+    entry = {"state": state.to_dict(), "answer": {"text": answer(state).text}, "candidates": cands}
+    (tmp_path / "tune.json").write_text(json.dumps({"workloads": {"chat": entry}}))
+    blocks = tune_blocks(tmp_path / "chat")
+    table = next(b for b in blocks if isinstance(b, Table))
+    assert len(table.frame) == len(cands) and table.frame["why"].str.contains("leader").any()
+    figure = next(b for b in blocks if isinstance(b, Figure))
+    assert figure.path.stat().st_size > 0
+    assert tune_blocks(tmp_path / "other") == []  # not a tuned workload: no section

@@ -17,6 +17,7 @@ from specbench.report.document import Block, Bullets, Figure, Heading, Para, Tab
 from specbench.report.envfile import describe_workload
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
+from specbench.report.tune import tune_blocks
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,7 @@ def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         Heading(f"specbench report: {run_dir.name}", 1),
         *_findings(c),
         *_decision(c),
+        *tune_blocks(run_dir),
         *predicted_blocks(c.run, run_dir),
         *_context(c.run, run_dir),
         *_crossover(c),
