@@ -221,3 +221,14 @@ def test_report_section_lists_candidates_and_draws_the_surface(tmp_path: Any) ->
     figure = next(b for b in blocks if isinstance(b, Figure))
     assert figure.path.stat().st_size > 0
     assert tune_blocks(tmp_path / "other") == []  # not a tuned workload: no section
+
+
+def test_no_refinement_the_budget_cannot_finish() -> None:
+    """A refinement candidate added and never measured would be a hole in the run directory."""
+    s = spec(dimensions={"draft_n_max": [2, 8, 16]}, budget={"launches": 14})
+    truth = {"baseline": 1.0, "k2": 1.2, "k8": 1.6, "k16": 1.1, "k5": 1.5, "k12": 1.3}
+    m = FakeMeasure(truth)
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    assert [e.name for e in state.entries] == ["k2", "k8", "k16"]
+    assert any(ev["event"] == "no_refine" for ev in state.events)
+    assert m.launches <= 14
