@@ -32,7 +32,7 @@ from specbench.tune import Answer, RaceState, answer, initial_state, race
 from specbench.tunespec import Candidate, TuneSpec
 
 if TYPE_CHECKING:
-    from specbench.runner import Runner
+    from specbench.runner import Observer, Runner
 
 SERVE_PORT = 8080  # the port printed in the command to serve the winner
 
@@ -197,7 +197,7 @@ def tune(
     resume: bool = False,
     llama_server: str | None = None,
     say: Callable[[str], None] = lambda s: None,
-    observe: Any = None,
+    observe: Observer | None = None,
 ) -> list[WorkloadResult]:
     """Tune every workload of the matrix's tune block; the answers are also in DIR/tune.json."""
     matrix, spec = load_tune(matrix_path)
@@ -227,7 +227,7 @@ def _tune_workload(
     log: dict[str, Any],
     llama_server: str | None,
     say: Callable[[str], None],
-    observe: Any,
+    observe: Observer | None,
 ) -> WorkloadResult:
     saved = log["workloads"].get(name, {}).get("state")
     state = (
