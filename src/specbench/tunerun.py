@@ -26,7 +26,7 @@ from specbench.errors import ConfigError, StoreError
 from specbench.executors.local import LocalExecutor
 from specbench.metrics import frame
 from specbench.redact import mask_args
-from specbench.store import now_iso
+from specbench.store import RunStore, now_iso
 from specbench.theory.formulas import leviathan_speedup
 from specbench.tune import Answer, RaceState, answer, initial_state, race
 from specbench.tunespec import Candidate, TuneSpec
@@ -108,6 +108,21 @@ def _sync_arms(runner: Runner, spec: TuneSpec, state: RaceState) -> None:
     runner.matrix = runner.matrix.model_copy(update={"arms": arms})
     runner.store.update_manifest(matrix=runner.matrix.model_dump(mode="json"))
     (runner.store.root / "matrix.yaml").write_text(_yaml(runner.matrix))
+
+
+def _align_arms(run_dir: Path, state: RaceState) -> None:
+    """An interrupt between saving tune.json and the manifest can leave them one refinement
+    apart; the candidates are tune's own, so the manifest takes tune.json's (every other matrix
+    field is still checked by --resume)."""
+    store = RunStore(run_dir)
+    matrix = dict(store.manifest().get("matrix") or {})
+    arms = matrix.get("arms") or {}
+    names = {state.baseline, *(e.name for e in state.entries)}
+    if arms and set(arms) != names:
+        engine = str(matrix.get("engine", "llamacpp"))
+        base = {state.baseline: arms.get(state.baseline, [])}
+        new = {**base, **{e.name: list(candidate_args(engine, e.values)) for e in state.entries}}
+        store.update_manifest(matrix={**matrix, "arms": new})
 
 
 def _arms(matrix: Matrix, state: RaceState) -> dict[str, tuple[str, ...]]:
@@ -253,9 +268,10 @@ def _tune_workload(
         log["workloads"][name] = _workload_log(wl_matrix, s, run_dir)
         _write(out / "tune.json", log)
 
-    runner = api.prepare_run(
-        gen, run_dir, resume=(run_dir / "manifest.json").exists(), llama_server=llama_server, observe=observe
-    )
+    resume = (run_dir / "manifest.json").exists()
+    if resume:
+        _align_arms(run_dir, state)
+    runner = api.prepare_run(gen, run_dir, resume=resume, llama_server=llama_server, observe=observe)
     executor = _TuneExecutor(spec, state, save, say)
     runner.executor = executor
     if executor.state.stage != "done":
