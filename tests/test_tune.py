@@ -101,7 +101,7 @@ def test_request_budget() -> None:
     s = spec(refine=False, budget={"requests": 60})
     m = FakeMeasure(truth_from(s, speed))
     state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
-    assert len(m.rows) <= 60 and "requests" in state.stop_reason
+    assert len(m.rows) <= 60 and "budget" in state.stop_reason
 
 
 def test_refinement_tries_values_between_the_leader_and_its_neighbours() -> None:
@@ -232,3 +232,17 @@ def test_no_refinement_the_budget_cannot_finish() -> None:
     assert [e.name for e in state.entries] == ["k2", "k8", "k16"]
     assert any(ev["event"] == "no_refine" for ev in state.events)
     assert m.launches <= 14
+
+
+def test_a_tight_budget_races_the_theorys_favourites_first() -> None:
+    """14 launches pay for three rounds of four arms: the three predicted best race first, the
+    others wait for launches that drops free (here none: the budget ends first)."""
+    s = spec(refine=False, budget={"launches": 14})
+    truth = truth_from(s, speed)
+    m = FakeMeasure(truth)
+    state = race(s, initial_state(s, "baseline", speed), m, PROMPTS)  # a theory that is right
+    first = [a for a in m.rounds[0] if a != "baseline"]
+    assert first == ["k4-p0_5", "k4-p0_0", "k2-p0_5"]
+    assert m.launches <= 14
+    assert "never admitted" in state.stop_reason or state.stop_reason.startswith("budget")
+    assert answer(state).best is not None and answer(state).best.name == "k4-p0_5"  # type: ignore[union-attr]

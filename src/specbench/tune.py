@@ -56,7 +56,7 @@ class Entry:
     values: Candidate
     predicted: float | None = None
     joined: int = 0  # first round it was measured in
-    status: str = "racing"  # racing | dropped
+    status: str = "waiting"  # waiting (not admitted yet) | racing | dropped
     dropped_round: int | None = None
     reason: str = ""
     measured: dict[str, Any] | None = None  # last comparison with the baseline
@@ -128,6 +128,7 @@ def race(
     started, spent_before = time.monotonic(), state.minutes
     conf = confidence(spec)
     while state.stage != "done":
+        _admit(state, _afford(spec, state, measure, prompts), say)
         racing = state.racing()
         stop = _stop_reason(spec, state)
         if stop is None:
@@ -150,15 +151,33 @@ def race(
     return state
 
 
+def _admit(state: RaceState, afford: Callable[[int], bool], say: Callable[[str], None]) -> None:
+    """Admit waiting candidates in the theory's order while the budget pays for a verdict on
+    every candidate racing (three rounds of them and the baseline): with a tight budget the
+    predicted best race first and the rest join as drops free their launches."""
+    if state.stage != "race":
+        return
+    for e in [e for e in state.entries if e.status == "waiting"]:
+        if not afford(len(state.racing()) + 2):
+            break
+        e.status, e.joined = "racing", state.rounds
+        if state.rounds:
+            _event(state, "admit", candidate=e.name)
+            say(f"admit {e.name} at round {state.rounds}")
+
+
 def _stop_reason(spec: TuneSpec, state: RaceState) -> str | None:
     racing = state.racing()
     if not racing:
-        return "no candidate left"
+        waiting = any(e.status == "waiting" for e in state.entries)
+        return "budget: cannot pay for a verdict on any candidate" if waiting else "no candidate left"
     if state.rounds - state.stage_start >= spec.max_rounds:
         return f"max_rounds {spec.max_rounds} reached in stage {state.stage}"
     ready = [e for e in racing if e.measured and e.measured["n_launches"] >= MIN_LAUNCHES]
+    waiting = sum(e.status == "waiting" for e in state.entries)  # _admit could not pay for them
     if len(racing) == 1 and ready:
-        return f"one candidate left ({racing[0].name})"
+        unreached = f"; {waiting} never admitted (budget)" if waiting else ""
+        return f"one candidate left ({racing[0].name}){unreached}"
     if (
         ready
         and len(ready) == len(racing)
@@ -190,7 +209,7 @@ def _next_stage(
     if lead is None:
         return False
     added = neighbours(spec, lead.values, [e.values for e in state.entries])
-    new = [Entry(candidate_name(c), c, None, joined=state.rounds) for c in added]
+    new = [Entry(candidate_name(c), c, None, joined=state.rounds, status="racing") for c in added]
     if new and not afford(len(new) + 2):
         _event(state, "no_refine", why="the budget cannot pay for a verdict on the refinement")
         return False
