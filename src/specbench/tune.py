@@ -168,13 +168,12 @@ def _admit(state: RaceState, afford: Callable[[int], bool], say: Callable[[str],
 
 def _stop_reason(spec: TuneSpec, state: RaceState) -> str | None:
     racing = state.racing()
+    waiting = sum(e.status == "waiting" for e in state.entries)  # _admit could not pay for them
     if not racing:
-        waiting = any(e.status == "waiting" for e in state.entries)
         return "budget: cannot pay for a verdict on any candidate" if waiting else "no candidate left"
     if state.rounds - state.stage_start >= spec.max_rounds:
         return f"max_rounds {spec.max_rounds} reached in stage {state.stage}"
     ready = [e for e in racing if e.measured and e.measured["n_launches"] >= MIN_LAUNCHES]
-    waiting = sum(e.status == "waiting" for e in state.entries)  # _admit could not pay for them
     if len(racing) == 1 and ready:
         unreached = f"; {waiting} never admitted (budget)" if waiting else ""
         return f"one candidate left ({racing[0].name}){unreached}"
