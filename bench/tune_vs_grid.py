@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -43,12 +44,15 @@ PROMPTS = [{"id": f"p{i}", "prompt": f"Write note {i}."} for i in range(8)]
 class Replay:
     """The race's measurement, answered from the grid's records: launch r of each arm raced."""
 
-    def __init__(self, run_dir: Path) -> None:
-        store = RunStore(run_dir)
-        self.records = store.records()
-        self.df = frame(self.records)
-        self.cells = {(c["arm"], c["repeat"]): _seconds(c) for c in store.cells()}
+    def __init__(self, records: list[dict[str, Any]], df: pd.DataFrame, cells: dict[Any, float]) -> None:
+        self.records, self.df, self.cells = records, df, cells
         self.used: set[tuple[str, int]] = set()
+
+    @classmethod
+    def of_run(cls, run_dir: Path) -> Replay:
+        store = RunStore(run_dir)
+        records = store.records()
+        return cls(records, frame(records), {(c["arm"], c["repeat"]): _seconds(c) for c in store.cells()})
 
     def run_round(self, round_no: int, arms: list[str]) -> None:
         self.used |= {(a, round_no) for a in arms}
@@ -103,6 +107,37 @@ def grid_matrix(folder: Path, pair: Path, binary: Path, spec: TuneSpec, a: argpa
     return path
 
 
+def simulate(a: argparse.Namespace, spec: TuneSpec, truth: dict[str, float]) -> None:
+    """The same comparison on simulated launches (no engine): per-launch noise ``--launch-sd``,
+    per-request noise 1 %, true speedups from the theory; ``--simulate`` experiments."""
+    rng = np.random.default_rng(0)
+    fractions, inside, same = [], 0, 0
+    for _ in range(a.simulate):
+        rows = []
+        for r in range(a.repeats):
+            for arm, true in truth.items():
+                launch = rng.normal(0, a.launch_sd)
+                for p in range(a.prompts + 1):  # the first is the warm-up: stored, never compared
+                    rate = 20 * true * np.exp(launch + rng.normal(0, 0.01))
+                    rows.append({"arm": arm, "repeat": r, "prompt_id": f"p{p}", "decode_tok_s": rate})
+        df = pd.DataFrame(rows)
+        records = [{"arm": x["arm"], "repeat": x["repeat"]} for x in rows]
+        cmps = {k: stats.speedup(df, k, "baseline") for k in truth if k != "baseline"}
+        best = max(cmps.values(), key=lambda c: c.ratio)
+        replay = Replay(records, df, {})
+        state = race(spec, initial_state(spec, "baseline", lambda c: None), replay, a.prompts + 1)
+        won = answer(state).best
+        fractions.append(replay.spent()[1] / len(records))
+        inside += won is not None and best.ci_low <= cmps[won.name].ratio <= best.ci_high
+        same += won is not None and won.name == best.arm
+    n = a.simulate
+    print(
+        f"simulated ({n} experiments, launch sd {a.launch_sd:g}, true speedups from the theory): "
+        f"tune used {np.mean(fractions):.2f} of the grid's requests (median {np.median(fractions):.2f}); "
+        f"its winner inside the grid winner's interval in {inside / n:.0%}, the same arm in {same / n:.0%}"
+    )
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="tiny", choices=["tiny", "small", "membound"])
@@ -113,9 +148,10 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=3)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--out", type=Path, default=None, help="keep the grid run here (default: a temp dir)")
+    p.add_argument("--simulate", type=int, default=0, help="simulated experiments instead of the engine")
+    p.add_argument("--launch-sd", type=float, default=0.03, help="with --simulate: launch-to-launch sd")
     a = p.parse_args()
     pair = cached_pair(LabSpec(arch="dense", alpha=a.alpha, size=a.size), lab_dir())
-    binary = ensure_llama_server(None)
     draft = str(pair / "draft.gguf")
     spec = TuneSpec.model_validate(
         {
@@ -124,17 +160,27 @@ def main() -> None:
             "refine": False,
         }
     )
+    if a.simulate:
+        c_ratio = (pair / "draft.gguf").stat().st_size / (pair / "target.gguf").stat().st_size
+        truth = {"baseline": 1.0} | {
+            candidate_name(c): leviathan_speedup(a.alpha, int(c["draft_n_max"]), c_ratio, 1.0)
+            * (1 - 0.05 * float(c["draft_p_min"]))  # p-min: a small made-up cost, so candidates differ
+            for c in spec.grid()
+        }
+        simulate(a, spec, truth)
+        return
     folder = a.out or Path(tempfile.mkdtemp(prefix="tune-vs-grid-"))
     folder.mkdir(parents=True, exist_ok=True)
     run_dir = folder / "grid"
     t0 = time.monotonic()
+    binary = ensure_llama_server(None)
     runner = api.prepare_run(grid_matrix(folder, pair, binary, spec, a), run_dir)
     runner.run()
     grid_wall = time.monotonic() - t0
 
     cmps = comparisons(load_run(run_dir))
     grid_best = max(cmps.values(), key=lambda c: c.ratio)
-    replay = Replay(run_dir)
+    replay = Replay.of_run(run_dir)
     target_bytes, draft_bytes = (pair / "target.gguf").stat().st_size, Path(draft).stat().st_size
 
     def predict(c: dict[str, Any]) -> float:
