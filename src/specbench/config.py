@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specbench.errors import ConfigError
+from specbench.matrix_files import resolve_matrix_files
 
 EngineKind = Literal["llamacpp", "vllm", "sglang", "openai"]
 
@@ -147,10 +148,6 @@ class Matrix(_Frozen):
         return [*self.common_args, *self.arms[arm]]
 
 
-# Flags whose value is a file that must exist before anything launches.
-FILE_FLAGS = frozenset({"-m", "--model", "-md", "--model-draft", "--spec-draft-model"})
-
-
 def load_matrix(path: Path) -> Matrix:
     """Parse, validate and resolve relative paths against the matrix file's folder."""
     if not path.is_file():
@@ -171,7 +168,7 @@ def load_matrix(path: Path) -> Matrix:
         matrix = Matrix.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_error(path, text, exc)) from exc
-    return resolve_paths(matrix, path.parent)
+    return resolve_matrix_files(matrix, path.parent)
 
 
 def _first_error(path: Path, text: str, exc: ValidationError) -> str:
@@ -210,31 +207,6 @@ def _child(node: Any, key: Any) -> tuple[Any, Any] | None:
     if isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
         return node.value[key], node.value[key]
     return None
-
-
-def resolve_paths(matrix: Matrix, base: Path) -> Matrix:
-    """Make model and file-flag paths absolute (relative to the matrix file) and check they exist."""
-    if matrix.engine != "llamacpp":
-        return matrix
-    model = _existing(base, matrix.model, "model")
-    arms = {name: _resolve_args(base, args, f"arms.{name}") for name, args in matrix.arms.items()}
-    common = _resolve_args(base, matrix.common_args, "common_args")
-    return matrix.model_copy(update={"model": model, "arms": arms, "common_args": common})
-
-
-def _resolve_args(base: Path, args: tuple[str, ...], where: str) -> tuple[str, ...]:
-    out = list(args)
-    for i, flag in enumerate(args[:-1]):
-        if flag in FILE_FLAGS:
-            out[i + 1] = _existing(base, args[i + 1], f"{where}: {flag}")
-    return tuple(out)
-
-
-def _existing(base: Path, value: str, what: str) -> str:
-    path = (base / value).expanduser() if not Path(value).is_absolute() else Path(value)
-    if not path.is_file():
-        raise ConfigError(f"{what}: model file {path} does not exist")
-    return str(path.resolve())
 
 
 class RequestSpec(_Frozen):

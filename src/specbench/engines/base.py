@@ -8,8 +8,10 @@ httpx transports plug into one client.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import httpx
@@ -27,6 +29,31 @@ class Engine(ABC):
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ()
     health_path: ClassVar[str] = "/health"
     launches: ClassVar[bool] = True
+    #: Flags whose value is a file (or folder) the engine reads. A matrix's relative values resolve
+    #: against the matrix file's folder, and a missing one is an error before anything launches.
+    file_flags: ClassVar[frozenset[str]] = frozenset()
+    #: Flags whose value is a JSON object with file-valued keys (vLLM's --speculative-config).
+    json_file_keys: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: True where a model or file value may instead be a hub id (vLLM, SGLang): only values that
+    #: look like paths (or exist beside the matrix) are resolved there.
+    hub_ids: ClassVar[bool] = False
+
+    @classmethod
+    def resolve_files(cls, flag: str, value: str, resolve: Callable[[str], str]) -> str:
+        """``value`` of ``flag`` with each file path in it passed through ``resolve``."""
+        if flag in cls.file_flags:
+            return resolve(value)
+        keys = cls.json_file_keys.get(flag)
+        if not keys:
+            return value
+        try:
+            config = json.loads(value)
+        except ValueError:
+            return value  # not JSON: the engine names the problem, and no path can be found in it
+        if not isinstance(config, dict):
+            return value
+        found = {k: resolve(config[k]) for k in keys if isinstance(config.get(k), str)}
+        return json.dumps(config | found) if found else value
 
     @classmethod
     def is_spec_flag(cls, flag: str) -> bool:

@@ -54,6 +54,17 @@ class LlamaCppEngine(Engine):
         }
     )
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--spec-",)
+    #: Input files among llama-server's flags (common/arg.cpp: the FNAME arguments); output files
+    #: (--slot-save-path, -lcd) may not exist yet and are left alone.
+    file_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "-m", "--model", "-md", "--model-draft", "--spec-draft-model",
+            "--chat-template-file", "--lora", "--lora-scaled", "--control-vector",
+            "--control-vector-scaled", "--grammar-file", "--json-schema-file", "-mm", "--mmproj",
+            "-mv", "--model-vocoder", "-lcs", "--lookup-cache-static", "-f", "--file",
+            "--ssl-key-file", "--ssl-cert-file", "--api-key-file",
+        }
+    )  # fmt: skip
 
     def __init__(self, binary: Path) -> None:
         self.binary = binary

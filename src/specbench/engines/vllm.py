@@ -62,6 +62,16 @@ class VllmEngine(Engine):
     #: ``--speculative-config.method ngram`` style keys and the old ``--speculative-model`` family.
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-", "--speculative_")
     health_path: ClassVar[str] = "/health"
+    #: File-valued flags of ``vllm serve`` (vllm/engine/arg_utils.py, vllm/entrypoints/openai/cli_args.py);
+    #: --chat-template takes a file or the template text, which never looks like a path.
+    file_flags: ClassVar[frozenset[str]] = frozenset(
+        {"--tokenizer", "--chat-template", "--speculative-config.model", "--ssl-keyfile",
+         "--ssl-certfile", "--ssl-ca-certs"}
+    )  # fmt: skip
+    json_file_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        flag: ("model", "draft_tokenizer") for flag in ("--speculative-config", "--speculative_config", "-sc")
+    }
+    hub_ids: ClassVar[bool] = True
 
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable
