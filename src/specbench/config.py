@@ -47,6 +47,9 @@ class _Frozen(BaseModel):
 class WorkloadSpec(_Frozen):
     """What to send. ``suite`` picks prompts and shapes; the rest override the suite."""
 
+    name: str | None = Field(
+        None, description="names the workload in records and the report (default: the suite's name)"
+    )
     suite: str = "single"
     max_tokens: int | None = Field(None, gt=0, le=MAX_TOKENS, description="default: the suite's")
     temperature: float = Field(0.0, ge=0.0, le=100.0, allow_inf_nan=False)
@@ -73,6 +76,19 @@ class WorkloadSpec(_Frozen):
         description="merged into every request, e.g. chat_template_kwargs, reasoning budget",
     )
 
+    @property
+    def label(self) -> str:
+        return self.name or self.suite
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_word(cls, name: str | None) -> str | None:
+        """It keys records and names report sections: a word, like an arm name."""
+        try:
+            return None if name is None else check_arm_name(name)
+        except ValueError:
+            raise ValueError(f"workload names may use letters, digits, '-' and '_' only: {name!r}") from None
+
     @field_validator("lengths", "levels")
     @classmethod
     def _positive(cls, values: tuple[int, ...] | None) -> tuple[int, ...] | None:
@@ -96,6 +112,9 @@ class Matrix(_Frozen):
     arms: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {"baseline": tuple[str, ...]()})
     baseline: str = "baseline"
     workload: WorkloadSpec = WorkloadSpec()
+    workloads: tuple[WorkloadSpec, ...] = Field(
+        (), description="several workloads on the same arms, each judged on its own (instead of workload)"
+    )
     repeats: int = Field(3, gt=0, le=MAX_REPEATS)
     warmup: int = Field(1, ge=0, le=MAX_WARMUP, description="warmup requests per cell, stored but flagged")
     seed: int = Field(0, ge=0, lt=2**63)
@@ -144,6 +163,21 @@ class Matrix(_Frozen):
             raise ValueError(f"resources name no arm: {unknown} (arms: {list(self.arms)}, or '*')")
         return self
 
+    @model_validator(mode="after")
+    def _workloads_have_names(self) -> Matrix:
+        if self.workloads and "workload" in self.model_fields_set:
+            raise ValueError("workload and workloads: give one of them (workloads is a list of workloads)")
+        labels = [w.label for w in self.workloads]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(f"workloads: {twice} named more than once: give each a distinct name")
+        return self
+
+    @property
+    def all_workloads(self) -> tuple[WorkloadSpec, ...]:
+        """The workloads every arm runs, in order: ``workloads``, or the single ``workload``."""
+        return self.workloads or (self.workload,)
+
     def arm_args(self, arm: str) -> list[str]:
         return [*self.common_args, *self.arms[arm]]
 
@@ -184,7 +218,7 @@ def _first_error(path: Path, text: str, exc: ValidationError) -> str:
 
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = WorkloadSpec if loc and loc[0] == "workload" else Matrix
+    model: type[BaseModel] = WorkloadSpec if loc and loc[0] in ("workload", "workloads") else Matrix
     return sorted(model.model_fields)
 
 
@@ -219,6 +253,7 @@ class RequestSpec(_Frozen):
     temperature: float
     seed: int
     ignore_eos: bool = False
+    workload: str | None = None  # None: the cell's (runs of one workload before names existed)
     phase: str = "main"
     concurrency: int | None = None  # None: the cell's
     target_tokens: int | None = None  # prompt length to reach with /tokenize before the first cell
@@ -265,7 +300,7 @@ def plan_cells(
                 RunSpec(
                     arm=arm,
                     repeat=repeat,
-                    workload=matrix.workload.suite,
+                    workload="+".join(w.label for w in matrix.all_workloads),
                     args=tuple(matrix.arm_args(arm)),
                     requests=requests,
                     warmup=warmup,

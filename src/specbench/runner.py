@@ -292,7 +292,7 @@ class Runner:
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
-            "workload": cell.workload,
+            "workload": req.workload or cell.workload,
             "phase": req.phase,
             "prompt_id": req.prompt_id,
             "category": req.category,

@@ -78,6 +78,7 @@ def command_blocks(arms: dict[str, Any], level: int = 2) -> list[Block]:
 
 def _matrix_blocks(manifest: dict[str, Any]) -> list[Block]:
     matrix = manifest.get("matrix") or {}
+    named = described_workloads(matrix)
     return [
         Heading("Matrix", 2),
         _kv([
@@ -87,7 +88,7 @@ def _matrix_blocks(manifest: dict[str, Any]) -> list[Block]:
             ("engine", matrix.get("engine")),
             ("baseline", matrix.get("baseline")),
             ("common args", shlex.join(map(str, matrix.get("common_args") or []))),
-            ("workload", describe_workload(matrix.get("workload") or {})),
+            *((f"workload {name}" if len(named) > 1 else "workload", text) for name, text in named),
             ("repeats / warm-up", f"{matrix.get('repeats')} / {matrix.get('warmup')}"),
             *_merge_rows(manifest),
         ]),
@@ -121,10 +122,16 @@ def describe_workload(workload: dict[str, Any]) -> str:
     """The matrix's workload in words, e.g. "suite natural: 8 prompts, up to 200 output tokens,
     temperature 0"; fields the matrix left unset (the suite's defaults) are not mentioned."""
     parts = [say(workload[key]) for key, say in _WORDS if workload.get(key) is not None]
-    known = {key for key, _ in _WORDS} | {"suite"}
+    known = {key for key, _ in _WORDS} | {"suite", "name"}
     parts += [f"{key} {value}" for key, value in sorted(workload.items()) if key not in known]
     detail = ", ".join(p for p in parts if p)
     return f"suite {workload.get('suite', 'single')}" + (f": {detail}" if detail else "")
+
+
+def described_workloads(matrix: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, words) of each workload a matrix names: its ``workloads`` list, or its ``workload``."""
+    listed = matrix.get("workloads") or [matrix.get("workload") or {}]
+    return [(str(w.get("name") or w.get("suite") or "single"), describe_workload(w)) for w in listed]
 
 
 def _merge_rows(manifest: dict[str, Any]) -> list[tuple[str, Any]]:

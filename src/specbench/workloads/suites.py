@@ -210,24 +210,54 @@ def _prompts(spec: WorkloadSpec, suite: Suite, seed: int, base: Path) -> list[Pr
 def build_requests(
     matrix: Matrix, base: Path
 ) -> tuple[tuple[RequestSpec, ...], tuple[RequestSpec, ...], int]:
-    """(requests, warm-up requests, default concurrency); identical for every arm."""
-    spec = matrix.workload
-    suite = get_suite(spec.suite)
-    ctx = Context(suite, spec, matrix.seed, _prompts(spec, suite, matrix.seed, base))
-    requests = _unique(BUILDERS[suite.builder](ctx))
+    """(requests, warm-up requests, default concurrency); identical for every arm. Several
+    workloads run one after the other in each cell, their requests named ``<workload>/<prompt>``."""
+    several = len(matrix.all_workloads) > 1
+    requests: list[RequestSpec] = []
+    for i, spec in enumerate(matrix.all_workloads):
+        suite = _suite(spec, f"workloads.{i}" if several else "workload")
+        ctx = Context(suite, spec, matrix.seed, _prompts(spec, suite, matrix.seed, base))
+        own = _unique(BUILDERS[suite.builder](ctx))
+        concurrency = matrix.concurrency or suite.concurrency
+        requests += [_tagged(req, spec.label, concurrency, several) for req in own]
+    first = matrix.all_workloads[0]
     # Warm-ups use their own prompt: repeating a measured prompt would warm its prompt cache.
     warmup = tuple(
         RequestSpec(
             prompt_id=f"warmup-{i}",
             category="warmup",
             messages=WARMUP_MESSAGES,
-            max_tokens=min(32, ctx.max_tokens),
-            temperature=spec.temperature,
+            max_tokens=min(32, Context(get_suite(first.suite), first, matrix.seed, []).max_tokens),
+            temperature=first.temperature,
             seed=matrix.seed,
         )
         for i in range(matrix.warmup)
     )
-    return requests, warmup, matrix.concurrency or suite.concurrency
+    return tuple(requests), warmup, matrix.concurrency or get_suite(first.suite).concurrency
+
+
+def _suite(spec: WorkloadSpec, where: str) -> Suite:
+    try:
+        return get_suite(spec.suite)
+    except ConfigError as exc:  # name the list entry, not "workload", when there are several
+        raise ConfigError(where + str(exc).removeprefix("workload")) from None
+
+
+def _tagged(req: RequestSpec, workload: str, concurrency: int, several: bool) -> RequestSpec:
+    """``req`` marked with its workload. With several workloads its id, filler key and phase are
+    prefixed too: ids key records (resume, pairing), fillers must not be shared across workloads,
+    and each workload runs as its own phase at its own concurrency."""
+    if not several:
+        return req.model_copy(update={"workload": workload})
+    return req.model_copy(
+        update={
+            "workload": workload,
+            "prompt_id": f"{workload}/{req.prompt_id}",
+            "fill_key": f"{workload}/{req.fill_key}" if req.fill_key else None,
+            "phase": f"{workload}/{req.phase}",
+            "concurrency": req.concurrency or concurrency,
+        }
+    )
 
 
 def _unique(requests: list[RequestSpec]) -> tuple[RequestSpec, ...]:
