@@ -187,7 +187,7 @@ def _by_workload(c: Computed, workloads: list[str]) -> list[Block]:
         blocks += [Heading(f"Workload {workload}"), Para(words.get(workload, workload) + ".")]
         if workload in decided:
             d = decided[workload]
-            blocks.append(Para(f"Decision: {d.recommendation} ({d.reason})."))
+            blocks.append(Para(f"Decision: {d.recommendation} — {d.reason}."))
         blocks.append(Table(tables.arm_table(c.summary, workload), "medians with 95 % bootstrap CIs"))
         blocks += _crossover(c, workload, 3)
     return blocks
