@@ -10,6 +10,7 @@ import yaml
 
 from specbench.config import Matrix, load_matrix, plan_cells
 from specbench.errors import ConfigError
+from specbench.plan import make_plan
 from specbench.workloads.suites import build_requests
 
 BASE = {"engine": "openai", "repeats": 1, "warmup": 1}
@@ -39,6 +40,11 @@ def test_requests_carry_their_workload_and_run_as_their_own_phase(tmp_path: Path
     assert {r.max_tokens for r in natural} == {8} and len(warmup) == 1 and concurrency == 1
     cells = plan_cells(matrix, requests, warmup, concurrency)
     assert cells[0].workload == "natural+chat-short"
+    plan = make_plan(matrix, cells, tmp_path / "run", probe=False)
+    assert plan.workloads == {"natural": (3, 1), "chat-short": (2, 2)}
+    assert "workloads (2, one after the other in each launch): natural 3 requests, 1 in flight; " in "".join(
+        plan.lines()
+    )
 
 
 def test_one_workload_keeps_its_plain_ids(tmp_path: Path) -> None:
