@@ -72,5 +72,5 @@ def test_two_workloads_on_the_same_arms(llama_server: Path, dense_pair: Pair, tm
     sections = ["## Workloads by arm", "## Workload natural", "## Workload single"]
     assert all(s in report for s in sections), report[:3000]
     assert report.index(sections[0]) < report.index(sections[1]) < report.index(sections[2])
-    assert report.count("### Crossover length") == 2 and "## Crossover length" not in report
+    assert report.count("### Crossover length") == 2 and "\n## Crossover length" not in report
     assert "Workloads (2): natural (suite natural: 2 prompts" in report
