@@ -50,6 +50,7 @@ def test_the_report_has_a_workload_by_arm_table_and_a_section_per_workload(two_w
     single = report[report.index(heads[2]) :]
     assert "Decision: keep speculation off — " in single.split("###")[0]
     assert report.count("### Crossover length") == 2
+    assert report.count("### Per prompt category") == 2 and "\n## Per prompt category" not in report
     assert "Workloads (2): natural (suite natural: up to 128 output tokens); single (" in report
 
 

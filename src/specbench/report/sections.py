@@ -175,7 +175,7 @@ def _crossover(c: Computed, workload: str | None = None, level: int = 2) -> list
 
 def _by_workload(c: Computed, workloads: list[str]) -> list[Block]:
     """Several workloads: the workload-by-arm table, then one section per workload with its
-    decision, per-arm table and crossover, each from that workload's requests only."""
+    decision, per-arm table, crossover and categories, each from that workload's requests only."""
     table = by_workload.speedup_table(c.summary, workloads, c.run.arms, c.run.baseline)
     blocks: list[Block] = [
         Heading("Workloads by arm"),
@@ -190,6 +190,7 @@ def _by_workload(c: Computed, workloads: list[str]) -> list[Block]:
             blocks.append(Para(f"Decision: {d.recommendation} — {d.reason}."))
         blocks.append(Table(tables.arm_table(c.summary, workload), "medians with 95 % bootstrap CIs"))
         blocks += _crossover(c, workload, 3)
+        blocks += _categories(by_workload.only(c.run, workload), 3)
     return blocks
 
 
@@ -209,12 +210,12 @@ def _machines(run: RunData) -> list[Block]:
     return [Heading("Per machine"), Table(table, caption)]
 
 
-def _categories(run: RunData) -> list[Block]:
+def _categories(run: RunData, level: int = 2) -> list[Block]:
     table = tables.category_table(run)
     if table.empty:
         return []
     blocks: list[Block] = [
-        Heading("Per prompt category"),
+        Heading("Per prompt category", level),
         Table(table, "median decode tok/s; × = vs baseline"),
     ]
     splits = tables.category_splits(run)
@@ -293,7 +294,7 @@ def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *_context(c.run, run_dir),
         *_measured(c),
         *_machines(c.run),
-        *_categories(c.run),
+        *(_categories(c.run) if len(by_workload.workload_names(c.run)) < 2 else []),
         *_acceptance(c.run),
         *_equivalence(c.run),
         *_plots(c.run, plots),
