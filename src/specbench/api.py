@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from pathlib import Path
 
-from specbench.config import Matrix, load_matrix, plan_cells
+from specbench.config import FILE_FLAGS, Matrix, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -86,12 +87,28 @@ def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
 def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
     env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **engine.version()}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
-        env["model"] = {
-            "path": matrix.model,
-            "sha256": file_sha256(Path(matrix.model)),
-            "bytes": os.path.getsize(matrix.model),
-        }
+        env["model"] = _file_record(matrix.model)
+    if matrix.engine == "llamacpp":
+        env["arm_files"] = arm_files(matrix)
     return env
+
+
+def _file_record(path: str) -> dict[str, object]:
+    return {"path": path, "sha256": file_sha256(Path(path)), "bytes": os.path.getsize(path)}
+
+
+def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
+    """Every file an arm's flags name (draft model, chat template, ...), hashed: a changed draft or
+    template changes the measurement as surely as a changed target does."""
+    out: dict[str, list[dict[str, object]]] = {}
+    for arm in matrix.arms:
+        args = matrix.arm_args(arm)
+        out[arm] = [
+            {"flag": flag, **_file_record(value)}
+            for flag, value in itertools.pairwise(args)
+            if flag in FILE_FLAGS and os.path.isfile(value)
+        ]
+    return out
 
 
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
