@@ -183,13 +183,14 @@ def demo(
     out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
     llama_server: Annotated[str | None, typer.Option()] = None,
     repeats: Annotated[int, typer.Option(help="repeats per arm")] = 3,
+    real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
 ) -> None:
     """The embedded default: build/find llama-server, make lab models, run a matrix, summarise."""
     from specbench.demo import run_demo
 
     try:
         signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-        run_demo(out, llama_server=llama_server, repeats=repeats)
+        run_demo(out, llama_server=llama_server, repeats=repeats, real=real)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")
         raise typer.Exit(130) from None
