@@ -1,15 +1,15 @@
-"""Published calibration points (findings.md): the sign of every speedup, and ratios within 25 %.
+"""Published calibration points (field reports): the sign of every speedup, ratios within 25 %.
 
 Inputs chosen here, and why:
 
-* Per-token acceptance α = 0.72 for Qwen3.5-0.8B drafting for Qwen3.6. findings.md (pitfall 2) quotes a
+* Per-token acceptance α = 0.72 for Qwen3.5-0.8B drafting for Qwen3.6. A field report quotes a
   drafter's own counters: 53.7 % of drafted tokens accepted, at llama.cpp's default n-max 3. Inverting
-  A = Σ_{i=1..K} α^i / K at K = 3 gives α ≈ 0.72. The same α is used for n-gram drafts (findings.md
-  gives no n-gram acceptance). At K = 64 it is a server ratio of only ~4 %: a 64-token n-gram draft
+  A = Σ_{i=1..K} α^i / K at K = 3 gives α ≈ 0.72. The same α is used for n-gram drafts (the reports
+  give no n-gram acceptance). At K = 64 it is a server ratio of only ~4 %: a 64-token n-gram draft
   is almost never accepted whole.
 * The draft model runs at Q8_0, the usual quant for a sub-1B draft. The target is UD-Q4_K_XL, as published.
 * Draft length: n-max 8 → K = 8; ngram-mod n-max 64 → K = 64; llama.cpp's default n-max 3 for the M3 Max
-  run (findings.md does not give its flags). K = 3 for MTP.
+  run (the report does not give its flags). K = 3 for MTP.
 * The default Efficiency is used everywhere except the M3 Max. There, η_bw is calibrated to the
   published 20.4 tok/s baseline with calibrate_efficiency, which is how the tool is meant to be used.
 """
@@ -101,7 +101,7 @@ def test_dense_27b_with_mtp_wins_where_the_moe_loses() -> None:
 
 
 def test_concurrency_can_flip_the_sign() -> None:
-    # findings.md pitfall 9: a speculative arm that wins at batch 1 can lose under load
+    # docs/mistakes.md, mistake 9: a speculative arm that wins at batch 1 can lose under load
     one = predict("Qwen3.6-27B", "RTX 3090", "Q4_K_M", "mtp", 3, alpha=ALPHA, concurrency=1)
     eight = predict("Qwen3.6-27B", "RTX 3090", "Q4_K_M", "mtp", 3, alpha=ALPHA, concurrency=8)
     assert one.speedup > 1.0 > eight.speedup

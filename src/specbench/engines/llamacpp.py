@@ -1,4 +1,4 @@
-"""llama.cpp's ``llama-server`` (see ``shared/reference/engines.md`` §1)."""
+"""llama.cpp's ``llama-server`` (https://github.com/ggml-org/llama.cpp/tree/master/tools/server)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ pass (lab-verified on a hybrid target, tests/lab)::
 
     t_replay = (1 − α^γ) · t(target, C × (E[a | a < γ] + 1))          hybrid targets only
 
-It is off by default: the published M3 Max gain (findings.md) is not reproducible with it, so
+It is off by default: the published M3 Max gain (a published field report) is not reproducible with it, so
 builds differ. Run calibration turns it on for llama.cpp runs.
 """
 
