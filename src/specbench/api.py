@@ -100,14 +100,18 @@ def _file_record(path: str) -> dict[str, object]:
 def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
     """Every file an arm's flags name (draft model, chat template, ...), hashed: a changed draft or
     template changes the measurement as surely as a changed target does."""
+    target = file_sha256(Path(matrix.model)) if os.path.isfile(matrix.model) else None
     out: dict[str, list[dict[str, object]]] = {}
     for arm in matrix.arms:
         args = matrix.arm_args(arm)
-        out[arm] = [
+        records = [
             {"flag": flag, **_file_record(value)}
             for flag, value in itertools.pairwise(args)
             if flag in FILE_FLAGS and os.path.isfile(value)
         ]
+        # A draft with the target's hash is self-draft: acceptance near 1 says nothing about a
+        # real draft, and any rejection is the engine's numerics, not the draft's quality.
+        out[arm] = [r | {"same_as_target": r["sha256"] == target} for r in records]
     return out
 
 
