@@ -48,7 +48,6 @@ SHORT_PROMPT_CHARS = 300
 # Raw text for a base model: code edits, a quoted summary and CSV rows repeat their prompt; the
 # two prose openings do not.
 REAL_PROMPTS = resources.files("specbench.workloads").joinpath("data/real_prompts.jsonl")
-REAL_REPEATS = 2  # the real model decodes ~16 tok/s on one CPU thread: keep its part short
 # ngram-mod with a short match window, so lab prompts quoting the answer draft from the start.
 NGRAM_MOD_ARGS = (
     "--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-min", "4",
@@ -119,8 +118,8 @@ def real_arms() -> dict[str, list[str]]:
 
 def write_real_matrix(folder: Path, model: RealModel, gguf: Path, repeats: int) -> None:
     """Bundled real-text prompts, sent as written through specbench's plain template (a base model
-    continues text; it has no chat format). One thread: on a busy 2-core CPU, two threads made
-    this small model's decode collapse (docs/models.md)."""
+    continues text; it has no chat format). One thread: a model this small gains little from a
+    second one, and on a shared 2-core CPU its decode rate then swings with the other load."""
     (folder / "prompts.jsonl").write_text(REAL_PROMPTS.read_text(encoding="utf-8"))
     matrix = {
         "engine": "llamacpp",
@@ -177,6 +176,6 @@ def run_demo(out: Path, llama_server: str | None = None, repeats: int = 3, real:
         write_matrix(folder / "matrix.yaml", pair, repeats)
         runs.append(run_matrix(folder, out / name, name, binary))
     if real:
-        found = run_real(out, binary, min(repeats, REAL_REPEATS))
+        found = run_real(out, binary, repeats)
         runs += [found] if found else []
     return runs
