@@ -279,10 +279,22 @@ def _why_off(
             f"{c.arm} decodes ×{c.ratio:.2f} faster but its wall clock is ×{wall[c.arm].ratio:.2f} "
             "(significantly slower: prefill tax, see the crossover)"
         )
-    top = max(cmps.values(), key=lambda c: c.ratio)
+    return _none_faster(run.baseline, list(cmps.values()))
+
+
+def _none_faster(baseline: str, cmps: list[stats.Comparison]) -> str:
+    """No arm wins: say whether every arm is slower, or how far the fastest is from a gain —
+    never "best: X ×0.95", which reads as a recommendation."""
+    top = max(cmps, key=lambda c: c.ratio)
+    ci = f"95 % CI {top.ci_low:.2f}–{top.ci_high:.2f}"
+    if all(c.verdict == "slower" for c in cmps):
+        return (
+            f"no arm is significantly faster than {baseline}: every arm decodes slower; "
+            f"the closest, {top.arm}, reaches ×{top.ratio:.2f} ({ci})"
+        )
     return (
-        f"no arm is significantly faster than {run.baseline} "
-        f"(best: {top.arm} ×{top.ratio:.2f}, 95 % CI {top.ci_low:.2f}–{top.ci_high:.2f})"
+        f"no arm is significantly faster than {baseline}: the fastest, {top.arm}, is ×{top.ratio:.2f} "
+        f"({ci}), not clear of the ±1 % noise band"
     )
 
 

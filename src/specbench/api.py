@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
-import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from specbench.config import FILE_FLAGS, Matrix, load_matrix, plan_cells
+from specbench.config import (
+    FILE_FLAGS,
+    LOOPBACK,
+    Matrix,
+    RunSpec,
+    check_arm_name,
+    load_matrix,
+    plan_cells,
+)
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -16,6 +25,8 @@ from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
+from specbench.plan import Plan, make_plan, write_plan
+from specbench.redact import Redactor, mask_args
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -25,6 +36,8 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     if attach:
         return AttachedEngine()
     if matrix.engine == "llamacpp":
+        if not llama_server and matrix.engine_binary:
+            _check_executable(matrix.engine_binary, "engine_binary")  # name the field, not a flag
         binary = find_llama_server(llama_server or matrix.engine_binary, BuildOptions())
         if binary is None:
             raise InstallError(
@@ -38,6 +51,12 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
 
 
+def _check_executable(value: str, field: str) -> None:
+    path = Path(value).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ConfigError(f"{field}: {path} is not an executable file")
+
+
 def prepare_run(
     matrix_path: Path,
     out: Path,
@@ -47,15 +66,22 @@ def prepare_run(
     arm: str | None = None,
     llama_server: str | None = None,
     observe: Observer | None = None,
+    api_key_env: str | None = None,
+    retry_failed: bool = False,
+    allow_remote_host: bool = False,
 ) -> Runner:
     """Validate everything and create (or reopen) the run directory; nothing is launched yet."""
+    if retry_failed and not resume:
+        raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
     matrix = load_matrix(matrix_path)
+    check_host(matrix, matrix_path, allow_remote_host)
     if attach:
         matrix = _attach_matrix(matrix, arm)
     engine = make_engine(matrix, llama_server, attach)
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
-    store = RunStore(out)
+    key = api_key(matrix.api_key_env or api_key_env)
+    store = RunStore(out, redactor(matrix, attach, key))
     store.create(
         {
             "matrix": matrix.model_dump(mode="json"),
@@ -66,9 +92,13 @@ def prepare_run(
         },
         resume=resume,
     )
+    if retry_failed:
+        store.retry_failed()
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
-    shutil.copyfile(matrix_path, out / "matrix.yaml") if not (out / "matrix.yaml").exists() else None
+    if not (out / "matrix.yaml").exists():
+        (out / "matrix.yaml").write_text(store.redactor.scrub(matrix_path.read_text()))
+    write_plan(_plan(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -76,16 +106,78 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        api_key=key,
     )
+
+
+def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
+    """Engines listen on loopback unless the user says otherwise: an engine on 0.0.0.0 answers
+    anyone on the network, API key or not."""
+    if matrix.host not in LOOPBACK and not allowed:
+        raise ConfigError(
+            f"{path}: host: {matrix.host} makes the engine reachable from other machines; "
+            "pass --allow-remote-host if that is what you want"
+        )
+
+
+def run_problems(out: Path) -> list[str]:
+    """Why a finished run cannot answer its question (empty: it can): arms that failed, arms
+    of which no request succeeded. The CLI turns these into a non-zero exit."""
+    store = RunStore(out)
+    arms = store.manifest().get("arms", {})
+    problems = [
+        f"arm {name} failed: {info.get('error', 'unknown error')}"
+        for name, info in arms.items()
+        if info.get("status") == "failed"
+    ]
+    measured = [r for r in store.records() if not r.get("warmup")]
+    for name in sorted({r["arm"] for r in measured}):
+        mine = [r for r in measured if r["arm"] == name]
+        if all(r.get("error") for r in mine):
+            error = mine[0]["error"]
+            first = error.get("message") if isinstance(error, dict) else error
+            problems.append(f"arm {name}: none of its {len(mine)} requests succeeded (first: {first})")
+    if not measured and not problems:
+        problems.append("no request was sent")
+    return problems
+
+
+def api_key(env_name: str | None) -> str | None:
+    """The API key held in environment variable ``env_name`` (never in a file specbench writes)."""
+    if not env_name:
+        return None
+    value = os.environ.get(env_name)
+    if not value:
+        raise ConfigError(f"api_key_env: environment variable {env_name} is not set (or empty)")
+    return value
+
+
+def redactor(matrix: Matrix, attach: str | None, key: str | None) -> Redactor:
+    """Every secret of this run, so that no file of the run directory holds one."""
+    found = Redactor()
+    found.add_args(matrix.common_args)
+    for args in matrix.arms.values():
+        found.add_args(args)
+    found.add_env(matrix.env)
+    found.add(key, urlsplit(attach).password if attach else None)
+    return found
 
 
 def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
     name = arm or "attached"
+    try:
+        check_arm_name(name)  # it names files in the run directory: no "../../x"
+    except ValueError as exc:
+        raise ConfigError(f"--arm: {exc}") from None
     return matrix.model_copy(update={"arms": {name: ()}, "baseline": name, "common_args": ()})
 
 
 def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
-    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **engine.version()}}
+    try:
+        version = engine.version()
+    except OSError as exc:  # not a program at all (a data file, another architecture)
+        raise ConfigError(f"engine binary cannot run: {exc.strerror or exc}") from exc
+    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **version}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
         env["model"] = _file_record(matrix.model)
     if matrix.engine == "llamacpp":
@@ -115,11 +207,49 @@ def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
     return out
 
 
+def _commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
+    """Every arm's command line with secret values masked (plans and dry runs are printed)."""
+    return {
+        arm: mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))
+        for arm in matrix.arms
+    }
+
+
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
     """Every arm's exact command line, without launching anything."""
     matrix = load_matrix(matrix_path)
+    return list(_commands(matrix, make_engine(matrix, llama_server)).items())
+
+
+def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, probe: bool = True) -> Plan:
+    """What ``run`` would do (launches, requests, prompts, commands) and an estimate of its wall
+    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing."""
+    matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
-    return [(arm, engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)) for arm in matrix.arms]
+    requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
+    cells = plan_cells(matrix, requests, warmup, concurrency)
+    return _plan(matrix, engine, cells, out, probe)
+
+
+def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
+    probes = engine.forward_probe_request([1]) is not None
+    return make_plan(matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes)
+
+
+def finish_lines(run_dir: Path, report: bool = True) -> list[str]:
+    """What ``run`` ends with: where the report is (written here unless ``report`` is False)
+    and one decision line per workload, so the user knows the answer and where the evidence is."""
+    from specbench.analysis import decision_table, load_run
+    from specbench.report import render_report
+
+    if not report:
+        lines = [f"report: not written (--no-report); write it with `specbench report {run_dir}`"]
+        decisions = [d.to_dict() for d in decision_table(load_run(run_dir))]
+    else:
+        page = next(p for p in render_report(run_dir) if p.name == "report.html")
+        lines = [f"report: {page}"]
+        decisions = json.loads((page.parent / "findings.json").read_text())["decisions"]
+    return lines + [f"decision for {d['workload']}: {d['recommendation']} ({d['reason']})" for d in decisions]
 
 
 def models_list() -> list[ModelStatus]:

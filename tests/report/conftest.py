@@ -26,6 +26,26 @@ def three_arms(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+CJK_CATEGORY = "中文写作"
+
+
+@pytest.fixture(scope="session")
+def demo_like(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Shaped like the demo's report where nothing wins: the baseline arm is named ``baseline``,
+    ``draft4`` decodes ×0.8 and ``ngram-mod`` ×0.95, three requests per arm and category (few
+    points per box), and one prompt category in Chinese."""
+    plan = Plan(
+        arms={"baseline": Arm(decode_tok_s=30), "draft4": spec(24), "ngram-mod": spec(28.5)},
+        categories=("chat", "code", CJK_CATEGORY),
+        prompts_per_category=1,
+        repeats=3,
+        workload="natural",
+    )
+    run = make_run(tmp_path_factory.mktemp("demo") / "run", plan)
+    render_report(run, ("md", "html"))
+    return run
+
+
 @pytest.fixture(scope="session")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Length × concurrency sweep: ``spec`` pays 0.8 s more prefill for 45 vs 30 tok/s, so it loses
