@@ -67,3 +67,10 @@ def test_unknown_model_is_a_config_error() -> None:
     result = CliRunner().invoke(app, ["models", "fetch", "gemma-9000"])
     assert result.exit_code == 2
     assert "unknown model 'gemma-9000' (known: gemma3-270m)" in result.output
+
+
+def test_models_list_says_what_the_model_is_and_where(gemma: Path) -> None:
+    result = CliRunner().invoke(app, ["models", "list"])
+    assert result.exit_code == 0, result.output
+    line = next(ln for ln in result.output.splitlines() if ln.startswith("gemma3-270m"))
+    assert "base (not instruction-tuned)" in line and line.endswith(str(gemma))
