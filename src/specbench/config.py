@@ -174,7 +174,9 @@ class Matrix(_Frozen):
 
 
 # Flags whose value is a file that must exist before anything launches.
-FILE_FLAGS = frozenset({"-m", "--model", "-md", "--model-draft", "--spec-draft-model"})
+FILE_FLAGS = frozenset(
+    {"-m", "--model", "-md", "--model-draft", "--spec-draft-model", "--chat-template-file"}
+)
 
 
 def load_matrix(path: Path) -> Matrix:

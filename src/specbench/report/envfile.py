@@ -62,7 +62,14 @@ def machine_blocks(env: dict[str, Any], level: int = 2) -> list[Block]:
     ])  # fmt: skip
     mod = _kv([("path", model.get("path")), ("SHA-256", model.get("sha256")), ("bytes", model.get("bytes"))])
     h = level + 1
-    return [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng, Heading("Model", h), mod]
+    blocks: list[Block] = [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng]
+    blocks += [Heading("Model", h), mod]
+    files = [(arm, f) for arm, fs in (env.get("arm_files") or {}).items() for f in fs]
+    if files:
+        rows = [{"arm": a, "flag": f.get("flag"), "path": f.get("path"), "SHA-256": f.get("sha256"),
+                 "bytes": f.get("bytes")} for a, f in files]  # fmt: skip
+        blocks += [Heading("Files the arms use", h), Table(pd.DataFrame(rows))]
+    return blocks
 
 
 def command_blocks(arms: dict[str, Any], level: int = 2) -> list[Block]:
