@@ -37,7 +37,7 @@ test: lint typecheck engine
 	$(BIN)/pytest
 
 unit: $(STAMP)
-	$(BIN)/pytest -m "not engine"
+	$(BIN)/pytest -m "not engine and not vllm"
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

@@ -96,7 +96,12 @@ def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
 
 
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
-    """Every arm's exact command line, without launching anything."""
+    """Every arm's exact command line, without launching anything; the environment the engine is
+    given (e.g. vLLM's CPU build) comes first as ``VAR=value`` words, as a shell would take it."""
     matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
-    return [(arm, engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)) for arm in matrix.arms]
+    env = [f"{k}={v}" for k, v in sorted({**engine.launch_env(matrix.model), **matrix.env}.items())]
+    return [
+        (arm, [*env, *engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)])
+        for arm in matrix.arms
+    ]
