@@ -166,10 +166,9 @@ def test_several_tokens_per_chunk_are_counted_per_token(launched: Path) -> None:
     for rec in _records(launched, "draft"):
         texts = [c[1] for c in rec["chunks"] if c[1]]
         assert len(texts) < MAX_TOKENS and max(len(t) for t in texts) > 1
-        first, last = texts and rec["chunks"][0][0], rec["chunks"][-1][0]
-        assert first is not None and last is not None
+        assert sum(len(t) for t in texts) == MAX_TOKENS  # one character per lab token
         window_s = metrics.decode_window_ms(rec) / 1000
-        assert metrics.decode_tok_s(rec) == pytest.approx((MAX_TOKENS - 1) / window_s)
+        assert metrics.decode_tok_s(rec) * window_s == pytest.approx(MAX_TOKENS - 1)
 
 
 def test_baseline_has_no_speculative_flag_and_the_command_reproduces(launched: Path) -> None:
