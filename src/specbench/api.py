@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from specbench.config import Matrix, load_matrix, plan_cells
+from specbench.config import LOOPBACK, Matrix, check_arm_name, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -14,6 +14,7 @@ from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
+from specbench.redact import MASK, Redactor, mask_args, secret_env_name
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -23,6 +24,8 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     if attach:
         return AttachedEngine()
     if matrix.engine == "llamacpp":
+        if not llama_server and matrix.engine_binary:
+            _check_executable(matrix.engine_binary, "engine_binary")  # name the field, not a flag
         binary = find_llama_server(llama_server or matrix.engine_binary, BuildOptions())
         if binary is None:
             raise InstallError(
@@ -38,6 +41,12 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
 
 
+def _check_executable(value: str, field: str) -> None:
+    path = Path(value).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ConfigError(f"{field}: {path} is not an executable file")
+
+
 def prepare_run(
     matrix_path: Path,
     out: Path,
@@ -47,15 +56,22 @@ def prepare_run(
     arm: str | None = None,
     llama_server: str | None = None,
     observe: Observer | None = None,
+    api_key_env: str | None = None,
+    retry_failed: bool = False,
+    allow_remote_host: bool = False,
 ) -> Runner:
     """Validate everything and create (or reopen) the run directory; nothing is launched yet."""
+    if retry_failed and not resume:
+        raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
     matrix = load_matrix(matrix_path)
+    check_host(matrix, matrix_path, allow_remote_host)
     if attach:
         matrix = _attach_matrix(matrix, arm)
     engine = make_engine(matrix, llama_server, attach)
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
-    store = RunStore(out)
+    key = api_key(matrix.api_key_env or api_key_env)
+    store = RunStore(out, redactor(matrix, attach, key))
     store.create(
         {
             "matrix": matrix.model_dump(mode="json"),
@@ -66,9 +82,12 @@ def prepare_run(
         },
         resume=resume,
     )
+    if retry_failed:
+        store.retry_failed()
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
-    shutil.copyfile(matrix_path, out / "matrix.yaml") if not (out / "matrix.yaml").exists() else None
+    if not (out / "matrix.yaml").exists():
+        (out / "matrix.yaml").write_text(store.redactor.scrub(matrix_path.read_text()))
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -76,16 +95,78 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        api_key=key,
     )
+
+
+def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
+    """Engines listen on loopback unless the user says otherwise: an engine on 0.0.0.0 answers
+    anyone on the network, API key or not."""
+    if matrix.host not in LOOPBACK and not allowed:
+        raise ConfigError(
+            f"{path}: host: {matrix.host} makes the engine reachable from other machines; "
+            "pass --allow-remote-host if that is what you want"
+        )
+
+
+def run_problems(out: Path) -> list[str]:
+    """Why a finished run cannot answer its question (empty: it can): arms that failed, arms
+    of which no request succeeded. The CLI turns these into a non-zero exit."""
+    store = RunStore(out)
+    arms = store.manifest().get("arms", {})
+    problems = [
+        f"arm {name} failed: {info.get('error', 'unknown error')}"
+        for name, info in arms.items()
+        if info.get("status") == "failed"
+    ]
+    measured = [r for r in store.records() if not r.get("warmup")]
+    for name in sorted({r["arm"] for r in measured}):
+        mine = [r for r in measured if r["arm"] == name]
+        if all(r.get("error") for r in mine):
+            error = mine[0]["error"]
+            first = error.get("message") if isinstance(error, dict) else error
+            problems.append(f"arm {name}: none of its {len(mine)} requests succeeded (first: {first})")
+    if not measured and not problems:
+        problems.append("no request was sent")
+    return problems
+
+
+def api_key(env_name: str | None) -> str | None:
+    """The API key held in environment variable ``env_name`` (never in a file specbench writes)."""
+    if not env_name:
+        return None
+    value = os.environ.get(env_name)
+    if not value:
+        raise ConfigError(f"api_key_env: environment variable {env_name} is not set (or empty)")
+    return value
+
+
+def redactor(matrix: Matrix, attach: str | None, key: str | None) -> Redactor:
+    """Every secret of this run, so that no file of the run directory holds one."""
+    found = Redactor()
+    found.add_args(matrix.common_args)
+    for args in matrix.arms.values():
+        found.add_args(args)
+    found.add_env(matrix.env)
+    found.add(key, urlsplit(attach).password if attach else None)
+    return found
 
 
 def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
     name = arm or "attached"
+    try:
+        check_arm_name(name)  # it names files in the run directory: no "../../x"
+    except ValueError as exc:
+        raise ConfigError(f"--arm: {exc}") from None
     return matrix.model_copy(update={"arms": {name: ()}, "baseline": name, "common_args": ()})
 
 
 def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
-    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **engine.version()}}
+    try:
+        version = engine.version()
+    except OSError as exc:  # not a program at all (a data file, another architecture)
+        raise ConfigError(f"engine binary cannot run: {exc.strerror or exc}") from exc
+    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **version}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
         env["model"] = {
             "path": matrix.model,
@@ -100,8 +181,9 @@ def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[st
     given (e.g. vLLM's CPU build) comes first as ``VAR=value`` words, as a shell would take it."""
     matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
-    env = [f"{k}={v}" for k, v in sorted({**engine.launch_env(matrix.model), **matrix.env}.items())]
+    given = {**engine.launch_env(matrix.model), **matrix.env}
+    env = [f"{k}={MASK if secret_env_name(k) else v}" for k, v in sorted(given.items())]
     return [
-        (arm, [*env, *engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0)])
+        (arm, [*env, *mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))])
         for arm in matrix.arms
     ]

@@ -1,6 +1,6 @@
 """Bimodality: is one arm really two populations (e.g. the draft fires on code, not on chat)?
 
-A mean of a two-mode arm describes neither mode (findings.md pitfall 5), so reports flag it.
+A mean of a two-mode arm describes neither mode (docs/mistakes.md, mistake 5), so reports flag it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Checks that catch the published mistakes (findings.md pitfalls 1–10) from a run directory.
+"""Checks that catch the published mistakes (docs/mistakes.md, mistakes 1–10) from a run directory.
 
 Each check returns :class:`Finding` objects: a code, the arm(s), and one sentence of evidence.
 Codes: SILENT_FALLBACK, ACCEPTANCE_ARTEFACT, CONFOUND, OUTPUT_DRIFT, TOOLCALL_MISMATCH

@@ -2,19 +2,50 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+from rich.markup import escape
 
-from specbench.errors import SpecbenchError
+from specbench.config import LOOPBACK
+from specbench.errors import RunIncompleteError, SpecbenchError
 from specbench.progress import console
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__)
+EXIT_CODES = (
+    "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "
+    "4 an engine would not start; 5 run directory missing, damaged, locked or disk full "
+    "(resumable); 6 run finished but an arm failed or no request succeeded; "
+    "130 interrupted (Ctrl-C, SIGTERM, SIGHUP: continue with --resume)."
+)
+
+
+class _App(typer.Typer):
+    """The last guard: an unexpected exception is one line on stderr and exit 1, never a
+    traceback (``SPECBENCH_DEBUG=1`` shows it)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as exc:
+            if os.environ.get("SPECBENCH_DEBUG"):
+                raise
+            text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+            print(f"error: internal error ({text}); SPECBENCH_DEBUG=1 shows the traceback", file=sys.stderr)
+            sys.exit(1)
+
+
+app = _App(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Benchmark speculative decoding on llama.cpp, vLLM and SGLang, with evidence.",
+    epilog=EXIT_CODES,
+)
 engine_app = typer.Typer(no_args_is_help=True, help="Build or find inference engines.")
 lab_app = typer.Typer(no_args_is_help=True, help="Synthetic models (GGUF or HF) with designed acceptance.")
 app.add_typer(engine_app, name="engine")
@@ -22,12 +53,20 @@ app.add_typer(lab_app, name="lab")
 
 
 def fail(err: SpecbenchError) -> NoReturn:
-    console.print(f"[red]error:[/red] {err}", markup=True, highlight=False)
+    # soft_wrap: a path is never broken across lines when stderr is a pipe or a file
+    text = escape(str(err)).replace("\n", " ")  # one line, and "[...]" is text, not markup
+    console.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(err.exit_code)
 
 
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # same clean-up path as Ctrl-C: stop engines, keep records
+
+
+def _interrupt_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed terminal, a dropped SSH session) act like Ctrl-C."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _sigterm_as_interrupt)
 
 
 @engine_app.command("install")
@@ -160,17 +199,25 @@ def lab_check(
     print(result.line())
 
 
-@app.command("run")
+@app.command("run", epilog=EXIT_CODES)
 def run(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
     resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
+    retry_failed: Annotated[bool, typer.Option(help="with --resume: run the arms that failed again")] = False,
+    allow_remote_host: Annotated[
+        bool, typer.Option(help="let a matrix 'host:' other than loopback expose the engine")
+    ] = False,
     dry_run: Annotated[bool, typer.Option(help="print each arm's command line and exit")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
     executor: Annotated[str, typer.Option(help="local, or ray (pip install 'specbench[ray]')")] = "local",
     address: Annotated[str | None, typer.Option(help="with --executor ray: the cluster address")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="environment variable holding the server's API key (sent as a bearer token)"),
+    ] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import api
@@ -187,14 +234,30 @@ def run(
         if attach and executor != "local":
             fail(SpecbenchError("--attach measures one running server: use the default --executor local"))
         runner = api.prepare_run(
-            matrix, out, resume=resume, attach=attach, arm=arm, llama_server=llama_server
+            matrix,
+            out,
+            resume=resume,
+            attach=attach,
+            arm=arm,
+            llama_server=llama_server,
+            api_key_env=api_key_env,
+            retry_failed=retry_failed,
+            allow_remote_host=allow_remote_host,
         )
+        if runner.matrix.host not in LOOPBACK:
+            host = runner.matrix.host
+            console.print(f"[yellow]warning: engines listen on {host}, reachable from other machines")
+        for line in runner.store.repairs:
+            console.print(f"[yellow]repaired: {line}", soft_wrap=True)
         runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        _interrupt_on_signals()
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar
             runner.run()
         print_summary(load_run(out))
+        problems = api.run_problems(out)
+        if problems:  # after the summary: the reason is the console's last line
+            raise RunIncompleteError("run incomplete: " + "; ".join(problems))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None
@@ -224,7 +287,7 @@ def demo(
     from specbench.demo import run_demo
 
     try:
-        signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+        _interrupt_on_signals()
         run_demo(out, llama_server=llama_server, repeats=repeats)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")

@@ -89,5 +89,7 @@ async def stream_chat(
             async for sse in source.aiter_sse():
                 rec.event(sse.data)
     except (httpx.HTTPError, SSEError, json.JSONDecodeError) as exc:
-        rec.error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+        # httpx timeouts carry no message: say what happened instead of an empty string.
+        message = str(exc) or f"no response within {timeout:g} s"
+        rec.error = {"type": type(exc).__name__, "message": message[:500]}
     return rec.result()

@@ -16,6 +16,28 @@ from specbench.errors import ConfigError
 
 EngineKind = Literal["llamacpp", "vllm", "sglang", "openai"]
 
+# Bounds: large enough for any real benchmark, small enough that a typo (repeats: 1e9) is an
+# error at once instead of a run that hangs with no output.
+MAX_TOKENS = 1_000_000
+MAX_REPEATS = 1000
+MAX_WARMUP = 100
+MAX_CONCURRENCY = 4096
+MAX_PROMPTS = 100_000
+MAX_SECONDS = 7 * 24 * 3600.0
+# Request fields specbench sets itself: extra_body may not change what is measured.
+RESERVED_BODY = frozenset(
+    {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stream",
+     "stream_options", "tools", "n"}
+)  # fmt: skip
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def check_arm_name(name: str) -> str:
+    """Arm names become file names (logs, scrapes): letters, digits, '-' and '_' only."""
+    if not name or not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
+        raise ValueError(f"arm names may use letters, digits, '-' and '_' only: {name!r}")
+    return name
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -25,22 +47,45 @@ class WorkloadSpec(_Frozen):
     """What to send. ``suite`` picks prompts and shapes; the rest override the suite."""
 
     suite: str = "single"
-    max_tokens: int | None = Field(None, gt=0, description="default: the suite's")
-    temperature: float = Field(0.0, ge=0.0)
-    prompts: int | None = Field(None, gt=0, description="number of prompts (default: the suite's)")
+    max_tokens: int | None = Field(None, gt=0, le=MAX_TOKENS, description="default: the suite's")
+    temperature: float = Field(0.0, ge=0.0, le=100.0, allow_inf_nan=False)
+    prompts: int | None = Field(
+        None, gt=0, le=MAX_PROMPTS, description="number of prompts (default: the suite's)"
+    )
     prompt_file: str | None = None
     categories: tuple[str, ...] | None = None
     ignore_eos: bool | None = Field(None, description="default: the suite's (sweeps force the length)")
     scale: float = Field(
-        1.0, gt=0.0, description="multiplies the suite's token lengths, e.g. 0.05 for CPU lab models"
+        1.0,
+        gt=0.0,
+        le=100.0,
+        allow_inf_nan=False,
+        description="multiplies the suite's token lengths, e.g. 0.05 for CPU lab models",
     )
-    input_tokens: int | None = Field(None, gt=0, description="prompt length target (default: the suite's)")
+    input_tokens: int | None = Field(
+        None, gt=0, le=MAX_TOKENS, description="prompt length target (default: the suite's)"
+    )
     lengths: tuple[int, ...] | None = Field(None, description="length-sweep: max_tokens values")
     levels: tuple[int, ...] | None = Field(None, description="concurrency-sweep: requests in flight")
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="merged into every request, e.g. chat_template_kwargs, reasoning budget",
     )
+
+    @field_validator("lengths", "levels")
+    @classmethod
+    def _positive(cls, values: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if values is not None and (not values or any(v <= 0 or v > MAX_TOKENS for v in values)):
+            raise ValueError(f"needs at least one value, each between 1 and {MAX_TOKENS}")
+        return values
+
+    @field_validator("extra_body")
+    @classmethod
+    def _not_reserved(cls, body: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(RESERVED_BODY & set(body))
+        if taken:
+            raise ValueError(f"{taken} are set by specbench (use the workload fields instead)")
+        return body
 
 
 class Matrix(_Frozen):
@@ -50,18 +95,23 @@ class Matrix(_Frozen):
     arms: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {"baseline": tuple[str, ...]()})
     baseline: str = "baseline"
     workload: WorkloadSpec = WorkloadSpec()
-    repeats: int = Field(3, gt=0)
-    warmup: int = Field(1, ge=0, description="warmup requests per cell, stored but flagged")
-    seed: int = 0
-    concurrency: int | None = Field(None, gt=0, description="requests in flight (default: the suite's)")
-    request_timeout: float = Field(300.0, gt=0)
-    startup_timeout: float = Field(180.0, gt=0)
+    repeats: int = Field(3, gt=0, le=MAX_REPEATS)
+    warmup: int = Field(1, ge=0, le=MAX_WARMUP, description="warmup requests per cell, stored but flagged")
+    seed: int = Field(0, ge=0, lt=2**63)
+    concurrency: int | None = Field(
+        None, gt=0, le=MAX_CONCURRENCY, description="requests in flight (default: the suite's)"
+    )
+    request_timeout: float = Field(300.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
+    startup_timeout: float = Field(180.0, gt=0, le=MAX_SECONDS, allow_inf_nan=False)
     host: str = "127.0.0.1"
     forward_probe: bool = Field(
         True, description="time target prefills of 1..65 tokens in the baseline arm (verify cost)"
     )
     engine_binary: str | None = None
     env: dict[str, str] = {}
+    api_key_env: str | None = Field(
+        None, description="name of an environment variable holding the server's API key (bearer token)"
+    )
     resources: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",
@@ -72,9 +122,8 @@ class Matrix(_Frozen):
     def _some_arms(cls, arms: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         if not arms:
             raise ValueError("at least one arm is needed")
-        bad = [name for name in arms if not name.replace("-", "").replace("_", "").isalnum()]
-        if bad:
-            raise ValueError(f"arm names may use letters, digits, '-' and '_' only: {bad}")
+        for name in arms:
+            check_arm_name(name)
         return arms
 
     @model_validator(mode="after")
@@ -106,11 +155,16 @@ def load_matrix(path: Path) -> Matrix:
     """Parse, validate and resolve relative paths against the matrix file's folder."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such matrix file")
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the matrix file: {exc}") from exc
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from exc
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to be a matrix") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a matrix must be a mapping with at least 'model' and 'arms'")
     try:

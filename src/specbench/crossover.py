@@ -1,4 +1,4 @@
-"""Crossover length (findings.md pitfall 7): the output length where a variant starts to win on
+"""Crossover length (docs/mistakes.md, mistake 7): the output length where a variant starts to win on
 wall clock, and which regime each arm is in.
 
 Wall clock for L output tokens is T(L) = prefill + L / r. Inputs are medians over the run; a

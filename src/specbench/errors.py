@@ -10,9 +10,14 @@ CLI maps exactly one family to exit codes::
     ├── InstallError               exit 3   llama-server could not be fetched or built
     ├── EngineError                exit 4   an engine would not start, crashed or misbehaved
     │   └── EngineStartError                the process exited or never became healthy
+    │       └── PortTakenError              another process answers on the engine's port
     ├── ClientError                         a request failed at the HTTP/SSE level
-    ├── StoreError                          a run directory is missing, corrupt or mismatched
+    ├── StoreError                 exit 5   a run directory is missing, damaged, mismatched or locked
+    │   └── DiskFullError          exit 5   a write failed for lack of space (resumable)
+    ├── RunIncompleteError         exit 6   the run ended but an arm failed or nothing was measured
     └── LabError                            a lab model could not be made or checked
+
+    Ctrl-C, SIGTERM or SIGHUP      exit 130 records so far are kept; continue with --resume
 """
 
 from __future__ import annotations
@@ -44,12 +49,27 @@ class EngineStartError(EngineError):
         self.log_tail = log_tail
 
 
+class PortTakenError(EngineStartError):
+    """Another process answered on the engine's port: nothing it says may be stored as data."""
+
+
 class ClientError(SpecbenchError):
     pass
 
 
 class StoreError(SpecbenchError):
-    pass
+    exit_code = 5
+
+
+class DiskFullError(StoreError):
+    """A record could not be written; the journal was truncated back to its last whole line."""
+
+
+class RunIncompleteError(SpecbenchError):
+    """The run finished, but its data cannot answer the question: an arm failed, or no request
+    succeeded. Raised after the summary is printed, so the reason is the console's last line."""
+
+    exit_code = 6
 
 
 class LabError(SpecbenchError):

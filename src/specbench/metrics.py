@@ -3,7 +3,7 @@
 A record's ``chunks`` are ``[t_ns, content, reasoning, tool_calls, finish_reason]`` with
 ``t_ns`` measured from just before the request was sent. Token counts come from the server
 (``usage`` / llama.cpp ``timings``), never from the chunk count: with speculation several
-tokens may arrive in one chunk (findings.md pitfall 10).
+tokens may arrive in one chunk (docs/mistakes.md, mistake 10).
 """
 
 from __future__ import annotations

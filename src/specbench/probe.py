@@ -66,6 +66,9 @@ async def forward_probe(
         for i, size in enumerate(sizes):
             start = (rep * len(sizes) + i) % max(1, len(pool) - size)  # a new slice every time
             samples.append(await _one(client, engine, base_url, pool[start : start + size], rep))
+            if "error" in samples[-1]:  # a dead or hung server: 44 more timeouts would say nothing
+                return {"version": PROBE_VERSION, "sizes": list(sizes), "reps": reps, "samples": samples,
+                        "stopped": f"first failure: {samples[-1]['error']}"}  # fmt: skip
     return {"version": PROBE_VERSION, "sizes": list(sizes), "reps": reps, "samples": samples}
 
 
@@ -81,7 +84,7 @@ async def _one(
         resp.raise_for_status()
         sample.update(engine.forward_probe_result(resp.json()))
     except (httpx.HTTPError, ValueError) as exc:
-        sample["error"] = str(exc)
+        sample["error"] = str(exc) or type(exc).__name__
     return sample
 
 

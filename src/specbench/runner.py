@@ -27,15 +27,22 @@ from specbench.client import chat_body, stream_chat
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
-from specbench.errors import EngineStartError
+from specbench.errors import EngineStartError, PortTakenError
 from specbench.probe import forward_probe
+from specbench.redact import flag_values
 from specbench.store import RunStore, now_iso
+from specbench.theory.machine import record_machine_probe
 from specbench.workloads.length import estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
     from specbench.executors import Executor
 
 PORT_RETRIES = 3
+START_ATTEMPTS = 2  # an engine that dies before answering /health is launched once more
+HEALTH_TIMEOUT = 5.0  # the watchdog's patience after a failed request
+# Transport failures worth one more try on a server that still answers /health.
+_RETRYABLE = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "ConnectError"})
+_TIMEOUTS = frozenset({"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout"})
 Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
 
 
@@ -44,9 +51,10 @@ class Server:
     base_url: str
     process: ServerProcess | None = None
     log_offset: int = 0
+    hung: str | None = None  # set by the watchdog: the server stopped answering /health
 
     def alive(self) -> bool:
-        return self.process is None or self.process.alive()
+        return self.hung is None and (self.process is None or self.process.alive())
 
 
 @dataclass
@@ -58,6 +66,7 @@ class Runner:
     attach_url: str | None = None
     observe: Observer = field(default=lambda event, info: None)
     executor: Executor | None = None  # None: LocalExecutor (cells here, in order)
+    api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
 
@@ -75,10 +84,22 @@ class Runner:
     def run(self) -> None:
         from specbench.executors.local import LocalExecutor
 
-        self._seq = len(self.store.records())
-        self._fitted = self.store.fitted_prompts()
-        (self.executor or LocalExecutor()).run_cells(self, self.cells)
-        self.store.update_manifest(finished_at=now_iso())
+        try:
+            self._seq = len(self.store.records())
+            self._fitted = self.store.fitted_prompts()
+            executor = self.executor or LocalExecutor()
+            self._record_theory_inputs(isinstance(executor, LocalExecutor))
+            executor.run_cells(self, self.cells)
+            self.store.update_manifest(finished_at=now_iso())
+        finally:
+            self.store.close()  # fsync the journals, release the directory lock
+
+    def _record_theory_inputs(self, local: bool) -> None:
+        """Probe this machine for the theory before any engine starts (stored, read back by reports).
+
+        Only when the cells are served here: a cluster's cells run on other machines."""
+        if local:
+            record_machine_probe(self.store.root)
 
     # -- state executors share with the runner -----------------------------------------------
     def next_seq(self) -> int:
@@ -100,7 +121,7 @@ class Runner:
         self.observe("cell", {"arm": cell.arm, "repeat": cell.repeat, "requests": len(todo)})
         for attempt in range(2):
             try:
-                server = self._launch(cell)
+                server = self._launch_retrying(cell)
             except EngineStartError as exc:
                 self._fail_arm(cell, f"engine did not start: {exc}", exc.log_tail)
                 return
@@ -109,13 +130,29 @@ class Runner:
             finally:
                 crashed = not server.alive()
                 code = server.process.stop() if server.process else None
+                self.store.redactor.scrub_file(self.store.log_path(cell.arm))  # engine stopped
             todo = self.todo(cell, self.store.completed())
             if not todo or not crashed:
                 return  # failed requests on a live server are data, not a reason to restart
             self.observe("restart", {"arm": cell.arm, "repeat": cell.repeat, "exit_code": code})
+        why = "stopped answering" if server.hung else "crashed"
         self._fail_arm(
-            cell, f"engine crashed twice in repeat {cell.repeat}", log_tail(self.store.log_path(cell.arm))
+            cell, f"engine {why} twice in repeat {cell.repeat}", log_tail(self.store.log_path(cell.arm))
         )
+
+    def _launch_retrying(self, cell: RunSpec) -> Server:
+        """Launch, trying again once when the engine dies before it is healthy (a flaky start,
+        a transient out-of-memory); each failure is kept in the arm's manifest entry."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                return self._launch(cell)
+            except EngineStartError as exc:
+                entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
+                failures = [*entry.get("start_failures", []), {"repeat": cell.repeat, "error": str(exc)}]
+                self.store.set_arm_status(cell.arm, start_failures=failures)
+                if attempt == START_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")
 
     def _launch(self, cell: RunSpec) -> Server:
         if self.attach_url:
@@ -138,7 +175,7 @@ class Runner:
             except EngineStartError as exc:
                 proc.stop()
                 last = exc
-                if "bind" not in exc.log_tail.lower():
+                if not isinstance(exc, PortTakenError) and "bind" not in exc.log_tail.lower():
                     break  # not a port clash: retrying would fail the same way
         assert last is not None
         raise last
@@ -161,6 +198,7 @@ class Runner:
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
         self.store.append_cell(info)
+        self.store.sync()
         # Keep a status already set ("failed"), else "ok". Read with .get: the arm's entry exists
         # only if _launch registered it first, and a served cell must never die on the manifest.
         arm_entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
@@ -169,7 +207,8 @@ class Runner:
     async def _drive(
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
     ) -> None:
-        async with httpx.AsyncClient(timeout=self.matrix.request_timeout) as client:
+        headers = _auth_headers(self.api_key, cell.args)
+        async with httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client:
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
@@ -179,7 +218,10 @@ class Runner:
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
-            info["metrics_after"] = await self._scrape(client, server, cell, "after")
+            if server.hung:
+                info["hung"] = server.hung
+            else:
+                info["metrics_after"] = await self._scrape(client, server, cell, "after")
             # Last, after the "after" scrape: extra work before the measured requests would warm the
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
             if warm and self._probes(cell) and server.alive():
@@ -247,7 +289,7 @@ class Runner:
         body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
-        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        result = await self._request(client, server, url, body)
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
@@ -265,6 +307,33 @@ class Runner:
         }
         self.store.append_record(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
+
+    async def _request(
+        self, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One streamed request; after a transport failure or timeout the watchdog asks /health:
+        no answer marks the server hung (the cell stops), an answer earns a dropped connection
+        one more try (the first error is kept in ``retried``)."""
+        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        kind = (result["error"] or {}).get("type")
+        if kind not in _RETRYABLE | _TIMEOUTS or not server.alive():
+            return result
+        if not await self._answers_health(client, server):
+            server.hung = f"no /health answer within {HEALTH_TIMEOUT:g} s after {kind}"
+        elif kind in _RETRYABLE:
+            again = await stream_chat(client, url, body, self.matrix.request_timeout)
+            return {**again, "retried": result["error"]}
+        return result
+
+    async def _answers_health(self, client: httpx.AsyncClient, server: Server) -> bool:
+        """The watchdog: a hung engine fails the cell now, not after every request's timeout."""
+        if server.process is not None and not server.process.alive():
+            return False
+        try:
+            resp = await client.get(f"{server.base_url}{self.engine.health_path}", timeout=HEALTH_TIMEOUT)
+        except httpx.HTTPError:
+            return False
+        return resp.status_code == 200
 
     async def _scrape(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, when: str
@@ -297,6 +366,13 @@ class Runner:
         failures = [ln for ln in lines if any(p in ln for p in self.engine.fallback_patterns())]
         accepts = [ln for ln in lines if any(p in ln for p in self.engine.acceptance_log_patterns())]
         return failures[:100] + accepts[:1000]
+
+
+def _auth_headers(api_key: str | None, args: tuple[str, ...]) -> dict[str, str]:
+    """The key a protected server wants: the user's (from the environment) or the one the arm
+    starts the engine with; llama.cpp, vLLM and SGLang all take it as a bearer token."""
+    key = api_key or next(iter(flag_values(args, ["--api-key"])), None)
+    return {"Authorization": f"Bearer {key}"} if key else {}
 
 
 def _phases(requests: list[RequestSpec]) -> list[list[RequestSpec]]:

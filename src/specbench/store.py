@@ -4,21 +4,27 @@ Layout::
 
     manifest.json    resolved matrix, versions, schema_version, host, start/end, arm status
     env.json         hardware, OS, Python, GPU, engine version/commit, model SHA-256
-    records.jsonl    one JSON object per request, appended + flushed + fsynced as it completes
+    records.jsonl    one JSON object per request, appended as one whole line as it completes
     cells.jsonl      one object per served cell: server description, /metrics deltas, exit code
     metrics/         raw /metrics scrapes before and after each cell
     logs/<arm>.log   the engine's stdout+stderr
+    .lock            held (flock) by the one process writing the directory; holds its pid
+
+The JSONL files are journals (:mod:`specbench.journal`): a torn last line is cut on resume and
+reported, a full disk stops the run with every whole record kept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import platform
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -27,7 +33,9 @@ import psutil
 
 from specbench import SCHEMA_VERSION, __version__
 from specbench.errors import StoreError
+from specbench.journal import Journal, repair
 from specbench.paths import cache_dir
+from specbench.redact import Redactor
 
 RecordKey = tuple[str, str, int]  # (arm, prompt_id, repeat)
 
@@ -36,19 +44,38 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_json(path: Path, obj: Any) -> None:
-    """Atomic: a crash never leaves a half-written manifest."""
+def _write_json(path: Path, obj: Any, scrub: Callable[[str], str] = str) -> None:
+    """Atomic: a crash never leaves a half-written manifest. ``scrub`` removes secrets."""
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(scrub(json.dumps(obj, indent=1, default=str)))
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"{path}: cannot write: {exc.strerror or exc}; continue with --resume") from exc
+
+
+def _read_json(path: Path) -> Any:
+    """A JSON file of the run directory; a damaged one is a one-line StoreError naming it."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise StoreError(f"{path}: damaged or unreadable ({type(exc).__name__}): {exc}") from exc
 
 
 class RunStore:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, redactor: Redactor | None = None) -> None:
         self.root = root
+        self.redactor = redactor or Redactor()  # every file written goes through its scrub
         self.records_path = root / "records.jsonl"
         self.cells_path = root / "cells.jsonl"
         self.manifest_path = root / "manifest.json"
+        self.lock_path = root / ".lock"
+        self.repairs: list[str] = []  # what opening for writing had to fix, one line each
+        self.skipped: dict[str, int] = {}  # unreadable lines per file seen by readers
+        self._journals: dict[Path, Journal] = {}
+        self._lock_fd: int | None = None
 
     # -- creation ---------------------------------------------------------------------------
     def create(self, manifest: dict[str, Any], resume: bool) -> None:
@@ -56,9 +83,16 @@ class RunStore:
             raise StoreError(
                 f"{self.root} already holds a run: pass --resume to continue it, or another --out"
             )
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"--out {self.root}: cannot be a run directory: {exc.strerror or exc}") from exc
+        self.lock()
         if resume and self.manifest_path.exists():
             self._check_same_matrix(manifest)
-            self.update_manifest(resumed_at=now_iso(), finished_at=None)
+            self.repairs = [r for p in (self.records_path, self.cells_path) if (r := repair(p))]
+            fixed = {"repairs": [*self.manifest().get("repairs", []), *self.repairs]} if self.repairs else {}
+            self.update_manifest(resumed_at=now_iso(), finished_at=None, **fixed)
             return
         for sub in ("metrics", "logs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -70,13 +104,52 @@ class RunStore:
             "finished_at": None,
             "arms": {},
         }
-        _write_json(self.manifest_path, {**base, **manifest})
+        _write_json(self.manifest_path, {**base, **manifest}, self.redactor.scrub)
+
+    def lock(self) -> None:
+        """Hold the directory's lock until :meth:`close` (or process death: flock is released by
+        the kernel, so a killed run never leaves a stale lock behind)."""
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StoreError(
+                f"{self.root} is being written by another specbench (pid {owner}, lock {self.lock_path}); "
+                "wait for it or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        """fsync and close the journals, release the lock."""
+        try:
+            for journal in self._journals.values():
+                journal.close()
+        finally:
+            self._journals.clear()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)  # releases the flock
+                self._lock_fd = None
+
+    def __del__(self) -> None:
+        # A store dropped without close() (an importer, a test) must not keep its lock.
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def sync(self) -> None:
+        """Force buffered journal lines to disk (end of a cell)."""
+        for journal in self._journals.values():
+            journal.sync()
 
     def _check_same_matrix(self, manifest: dict[str, Any]) -> None:
         old = self.manifest().get("matrix")
-        if old is not None and json.loads(json.dumps(old, default=str)) != json.loads(
-            json.dumps(manifest.get("matrix"), default=str)
-        ):
+        new = json.loads(self.redactor.scrub(json.dumps(manifest.get("matrix"), default=str)))
+        if old is not None and json.loads(json.dumps(old, default=str)) != new:
             raise StoreError(
                 f"{self.root}: --resume with a different matrix than the one this run started with"
             )
@@ -85,25 +158,47 @@ class RunStore:
     def manifest(self) -> dict[str, Any]:
         if not self.manifest_path.is_file():
             raise StoreError(f"{self.root}: not a run directory (no manifest.json)")
-        data: dict[str, Any] = json.loads(self.manifest_path.read_text())
-        if data.get("schema_version", 0) > SCHEMA_VERSION:
+        data = _read_json(self.manifest_path)
+        if not isinstance(data, dict):
+            raise StoreError(f"{self.manifest_path}: damaged (not a JSON object)")
+        version = data.get("schema_version", 0)
+        if not isinstance(version, int):
+            raise StoreError(f"{self.manifest_path}: damaged (schema_version {version!r})")
+        for key, kind in (("matrix", dict), ("arms", dict)):
+            if key in data and data[key] is not None and not isinstance(data[key], kind):
+                raise StoreError(f"{self.manifest_path}: damaged ({key!r} is not an object)")
+        arms = (data.get("matrix") or {}).get("arms")
+        if arms is not None and not isinstance(arms, dict):
+            raise StoreError(f"{self.manifest_path}: damaged ('matrix.arms' is not an object)")
+        if version > SCHEMA_VERSION:
             raise StoreError(f"{self.root}: written by a newer specbench (schema {data['schema_version']})")
         return data
 
     def update_manifest(self, **fields: Any) -> None:
-        _write_json(self.manifest_path, {**self.manifest(), **fields})
+        _write_json(self.manifest_path, {**self.manifest(), **fields}, self.redactor.scrub)
 
     def set_arm_status(self, arm: str, **fields: Any) -> None:
         data = self.manifest()
         data.setdefault("arms", {}).setdefault(arm, {}).update(fields)
-        _write_json(self.manifest_path, data)
+        _write_json(self.manifest_path, data, self.redactor.scrub)
+
+    def retry_failed(self) -> list[str]:
+        """Make failed arms runnable again (``--resume --retry-failed``); their errors are kept
+        in ``previous_errors``. Returns the arms."""
+        data = self.manifest()
+        arms = [a for a, info in data.get("arms", {}).items() if info.get("status") == "failed"]
+        for arm in arms:
+            info = data["arms"][arm]
+            info["previous_errors"] = [*info.get("previous_errors", []), info.pop("error", None)]
+            info["status"] = "retrying"
+        _write_json(self.manifest_path, data, self.redactor.scrub)
+        return arms
 
     # -- records ----------------------------------------------------------------------------
     def append(self, path: Path, obj: dict[str, Any]) -> None:
-        with path.open("a") as fh:
-            fh.write(json.dumps(obj, default=str) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+        if path not in self._journals:
+            self._journals[path] = Journal(path, self.redactor.scrub)
+        self._journals[path].append(obj)
 
     def append_record(self, record: dict[str, Any]) -> None:
         self.append(self.records_path, {"schema_version": SCHEMA_VERSION, **record})
@@ -112,10 +207,16 @@ class RunStore:
         self.append(self.cells_path, {"schema_version": SCHEMA_VERSION, **cell})
 
     def records(self) -> list[dict[str, Any]]:
-        return list(_read_jsonl(self.records_path))
+        return self._read(self.records_path, _RECORD_KEYS)
 
     def cells(self) -> list[dict[str, Any]]:
-        return list(_read_jsonl(self.cells_path))
+        return self._read(self.cells_path, _CELL_KEYS)
+
+    def _read(self, path: Path, keys: dict[str, type | tuple[type, ...]]) -> list[dict[str, Any]]:
+        rows, bad = _read_jsonl(path, keys)
+        if bad:
+            self.skipped[path.name] = bad
+        return rows
 
     def completed(self) -> set[RecordKey]:
         """Keys with a successful measured record: what --resume skips."""
@@ -131,35 +232,57 @@ class RunStore:
 
     def save_scrape(self, arm: str, repeat: int, when: str, text: str) -> str:
         name = f"metrics/{arm}-r{repeat}-{when}.prom"
-        (self.root / name).write_text(text)
+        (self.root / name).write_text(self.redactor.scrub(text))
         return name
 
     def fitted_prompts(self) -> dict[str, Any]:
         path = self.root / "fitted_prompts.json"
-        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+        data = _read_json(path) if path.is_file() else {}
+        if not isinstance(data, dict):
+            raise StoreError(f"{path}: damaged (not a JSON object); delete it to fit prompts again")
         return data
 
     def save_fitted_prompts(self, fitted: dict[str, Any]) -> None:
-        _write_json(self.root / "fitted_prompts.json", fitted)
+        _write_json(self.root / "fitted_prompts.json", fitted, self.redactor.scrub)
 
     def write_env(self, env: dict[str, Any]) -> None:
-        _write_json(self.root / "env.json", env)
+        _write_json(self.root / "env.json", env, self.redactor.scrub)
 
     def env(self) -> dict[str, Any]:
         path = self.root / "env.json"
-        return json.loads(path.read_text()) if path.is_file() else {}
+        data = _read_json(path) if path.is_file() else {}
+        return data if isinstance(data, dict) else {}
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+# What a line must hold to be a record or a cell; anything else is counted and skipped.
+_RECORD_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "prompt_id": (str, int), "repeat": int}
+_CELL_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "repeat": int}
+
+
+def _read_jsonl(path: Path, keys: dict[str, type | tuple[type, ...]]) -> tuple[list[dict[str, Any]], int]:
+    """Rows that are JSON objects holding ``keys`` (of those types), and how many lines were not
+    (torn, edited by hand)."""
     if not path.is_file():
-        return
-    with path.open() as fh:
-        for line in fh:
-            if line.strip():
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line torn by a hard kill; everything before it is intact
+        return [], 0
+    rows, bad = [], 0
+    with path.open("rb") as fh:
+        for raw in fh:
+            if not raw.strip():
+                continue
+            row = _row(raw)
+            if row is None or any(not isinstance(row.get(k), t) for k, t in keys.items()):
+                bad += 1
+                continue
+            rows.append(row)
+    return rows, bad
+
+
+def _row(raw: bytes) -> dict[str, Any] | None:
+    try:
+        row = json.loads(raw)
+    except ValueError:
+        return None
+    return row if isinstance(row, dict) else None
 
 
 # -- environment ----------------------------------------------------------------------------

@@ -49,7 +49,7 @@ LLAMACPP_CELL_KEYS = {
     *("metrics_before", "pid", "repeat", "schema_version", "server", "started_at"),
 }
 # Raw response fields kept as the engine sent them, so they differ: llama.cpp's `timings` and
-# `system_fingerprint`, vLLM's per-request `metrics` (engines.md §2.5). Everything else is shared.
+# `system_fingerprint`, vLLM's per-request `metrics` (vLLM per-request metrics). Everything else is shared.
 ENGINE_FIELDS = {"timings", "system_fingerprint", "metrics"}
 SHARED_RECORD_KEYS = LLAMACPP_RECORD_KEYS - ENGINE_FIELDS
 
@@ -171,7 +171,7 @@ def test_vllm_matrix_runs_like_a_llamacpp_one(tmp_path: Path) -> None:
         ("baseline", 1),
     ]
     for cell in cells:
-        if cell["arm"] == "baseline":  # no speculative config: no spec counters at all (§2.2)
+        if cell["arm"] == "baseline":  # no speculative config: no spec counters at all (vLLM metrics docs)
             assert cell["metrics_after"]["spec"] == {} and cell["server"]["spec_metrics_present"] is False
             assert cell["log_lines"] == []
             continue
@@ -224,7 +224,7 @@ def test_sglang_matrix_runs_like_a_llamacpp_one(tmp_path: Path) -> None:
     for cell in store.cells():
         algorithm = cell["server"]["speculative"]["speculative_algorithm"]
         gauges = cell["metrics_after"]["spec"]
-        assert "drafts" not in gauges  # SGLang has gauges, never counters (§3.2)
+        assert "drafts" not in gauges  # SGLang has gauges, never counters (SGLang docs)
         if cell["arm"] == "baseline":
             assert algorithm is None and gauges["accept_length_gauge"] == 0.0
             assert cell["log_lines"] == []  # decode lines carry no accept len without speculation

@@ -180,7 +180,7 @@ def test_example_arms_differ_only_in_speculative_flags(name: str) -> None:
     for arm in set(matrix.arms) - {matrix.baseline}:
         spec = dict((f, v) for f, v in flags[arm] if SglangEngine.is_spec_flag(f))
         assert spec["--speculative-algorithm"] in {"EAGLE3", "NEXTN"}
-        # engines.md §3.1: with topk 1, num-draft-tokens = num-steps + 1
+        # SGLang speculative decoding docs: with topk 1, num-draft-tokens = num-steps + 1
         assert (
             int(spec["--speculative-num-draft-tokens"] or 0) == int(spec["--speculative-num-steps"] or 0) + 1
         )

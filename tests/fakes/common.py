@@ -16,14 +16,14 @@ Handler = Callable[[httpx.Request], httpx.Response]
 
 
 def sse(events: list[dict[str, Any] | str]) -> httpx.Response:
-    """An SSE response: one ``data:`` event per item, as every engine frames chat streams (§4)."""
+    """An SSE response: one ``data:`` event per item, as every engine frames chat streams."""
     body = b"".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events)
     return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
 
 
 def prometheus(registry: CollectorRegistry) -> httpx.Response:
     """Prometheus text exposition written by prometheus_client itself (so `_total`/`_created`
-    samples look exactly as a Python engine emits them, engines.md §2.2)."""
+    samples look exactly as a Python engine emits them, vLLM Prometheus metrics)."""
     return httpx.Response(
         200, headers={"content-type": "text/plain; version=0.0.4"}, content=generate_latest(registry)
     )

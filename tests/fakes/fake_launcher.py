@@ -11,7 +11,7 @@ engine without speculation: no vLLM spec counters, SGLang's ``speculative_algori
 Switches, read from the environment so that a matrix's ``env`` sets them for every arm:
 
 - ``FAKE_VLLM_CUDAGRAPH_DOWNGRADE=1``: a speculative vLLM server logs the CUDA-graph downgrade
-  warning at startup (engines.md §2.3; docs/engines.md "degradation");
+  warning at startup (vLLM startup log; docs/engines.md "degradation");
 - ``FAKE_ENGINE_IGNORE_SPECULATION=1``: speculative flags are parsed but not honoured, the way a
   configuration that did not take looks from outside.
 
@@ -84,7 +84,7 @@ def serve_until_sigterm(server: ThreadingHTTPServer) -> int:
 # -- vLLM --------------------------------------------------------------------------------------
 def vllm_parser() -> argparse.ArgumentParser:
     """``vllm --version`` and ``vllm serve MODEL ...`` with the speculative spellings specbench
-    knows (engines/vllm.py ``spec_flags``) and ``--per-request-spec-decode-metrics`` (§2.5)."""
+    knows (engines/vllm.py ``spec_flags``) and ``--per-request-spec-decode-metrics`` (vLLM docs)."""
     parser = argparse.ArgumentParser(prog="vllm")
     parser.add_argument("--version", action="version", version=fv.FakeVllm().version)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -102,7 +102,7 @@ def vllm_parser() -> argparse.ArgumentParser:
 
 
 def vllm_spec_line() -> str:
-    """One request's ``SpecDecoding metrics:`` line in the current format (§2.3), from the
+    """One request's ``SpecDecoding metrics:`` line in the current format (vLLM docs), from the
     fake's per-request constants, so the log agrees with its counters."""
     per_pos = ", ".join(f"{p / fv.DRAFTS:.3f}" for p in fv.PER_POS)
     return (
@@ -139,7 +139,7 @@ def run_vllm(argv: list[str]) -> int:
 
 # -- SGLang ------------------------------------------------------------------------------------
 def sglang_parser() -> argparse.ArgumentParser:
-    """The launch flags specbench sets and the speculative ones of §3.1 the fake reads."""
+    """The launch flags specbench sets and the speculative ones from SGLang's docs that the fake reads."""
     parser = argparse.ArgumentParser(prog="python -m sglang.launch_server")
     parser.add_argument("--model-path", "--model", dest="model_path", required=True)
     parser.add_argument("--host", default="127.0.0.1")
@@ -153,7 +153,7 @@ def sglang_parser() -> argparse.ArgumentParser:
 
 
 def sglang_decode_line(fake: fs.FakeSglang) -> str:
-    """The decode log line (§3.2): ``accept len``/``accept rate`` only while speculating, as
+    """The decode log line (SGLang docs): ``accept len``/``accept rate`` only while speculating, as
     SGLang's ``log_decode_stats`` adds them only when ``spec_algorithm`` is set."""
     spec = ""
     if fake.algorithm and fake.window:

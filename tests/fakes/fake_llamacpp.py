@@ -1,4 +1,4 @@
-"""FAKE llama-server, only the routes attach-mode detection reads (``engines.md`` §1.5). Not
+"""FAKE llama-server, only the routes attach-mode detection reads (llama.cpp server docs). Not
 llama.cpp: the real server is tested against the real binary elsewhere.
 
 - /metrics: ``llamacpp:``-prefixed counters in llama-server's own text format (no ``_created``),

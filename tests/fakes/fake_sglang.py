@@ -1,16 +1,16 @@
-"""FAKE SGLang server (``shared/reference/engines.md`` §3, §4). Not SGLang.
+"""FAKE SGLang server (SGLang's docs and server source). Not SGLang.
 
 What it reproduces:
 - /server_info, or only the deprecated /get_server_info (``legacy=True``), returning server args
   (``speculative_*``), ``internal_states`` — whose ``avg_spec_accept_length`` appears only once
-  speculation has run and is cumulative since boot — and ``version`` (§3.2);
-- /metrics (only with ``enable_metrics``, §3.1) holding the **windowed gauges**
+  speculation has run and is cumulative since boot — and ``version`` (SGLang docs);
+- /metrics (only with ``enable_metrics``, SGLang docs) holding the **windowed gauges**
   ``sglang:spec_accept_length`` / ``sglang:spec_accept_rate`` with labels
-  ``model_name, engine_type, tp_rank, pp_rank`` (§3.2): each request *sets* them (last window),
+  ``model_name, engine_type, tp_rank, pp_rank`` (SGLang docs): each request *sets* them (last window),
   it does not add to them; there are no counters;
-- SSE with ``delta.reasoning_content`` (§3.3, §4), multi-token chunks, and a usage chunk with
+- SSE with ``delta.reasoning_content`` (SGLang docs), multi-token chunks, and a usage chunk with
   ``choices: []`` only when ``stream_options.include_usage`` is true (SGLang's default is false);
-- decode log lines in the current and older formats (§3.2).
+- decode log lines in the current and older formats (SGLang docs).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class FakeSglang:
             "speculative_num_draft_tokens": NUM_DRAFT_TOKENS if self.algorithm else None,
         }
         state: dict[str, Any] = {"last_gen_throughput": 180.5}
-        if self.cumulative:  # present only once speculation has run (§3.2)
+        if self.cumulative:  # present only once speculation has run (SGLang docs)
             state["avg_spec_accept_length"] = sum(self.cumulative) / len(self.cumulative)
         return {**args, "internal_states": [state], "version": self.version}
 
@@ -125,7 +125,7 @@ class FakeSglang:
         self.bodies.append(body)
         if self.algorithm:
             accept_length = ACCEPT_LENGTHS[self.requests % len(ACCEPT_LENGTHS)]
-            # accept len includes the bonus token; rate = accepted / draft tokens (§3.2)
+            # accept len includes the bonus token; rate = accepted / draft tokens (SGLang docs)
             self.window = (accept_length, (accept_length - 1) / (NUM_DRAFT_TOKENS - 1))
             self.cumulative.append(accept_length)
         self.requests += 1

@@ -1,16 +1,16 @@
-"""FAKE vLLM OpenAI-compatible server (``shared/reference/engines.md`` §2, §4). Not vLLM.
+"""FAKE vLLM OpenAI-compatible server (vLLM's docs and server source). Not vLLM.
 
 What it reproduces:
 - routes /health, /version ``{"version"}``, /v1/models (``owned_by: "vllm"``), /metrics, and
   streaming /v1/chat/completions;
 - Prometheus counters ``vllm:spec_decode_*`` written by prometheus_client (so with ``_total``
-  and ``_created`` samples), one series per ``engine`` label (DP mode, §2.2), plus the
+  and ``_created`` samples), one series per ``engine`` label (DP mode, vLLM docs), plus the
   per-position counter with its ``position`` label; counters exist only when speculation is on;
-- SSE: a role chunk, ``delta.reasoning`` chunks (current vLLM, §2.6), **multi-token content
-  chunks** (several accepted tokens surface as one chunk, §2.6), a finish chunk, then — with
+- SSE: a role chunk, ``delta.reasoning`` chunks (current vLLM, vLLM serve docs), **multi-token content
+  chunks** (several accepted tokens surface as one chunk, vLLM serve docs), a finish chunk, then — with
   ``stream_options.include_usage`` — a final chunk with ``choices: []``, ``usage`` and, when
-  per-request metrics are on, ``metrics.speculative_decoding`` (§2.5), then ``[DONE]``;
-- the ``SpecDecoding metrics:`` log line in both formats (§2.3) and a CUDA-graph downgrade warning.
+  per-request metrics are on, ``metrics.speculative_decoding`` (vLLM docs), then ``[DONE]``;
+- the ``SpecDecoding metrics:`` log line in both formats (vLLM docs) and a CUDA-graph downgrade warning.
 
 Each request is one deterministic speculative run with ``K = 3``: a first token from prefill and
 three verification steps accepting 2, 1 and 2 draft tokens.

@@ -14,7 +14,7 @@ from tests.report.synth import Arm, Plan, make_run, spec
 
 
 def test_crossover_matches_the_published_example() -> None:
-    # findings.md pitfall 7: a prefill tax of 11.5 s at 29 → 46 tok/s pays back after ≈ 900 tokens.
+    # docs/mistakes.md, mistake 7: a prefill tax of 11.5 s at 29 → 46 tok/s pays back after ≈ 900 tokens.
     length = crossover_length(0.0, 11_500.0, 29.0, 46.0)
     assert length == pytest.approx(11.5 / (1 / 29 - 1 / 46))
     assert 890 < length < 910  # type: ignore[operator]

@@ -29,7 +29,7 @@ def test_every_report_has_the_section_after_the_decision(three_arms: Path) -> No
 def test_a_lab_run_shows_predicted_and_measured_per_arm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("specbench.theory.runspec.cpu", lambda: FAKE_CPU)
+    monkeypatch.setattr("specbench.theory.runspec.stored_cpu", lambda run_dir: FAKE_CPU)
     plan = Plan(
         arms={"baseline": Arm(decode_tok_s=20), "draft8": spec(34)}, prompts_per_category=2, repeats=2
     )

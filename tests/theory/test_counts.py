@@ -14,6 +14,7 @@ from specbench.theory.counts import (
     draft_counts,
     measured_round_s,
     replayed_speedup,
+    round_not_measurable,
 )
 
 
@@ -84,11 +85,23 @@ def test_no_rounds_no_measured_round() -> None:
 def test_replay_passes_are_taken_out_of_the_plain_passes() -> None:
     # one request: 99 decode tokens in S' = 100 − 1 − 30 = 69 passes, 10 drafting rounds, 2 replays
     c = DraftCounts(
-        tokens=100, drafted=40, accepted=30, rounds=10, rounds_counted=True, requests=1, window_s=3.0
+        tokens=100, drafted=40, accepted=30, rounds=10, rounds_counted=True, requests=1, window_s=8.0
     )
     assert c.decode_passes == 69
     assert replayed_speedup(c, 0.1, 0.5, replays=2) == pytest.approx(99 * 0.1 / (10 * 0.5 + 57 * 0.1))
-    assert measured_round_s(c, 0.1, replays=2) == pytest.approx((3.0 - 57 * 0.1) / 10)
+    assert measured_round_s(c, 0.1, replays=2) == pytest.approx((8.0 - 57 * 0.1) / 10)
+
+
+def test_a_round_that_would_come_out_negative_is_not_measurable_with_the_reason() -> None:
+    # the plain passes at the baseline's step (57 × 0.1 s) take longer than the whole 3 s window:
+    # the arm's steps ran faster than the baseline's, and (3.0 − 5.7) / 10 = −270 ms is no round
+    c = DraftCounts(
+        tokens=100, drafted=40, accepted=30, rounds=10, rounds_counted=True, requests=1, window_s=3.0
+    )
+    assert math.isnan(measured_round_s(c, 0.1, replays=2))
+    reason = round_not_measurable(c, 0.1, replays=2)
+    assert reason is not None and "57 plain passes" in reason and "3.00 s" in reason
+    assert round_not_measurable(c, 0.01, replays=2) is None and measured_round_s(c, 0.01, replays=2) > 0
 
 
 def test_the_first_token_of_each_request_is_prefill_not_a_decode_pass() -> None:

@@ -24,7 +24,7 @@ from specbench.theory.formulas import (
     [(1, 8.0), (2, 15.75), (4, 30.5), (9, 63.6), (33, 166.2)],
 )
 def test_expert_union_matches_findings(tokens: int, expected: float) -> None:
-    # findings.md: E=256, k=8, t = 1, 2, 4, 9, 33 -> 8, 15.75, 30.5, 63.6, 166.2
+    # field reports: E=256, k=8, t = 1, 2, 4, 9, 33 -> 8, 15.75, 30.5, 63.6, 166.2
     assert experts_touched(256, 8, tokens) == pytest.approx(expected, abs=0.06)
 
 

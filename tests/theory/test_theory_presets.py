@@ -112,7 +112,7 @@ def test_parameter_counts_match_model_names(model: str, total_b: float, active_b
 
 
 def test_recurrent_state_matches_cited_checkpoint_sizes() -> None:
-    # findings.md: 62.8-82 MiB per checkpoint (target alone; target + Qwen3.5-0.8B draft)
+    # field reports: 62.8-82 MiB per checkpoint (target alone; target + Qwen3.5-0.8B draft)
     target = recurrent_state_bytes(get_model("Qwen3.6-35B-A3B"))
     draft = recurrent_state_bytes(get_model("Qwen3.5-0.8B"))
     assert target / MiB == pytest.approx(62.8, abs=0.1)

@@ -97,7 +97,7 @@ def series(samples: MetricSamples, name: str) -> list[tuple[dict[str, str], floa
     """Every label set of the metric called exactly ``name``, with its labels parsed back.
 
     Exact-name matching is the point: prometheus_client emits a ``<name>_created`` sample next to
-    every ``<name>_total`` (engines.md §2.2), and ``..._accepted_tokens_per_pos_total`` shares a
+    every ``<name>_total`` (vLLM Prometheus metrics), and ``..._accepted_tokens_per_pos_total`` shares a
     prefix with ``..._accepted_tokens_total``; neither may leak into a total.
     """
     out = []

@@ -1,4 +1,4 @@
-"""llama.cpp's ``llama-server`` (see ``shared/reference/engines.md`` §1)."""
+"""llama.cpp's ``llama-server`` (https://github.com/ggml-org/llama.cpp/tree/master/tools/server)."""
 
 from __future__ import annotations
 
@@ -85,14 +85,20 @@ class LlamaCppEngine(Engine):
 
     async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
         props = (await client.get(f"{base_url}/props")).json()
+        props = props if isinstance(props, dict) else {}
         slots = (await client.get(f"{base_url}/slots")).json()
         return {
             "build_info": props.get("build_info"),
             "model_path": props.get("model_path"),
             "total_slots": props.get("total_slots"),
             "n_ctx": props.get("default_generation_settings", {}).get("n_ctx"),
-            # /props' "speculative.types" is always the default; /slots tells the truth.
-            "slots_speculative": [bool(s.get("speculative")) for s in slots],
+            # /props' "speculative.types" is always the default; /slots tells the truth. Without
+            # the API key (or with --no-slots) /slots is an error object, not a list: unknown.
+            "slots_speculative": (
+                [bool(s.get("speculative")) for s in slots if isinstance(s, dict)]
+                if isinstance(slots, list)
+                else []
+            ),
         }
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:

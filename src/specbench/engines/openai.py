@@ -3,7 +3,7 @@ engine's ``describe`` shares.
 
 Attach mode launches nothing, so it must find out which engine answers before it can read that
 engine's speculative counters: the three engines name and shape them differently
-(``shared/reference/engines.md`` §1.5, §2.2, §3.2). :func:`detect_engine` decides from
+(see each engine's server docs). :func:`detect_engine` decides from
 ``/metrics`` first (the metric prefixes are unambiguous) and from version-like endpoints when
 metrics are disabled; :class:`AttachedEngine` then delegates to that engine's parsers.
 """
@@ -21,10 +21,10 @@ from specbench.engines.base import Engine, MetricSamples, parse_metrics
 KNOWN_ENGINES = ("llamacpp", "vllm", "sglang")
 UNKNOWN = "openai"
 
-# Metric-name prefixes: llama.cpp `llamacpp:` (engines.md §1.5), vLLM `vllm:` (§2.2),
-# SGLang `sglang:` (§3.2).
+# Metric-name prefixes, from each engine's metrics docs: llama.cpp `llamacpp:`, vLLM `vllm:`,
+# SGLang `sglang:`.
 _METRIC_PREFIXES = {"llamacpp:": "llamacpp", "vllm:": "vllm", "sglang:": "sglang"}
-# /v1/models `owned_by`: "llamacpp" (engines.md §1.5) and "vllm" (§2.6). SGLang's is not documented.
+# /v1/models `owned_by`: "llamacpp" (llama.cpp server) and "vllm" (vLLM serve). SGLang's is not documented.
 _OWNERS = {"llamacpp": "llamacpp", "vllm": "vllm"}
 
 
@@ -54,7 +54,7 @@ async def get_status(client: httpx.AsyncClient, url: str) -> int | None:
 
 async def get_metrics(client: httpx.AsyncClient, base_url: str) -> MetricSamples | None:
     """One /metrics scrape parsed with prometheus_client's parser; None if unavailable
-    (llama.cpp answers 501 without ``--metrics``, engines.md §1.5)."""
+    (llama.cpp answers 501 without ``--metrics``)."""
     try:
         resp = await client.get(f"{base_url}/metrics")
     except httpx.HTTPError:
@@ -85,14 +85,14 @@ def detect_from_metrics(samples: MetricSamples) -> str | None:
 
 
 def detect_from_models(body: Any) -> str | None:
-    """llama.cpp and vLLM name themselves in /v1/models ``owned_by`` (engines.md §1.5, §2.6)."""
+    """llama.cpp and vLLM name themselves in /v1/models ``owned_by``."""
     owners = {card.get("owned_by") for card in model_cards(body)}
     return next((_OWNERS[o] for o in owners if isinstance(o, str) and o in _OWNERS), None)
 
 
 def detect_from_server_info(body: Any) -> str | None:
-    """SGLang's server info carries ``internal_states`` (engines.md §3.2); vLLM's dev-mode
-    /server_info carries ``vllm_config`` (§2.6)."""
+    """SGLang's server info carries ``internal_states`` (SGLang server info); vLLM's dev-mode
+    /server_info carries ``vllm_config`` (vLLM serve docs)."""
     if not isinstance(body, dict):
         return None
     if "internal_states" in body:
@@ -104,7 +104,7 @@ async def detect_engine(base_url: str, client: httpx.AsyncClient | None = None) 
     """Which engine serves ``base_url``: "llamacpp", "vllm", "sglang", or "openai" (unknown).
 
     Order: /metrics prefixes, /v1/models ``owned_by``, SGLang/vLLM server info, llama.cpp
-    /props ``build_info`` (§1.5), and last vLLM /version (§2.6), because a bare ``{"version"}``
+    /props ``build_info``, and last vLLM /version, because a bare ``{"version"}``
     is the least specific answer.
     """
     if client is None:

@@ -1,22 +1,46 @@
-"""A server process in its own process group: start, wait for health, stop without orphans."""
+"""A server process in its own process group: start, wait for health, stop without orphans.
+
+Three guards keep an engine from outliving specbench:
+
+* the engine runs in its own session (process group), so teardown reaches every child it forks,
+  and a Ctrl-C in the terminal reaches specbench, which stops the engine, not the engine alone;
+* SIGINT, SIGTERM and SIGHUP are blocked from just before ``fork`` until the pid is registered
+  for clean-up: a signal in that window used to leave a running engine nobody knew about. It is
+  delivered (and handled) right after registration;
+* on Linux the child asks the kernel for ``PR_SET_PDEATHSIG`` (SIGKILL) before ``exec``, so even
+  a SIGKILL'd or OOM-killed specbench takes its engine down. The guard covers the process
+  specbench starts; engines that fork workers (vLLM, SGLang) stop those themselves when their
+  parent dies.
+"""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections import deque
 from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import urlsplit
 
 import httpx
+import psutil
 
-from specbench.errors import EngineStartError
+from specbench.errors import EngineStartError, PortTakenError
+from specbench.redact import mask_args
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
+_GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# Resolved here, not in the forked child: loading a library after fork can deadlock.
+_PRCTL = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -33,6 +57,21 @@ def log_tail(path: Path, lines: int = 15) -> str:
         return "".join(deque(fh, maxlen=lines)).rstrip()
 
 
+_ERROR_LINE = re.compile(r"\b(error|invalid|failed|unknown|cannot|not found|exception)\b", re.IGNORECASE)
+
+
+def error_line(path: Path, offset: int = 0) -> str:
+    """The engine's own first error line since ``offset`` (its usage text is no explanation)."""
+    if not path.is_file():
+        return ""
+    with path.open(errors="replace") as fh:
+        fh.seek(offset)
+        for line in fh:
+            if not line.startswith("===== specbench") and _ERROR_LINE.search(line):
+                return line.strip()[:300]
+    return ""
+
+
 class ServerProcess:
     """One engine server. ``start`` returns once ``health_url`` answers 200."""
 
@@ -41,6 +80,7 @@ class ServerProcess:
         self.log_path = log_path
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
+        self._offset = 0  # where this launch's part of the log starts
 
     @property
     def pid(self) -> int | None:
@@ -51,9 +91,22 @@ class ServerProcess:
 
     def start(self, health_url: str, timeout: float) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            log.write(f"\n===== specbench: {' '.join(self.argv)}\n".encode())
-            log.flush()
+        try:
+            with self.log_path.open("ab") as log:
+                self._offset = log.tell()
+                log.write(f"\n===== specbench: {' '.join(mask_args(self.argv))}\n".encode())
+                log.flush()
+                self._spawn(log)
+            self._wait_healthy(health_url, timeout)
+        except BaseException:
+            self.stop()  # Ctrl-C / SIGTERM / SIGHUP during start-up: the engine goes with us
+            raise
+
+    def _spawn(self, log: BinaryIO) -> None:
+        """Popen with the guarded signals held back until the pid is registered."""
+        parent = os.getpid()
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _GUARDED)
+        try:
             # Own session = own process group, so teardown reaches every child and a Ctrl-C
             # in the terminal is handled by specbench, not delivered to the server directly.
             self.proc = subprocess.Popen(
@@ -63,23 +116,43 @@ class ServerProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env={**os.environ, **(self.env or {})},
+                preexec_fn=lambda: _child_setup(parent, old),
             )
-        _LIVE.add(self.proc.pid)
-        self._wait_healthy(health_url, timeout)
+            _LIVE.add(self.proc.pid)
+        except OSError as exc:  # the binary is missing or not executable: name it
+            raise EngineStartError(f"cannot run {self.argv[0]}: {exc.strerror or exc}") from exc
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # pending signals are delivered here
 
     def _wait_healthy(self, url: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive():
                 code = self.proc.returncode if self.proc else None
+                said = error_line(self.log_path, self._offset)
                 raise EngineStartError(
-                    f"exited with code {code} before becoming healthy", log_tail(self.log_path)
+                    f"exited with code {code} before becoming healthy" + (f": {said}" if said else ""),
+                    log_tail(self.log_path),
                 )
             if _healthy(url):
+                self._check_port_owner(url)
                 return
             time.sleep(0.2)
         self.stop()
         raise EngineStartError(f"not healthy after {timeout:.0f} s ({url})", log_tail(self.log_path))
+
+    def _check_port_owner(self, url: str) -> None:
+        """The answer must come from our engine: another server on the port (a port race: it took
+        the port between our pick and the engine's bind) would be measured as the arm's data."""
+        port = urlsplit(url).port
+        if self.proc is None or port is None or owns_port(self.proc.pid, port) is not False:
+            return
+        self.stop()
+        raise PortTakenError(
+            f"port {port} is answered by another process, not the engine specbench launched "
+            f"(pid {self.proc.pid})",
+            log_tail(self.log_path),
+        )
 
     def stop(self, grace: float = 10.0) -> int | None:
         """SIGTERM the process group, SIGKILL after ``grace`` seconds; returns the exit code."""
@@ -95,6 +168,32 @@ class ServerProcess:
         _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers left in the group
         _LIVE.discard(self.proc.pid)
         return self.proc.returncode
+
+
+def owns_port(pid: int, port: int) -> bool | None:
+    """Whether ``pid`` or one of its descendants listens on ``port``; None when the OS will not
+    say (no permission), so the check never fails a healthy run for lack of rights."""
+    try:
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
+            for conn in proc.net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                    return True
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return None
+    return False
+
+
+def _child_setup(parent: int, mask: set[int | signal.Signals]) -> None:
+    """In the forked child before exec: restore the signal mask (a blocked mask survives exec,
+    and an engine deaf to SIGTERM could not be stopped) and die with the parent."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: nobody would reap us
+            os._exit(1)
 
 
 def _healthy(url: str) -> bool:

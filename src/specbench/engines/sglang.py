@@ -1,11 +1,11 @@
-"""SGLang's server, ``python -m sglang.launch_server`` (see ``shared/reference/engines.md`` §3).
+"""SGLang's server, ``python -m sglang.launch_server`` (https://docs.sglang.ai/advanced_features/speculative_decoding.html).
 
 SGLang exposes **no speculative counters**: ``sglang:spec_accept_length`` and
-``sglang:spec_accept_rate`` are gauges set from the last decode-log window (§3.2). A before/after
+``sglang:spec_accept_rate`` are gauges set from the last decode-log window (SGLang docs). A before/after
 difference of them means nothing, so :meth:`SglangEngine.spec_counters` returns them under
 ``*_gauge`` keys that the counter-differencing checks ignore. The other acceptance sources are the
 ``accept len:`` decode log line and ``internal_states[i].avg_spec_accept_length`` in the server
-info, which is cumulative since boot (§3.2). Every SGLang accept length includes the bonus token.
+info, which is cumulative since boot (SGLang docs). Every SGLang accept length includes the bonus token.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import httpx
 from specbench.engines.base import Engine, MetricSamples, series
 from specbench.engines.openai import get_json, model_cards
 
-#: spec_counters key → gauge (§3.2; the last two only in some newer versions). Not counters.
+#: spec_counters key → gauge (SGLang docs; the last two only in some newer versions). Not counters.
 GAUGES = {
     "accept_length_gauge": "sglang:spec_accept_length",
     "accept_rate_gauge": "sglang:spec_accept_rate",
     "num_steps_gauge": "sglang:spec_num_steps",
     "num_draft_tokens_gauge": "sglang:spec_num_draft_tokens",
 }
-# Newer servers serve /server_info and deprecate /get_server_info (§3.2): try both, in this order.
+# Newer servers serve /server_info and deprecate /get_server_info (SGLang docs): try both, in this order.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
 
 _LOG_MARK = "accept len:"
@@ -43,7 +43,7 @@ class SglangEngine(Engine):
     """``python -m sglang.launch_server --model-path M --host H --port P --enable-metrics [args]``."""
 
     kind = "sglang"
-    #: Every ``--speculative-*`` flag (sglang:python/sglang/srt/server_args.py@001067f, §3.1),
+    #: Every ``--speculative-*`` flag (sglang:python/sglang/srt/server_args.py@001067f, SGLang docs),
     #: including the ``--speculative-draft-model`` alias; the prefix covers future ones.
     spec_flags: ClassVar[frozenset[str]] = frozenset(
         {
@@ -69,14 +69,14 @@ class SglangEngine(Engine):
         }
     )
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-",)
-    #: 503 while starting, then 200 (§3.3).
+    #: 503 while starting, then 200 (SGLang docs).
     health_path: ClassVar[str] = "/health"
 
     def __init__(self, python: str = "python") -> None:
         self.python = python
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
-        # --enable-metrics: /metrics (and the spec gauges) exist only with it (§3.1).
+        # --enable-metrics: /metrics (and the spec gauges) exist only with it (SGLang docs).
         return [
             self.python,
             "-m",
@@ -110,8 +110,8 @@ class SglangEngine(Engine):
 
         ``speculative_*`` server args say what the server actually runs (None algorithm = no
         speculation). ``avg_spec_accept_length_since_boot`` is cumulative since the server started
-        (it includes warm-ups and earlier cells) and appears only once speculation has run (§3.2).
-        /health is not called: on SGLang it runs a generation (§3.3).
+        (it includes warm-ups and earlier cells) and appears only once speculation has run (SGLang docs).
+        /health is not called: on SGLang it runs a generation (SGLang docs).
         """
         info, path = await _server_info(client, base_url)
         raw = info.get("internal_states")
@@ -129,7 +129,7 @@ class SglangEngine(Engine):
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """``ignore_eos`` and neutral ``min_p``/``repetition_penalty`` (SGLang OpenAI protocol
-        extras, §3.3): servers fill unset sampling fields from the model's preferences."""
+        extras, SGLang docs): servers fill unset sampling fields from the model's preferences."""
         extras: dict[str, Any] = {"min_p": 0.0, "repetition_penalty": 1.0}
         return {**extras, "ignore_eos": True} if ignore_eos else extras
 
@@ -144,12 +144,12 @@ class SglangEngine(Engine):
         return out
 
     def fallback_patterns(self) -> list[str]:
-        """No documented SGLang log line announces a speculation failure (engines.md §3); a server
+        """No documented SGLang log line announces a speculation failure (SGLang docs); a server
         that ignored the flags shows ``speculative_algorithm: None`` in :meth:`describe`."""
         return []
 
     def acceptance_log_patterns(self) -> list[str]:
-        """The decode log line carries accept len/rate (§3.2); informative, not a failure."""
+        """The decode log line carries accept len/rate (SGLang docs); informative, not a failure."""
         return [_LOG_MARK]
 
     def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
@@ -161,7 +161,7 @@ def _state(state: Any, key: str) -> Any:
 
 
 async def _server_info(client: httpx.AsyncClient, base_url: str) -> tuple[dict[str, Any], str | None]:
-    """(server info, the path that answered) — newest path first (§3.2)."""
+    """(server info, the path that answered) — newest path first (SGLang docs)."""
     for path in SERVER_INFO_PATHS:
         body = await get_json(client, base_url + path)
         if isinstance(body, dict):
@@ -173,7 +173,7 @@ def parse_log_acceptance(line: str) -> dict[str, Any] | None:
     """One decode log line → its window's accept length and rate.
 
     ``mean_acceptance_length`` is SGLang's ``accept len`` = (accepted + bs)/forward_ct, which
-    **includes the bonus token** (§3.2) — comparable with vLLM's 1 + accepted/drafts, not with an
+    **includes the bonus token** (SGLang docs) — comparable with vLLM's 1 + accepted/drafts, not with an
     acceptance rate. ``rate`` is accepted/draft tokens in the window (absent in older versions).
     There are no token counts, so lines can only be averaged, not summed.
     """

@@ -129,7 +129,7 @@ def cached_pair(spec: LabSpec, root: Path) -> Path:
 
 def _incompatible(vocab: Vocab) -> Vocab:
     """Same texts, but BOS and EOS ids swapped: llama.cpp's compatibility check compares the ids,
-    rejects the pair, and the server carries on without speculation (findings.md pitfall 1)."""
+    rejects the pair, and the server carries on without speculation (docs/mistakes.md, mistake 1)."""
     return replace(vocab, bos=vocab.eos, eos=vocab.bos)
 
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from specbench import __version__
 from specbench.report.document import Block, Code, Heading, Para, Table
+from specbench.store import RunStore
 
 GIB = 2**30
 
@@ -119,8 +120,7 @@ def env_blocks(run_dir: Path, manifest: dict[str, Any]) -> list[Block]:
     blocks += _matrix_blocks(manifest)
     envs = merged_envs(run_dir)
     if not envs:
-        env_path = run_dir / "env.json"
-        env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+        env = RunStore(run_dir).env()  # a damaged env.json: one line naming it, not a traceback
         blocks += [Heading("Machine", 2), *machine_blocks(env)]
         return [*blocks, Heading("Command line of every arm", 2), *command_blocks(manifest.get("arms") or {})]
     sources = {s.get("machine"): s for s in manifest.get("sources") or []}

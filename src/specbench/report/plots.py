@@ -202,15 +202,15 @@ PLOTS = (
     Plot("decode_by_arm", "Decode rate by arm", "one point per request; notch = 95 % CI of the median; "
          "grey band = the baseline median's 95 % CI", decode_distribution),
     Plot("decode_by_category", "Decode rate by prompt category", "the same, per category: a speculative "
-         "arm that only wins on some categories shows here (pitfall 5)", decode_by_category),
+         "arm that only wins on some categories shows here (docs/mistakes.md, 5)", decode_by_category),
     Plot("acceptance", "Acceptance by arm and source", "accepted / drafted tokens from each source; "
-         "sources should agree (pitfall 2)", acceptance),
+         "sources should agree (docs/mistakes.md, 2)", acceptance),
     Plot("acceptance_by_position", "Acceptance per draft position", "share of drafts whose i-th token "
          "was accepted (per-position counters, e.g. vLLM)", acceptance_by_position),
     Plot("speedup_vs_length", "Wall-clock speedup vs output length", "measured median e2e ratio per length, "
-         "the prefill + L/r model and its crossover L* (pitfall 7)", speedup_vs_length),
+         "the prefill + L/r model and its crossover L* (docs/mistakes.md, 7)", speedup_vs_length),
     Plot("latency_vs_concurrency", "TTFT and e2e vs concurrency", "median per concurrency level "
-         "(pitfall 9: concurrency can flip the sign)", latency_vs_concurrency),
+         "(docs/mistakes.md, 9: concurrency can flip the sign)", latency_vs_concurrency),
     Plot("decode_by_machine", "Decode rate per machine", "one panel per machine of a merged run", by_machine),
 )  # fmt: skip
 

@@ -1,7 +1,7 @@
 """The report's tables, computed from a loaded run: numeric frames (CSV, JSON) and their display form.
 
 Medians carry a 95 % percentile-bootstrap CI (``scipy.stats.bootstrap``) because a median
-without its spread is the single-number reporting findings.md pitfall 4 warns about.
+without its spread is the single-number reporting docs/mistakes.md, mistake 4 warns about.
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ def _cell(row: dict[Hashable, Any], metric: str, spec: str) -> str:
 
 def arm_table(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
     """Display form of one workload's rows of :func:`summary_frame`: TTFT, prefill, decode rate
-    and wall clock side by side, because a decode gain can vanish in wall clock (pitfall 6)."""
+    and wall clock side by side, because a decode gain can vanish in wall
+    clock (mistake 6 in docs/mistakes.md)."""
     sub = summary[summary["workload"] == workload]
     rows = [
         {
@@ -151,7 +152,7 @@ def category_table(run: RunData) -> pd.DataFrame:
 
 
 def category_splits(run: RunData) -> list[str]:
-    """One sentence per arm whose per-category medians form two clusters (pitfall 5)."""
+    """One sentence per arm whose per-category medians form two clusters (mistake 5 in docs/mistakes.md)."""
     out = []
     for arm in run.measured_arms:
         cb = bimodality.category_bimodality(run.df, arm)

@@ -6,6 +6,8 @@ Public API::
     format_prediction(prediction) -> str
     list_presets() -> {"models": [...], "gpus": [...], "quants": [...]}
     calibrate_efficiency(measured_baseline_tok_s, model, gpu, quant, context=4096) -> Efficiency
+    predict_stopped(model, gpu, quant, method, draft_max, *, alpha=..., stop=..., n_min=0, ...)
+        -> StoppedPrediction    (drafts that end at the first unsure token)
 
 On a run directory (lab truth.json, config.json or a preset describes its model)::
 
@@ -39,6 +41,7 @@ from specbench.theory.runpredict import (
 )
 from specbench.theory.runspec import RunModels, model_from_run
 from specbench.theory.runtext import format_arm_predictions
+from specbench.theory.stopping import StoppedPrediction, predict_stopped
 
 __all__ = [
     "METHODS",
@@ -48,6 +51,7 @@ __all__ = [
     "Prediction",
     "RunModels",
     "RunTheory",
+    "StoppedPrediction",
     "acceptance_from_alpha",
     "alpha_from_acceptance",
     "calibrate_efficiency",
@@ -59,6 +63,7 @@ __all__ = [
     "model_from_run",
     "predict",
     "predict_arms",
+    "predict_stopped",
     "run_theory",
     "saturation_tokens",
     "tokens_per_round",

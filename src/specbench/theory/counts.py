@@ -106,15 +106,42 @@ def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float, replays
     Each emits a token and drafts nothing, so the counts see it as a pass of its own; its cost is
     already in ``round_s``, so it is taken out of the plain passes.
     """
-    plain = max(0.0, counts.decode_passes - counts.rounds - replays)
-    time = counts.rounds * round_s + plain * step_s
+    time = counts.rounds * round_s + _plain_passes(counts, replays) * step_s
     return (counts.tokens - counts.requests) * step_s / time if time > 0 else math.nan
 
 
 def measured_round_s(counts: DraftCounts, step_s: float, replays: float = 0.0) -> float:
     """(W − (S' − R − P) · t_step) / R: one drafting round as measured, replays included (see
-    :func:`replayed_speedup` for P and the module docstring)."""
-    if not counts.rounds > 0:
+    :func:`replayed_speedup` for P and the module docstring); NaN when it is not measurable
+    (:func:`round_not_measurable` says why), never a negative time."""
+    if round_not_measurable(counts, step_s, replays) is not None:
         return math.nan
-    plain = max(0.0, counts.decode_passes - counts.rounds - replays)
-    return (counts.window_s - plain * step_s) / counts.rounds
+    return (counts.window_s - _plain_passes(counts, replays) * step_s) / counts.rounds
+
+
+def round_not_measurable(counts: DraftCounts, step_s: float, replays: float = 0.0) -> str | None:
+    """Why the arm's decode windows give no drafting round, or None when they do.
+
+    The round is what is left of the windows W after the plain (non-drafting) passes, each
+    costed at the *baseline's* step. When the arm's plain steps ran faster than the baseline's
+    (another load on the machine during the baseline, a warmer cache), that remainder can be
+    zero or negative: no round time can be read off, and printing "−224.8 ms" would be a figure
+    no round can take.
+    """
+    if not counts.rounds > 0:
+        return "the arm drafted no round"
+    if not math.isfinite(counts.window_s):
+        return "the arm's requests have no decode windows"
+    plain = _plain_passes(counts, replays) * step_s
+    if counts.window_s - plain <= 0:
+        return (
+            f"its {_plain_passes(counts, replays):.0f} plain passes at the baseline's"
+            f" {step_s * 1e3:.2f} ms step ({plain:.2f} s) take longer than all its decode windows"
+            f" ({counts.window_s:.2f} s), so the rounds' share cannot be read off"
+        )
+    return None
+
+
+def _plain_passes(counts: DraftCounts, replays: float) -> float:
+    """S' − R − P: the passes that neither verified a draft nor replayed (never below zero)."""
+    return max(0.0, counts.decode_passes - counts.rounds - replays)

@@ -8,23 +8,55 @@ Per round of γ drafted tokens over C sequences (t(·) is :func:`cost.forward_ti
     dflash  1 · t(DFlash drafter, C × γ)             a 5-layer block drafter, all γ in one pass
     ngram   0                                        a CPU lookup in the context
 
+Every model drafter also re-runs the verified batch (C × (γ+1) tokens) through itself once per
+round: the pinned llama.cpp mirrors each target batch into the drafter (``process``), which for an
+MTP, EAGLE-3 or DFlash head is the *catch-up pass* over the target's hidden states of the tokens
+just verified, and for a separate draft model the re-evaluation of the drafted tokens after its
+cache was cut back (``TAG_SPEC_AVOID_DRAFT_REEVAL`` upstream)::
+
+    t_catchup = t(drafter, C × (γ+1))                      0 for ngram
+
 Heads reuse target hidden states, so they carry no embedding and no recurrent state; their
-one attention layer keeps a small KV cache of its own. Hybrid (Gated DeltaNet) models must save
-the recurrent state before verifying and restore it when a draft token is rejected::
+one attention layer keeps a small KV cache of its own.
 
-    t_checkpoint = C · R_total / B_ckpt · (1 + (1 − α^γ))      R_total = R_target (+ R_draft)
+Recurrent state (hybrid, Gated DeltaNet models) cannot drop a rejected token, and llama.cpp
+handles it two ways:
 
-where B_ckpt is the host link (llama.cpp keeps checkpoints in host memory) or, in unified
-memory, half the memory bandwidth (a copy reads and writes).
+- **Snapshots** (``mtp``, ``eagle3``, ``dflash``): the target context keeps K per-token state
+  snapshots on the device (``n_rs_seq = K``), so a rejection is an index move. The verify pass
+  writes the extra K snapshots::
 
-Replay (``replay=True``). A restored state has lost the accepted prefix; the llama.cpp build
-specbench pins re-runs the a accepted tokens plus the correction through the target in one more
-pass (lab-verified on a hybrid target, tests/lab)::
+      t_snapshot = C · γ · R_target / (BW · η_bw)
 
-    t_replay = (1 − α^γ) · t(target, C × (E[a | a < γ] + 1))          hybrid targets only
+- **Host checkpoints** (``draft``, ``ngram``): the state is copied to host memory before the
+  verify, and copied back when a draft token is rejected::
 
-It is off by default: the published M3 Max gain (findings.md) is not reproducible with it, so
-builds differ. Run calibration turns it on for llama.cpp runs.
+      t_checkpoint_target = C · R_target / B_ckpt · (1 + P_reject)      P_reject = 1 − α^γ
+
+  A hybrid *draft model* is saved before it drafts and restored after (its drafted tokens must
+  leave its state), and restored again when the target rejects::
+
+      t_checkpoint_draft  = C · R_draft / B_ckpt · (2 + P_reject)
+
+B_ckpt is the host link (PCIe from pageable memory) or, in unified memory, half the memory
+bandwidth (a copy reads and writes).
+
+Replay (``replay=True``, host-checkpoint methods only). A restored state has lost the accepted
+prefix; the pinned llama.cpp re-runs the a accepted tokens plus the correction through the
+target in one more pass, which the drafter mirrors like every target batch (lab-verified on a
+hybrid target, tests/lab)::
+
+    t_replay = P_reject · (t(target, C × m) + t(drafter, C × m))      m = E[a | a < γ] + 1
+
+Draft sampling. The pinned build samples a draft model on the device (``--spec-draft-backend-
+sampling``, on by default). Builds before it copied each drafted position's logits to the host
+and built a V-entry candidate array there, like the target's sampling (:func:`cost.sampling_time`);
+``draft_host_sampling=True`` adds that to every drafting pass.
+
+Draft launch. Each drafter pass (γ drafting passes and the catch-up) pays the fixed latencies of
+its own graph, ``kernels_draft · t_kernel + t_forward``; ``launch_s`` reports that share of the
+drafting time. The architecture gives the kernel count, not the per-kernel or per-pass host
+latency: those are the engine's, fitted by ``--fit-arm`` through the per-round overhead.
 """
 
 from __future__ import annotations
@@ -34,7 +66,7 @@ from typing import Literal
 
 from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture, recurrent_state_bytes
-from specbench.theory.cost import Efficiency, ForwardCost, forward_cost, forward_time
+from specbench.theory.cost import Efficiency, ForwardCost, forward_cost, forward_time, sampling_time
 from specbench.theory.hardware import Gpu
 
 Method = Literal["draft", "mtp", "eagle3", "dflash", "ngram"]
@@ -46,12 +78,24 @@ DFLASH_LAYERS = 5
 
 @dataclass(frozen=True)
 class DraftCost:
-    """Drafting time per round, one drafter pass, and the recurrent state the round must save."""
+    """One round's drafting: γ drafter passes, the catch-up pass, and the state the round keeps.
+
+    ``round_s`` is the γ drafting passes, ``catchup_s`` the pass over the verified batch,
+    ``launch_s`` the fixed-latency share of both; ``target_state``/``draft_state`` are the
+    recurrent-state bytes per sequence of the target and of a hybrid draft model.
+    """
 
     round_s: float
     step_s: float
     step: ForwardCost | None
-    state_bytes: int
+    target_state: int
+    draft_state: int = 0
+    catchup_s: float = 0.0
+    launch_s: float = 0.0
+
+    @property
+    def state_bytes(self) -> int:
+        return self.target_state + self.draft_state
 
 
 def check_method(method: str) -> Method:
@@ -112,6 +156,13 @@ class DraftSetup:
     seqs: int
     context: int
     replay: bool = False  # re-run the accepted prefix after a restore (hybrid targets; see module doc)
+    draft_host_sampling: bool = False  # builds that sample a draft model on the host (module doc)
+
+
+def snapshots(method: Method) -> bool:
+    """Whether the pinned llama.cpp rolls a hybrid target back by per-token snapshots on the
+    device (MTP/EAGLE-3/DFlash: ``n_rs_seq = K``) rather than a host checkpoint (draft, ngram)."""
+    return method in ("mtp", "eagle3", "dflash")
 
 
 def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
@@ -122,7 +173,23 @@ def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
     arch, bpw, passes, tokens = _drafter(s)
     step = forward_cost(arch, bpw, s.seqs, tokens, s.context)
     step_s = forward_time(step, gpu, eff)
-    return DraftCost(passes * step_s, step_s, step, target_state + recurrent_state_bytes(arch))
+    if s.draft_host_sampling and s.method == "draft":
+        step_s += sampling_time(arch, s.seqs, gpu, eff)
+    catchup_s = catchup_time(s, gpu, eff, s.gamma + 1)
+    fixed = step.kernels * eff.kernel_s + eff.forward_s
+    own_state = recurrent_state_bytes(arch) if s.method == "draft" else 0
+    return DraftCost(passes * step_s, step_s, step, target_state, own_state, catchup_s, (passes + 1) * fixed)
+
+
+def catchup_time(s: DraftSetup, gpu: Gpu, eff: Efficiency, tokens: float) -> float:
+    """t(drafter, C × tokens): the drafter's pass over a batch the target ran (0 for ngram)."""
+    if s.method == "ngram":
+        return 0.0
+    arch, bpw, _, _ = _drafter(s)
+    low = max(1, int(tokens))
+    times = [forward_time(forward_cost(arch, bpw, s.seqs, t, s.context), gpu, eff) for t in (low, low + 1)]
+    w = tokens - low
+    return (1 - w) * times[0] + w * times[1]
 
 
 def _drafter(s: DraftSetup) -> tuple[Architecture, float, int, int]:
@@ -148,9 +215,18 @@ def replay_tokens(alpha: float, gamma: int) -> tuple[float, float]:
     return p_reject, mean + 1.0
 
 
-def checkpoint_time(state_bytes: int, seqs: int, alpha: float, gamma: int, gpu: Gpu) -> float:
-    """C·R/B_ckpt·(1 + P(reject)): save every round, restore when a draft token is rejected."""
-    if state_bytes == 0:
+def checkpoint_time(drafting: DraftCost, s: DraftSetup, alpha: float, gpu: Gpu) -> tuple[float, float]:
+    """(target, draft) host-checkpoint seconds per round (module docstring); the target's is 0
+    for snapshot methods, which :func:`snapshot_time` costs instead."""
+    p_reject = 1.0 - alpha**s.gamma
+    link = gpu.checkpoint_bandwidth
+    target = 0.0 if snapshots(s.method) else s.seqs * drafting.target_state / link * (1.0 + p_reject)
+    draft = s.seqs * drafting.draft_state / link * (2.0 + p_reject)
+    return target, draft
+
+
+def snapshot_time(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> float:
+    """C · γ · R_target / (BW · η_bw): the per-token state snapshots a snapshot method's verify writes."""
+    if not snapshots(s.method):
         return 0.0
-    p_reject = 1.0 - alpha**gamma
-    return seqs * state_bytes / gpu.checkpoint_bandwidth * (1.0 + p_reject)
+    return s.seqs * s.gamma * recurrent_state_bytes(s.target) / (gpu.bandwidth * eff.bandwidth)

@@ -8,10 +8,12 @@ Speculation: a round drafts γ tokens per sequence, verifies γ+1 per sequence i
 (routed experts are the union over all C·(γ+1) tokens), saves/restores recurrent state on
 hybrids, and emits τ(α, γ) tokens per sequence::
 
-    t_round  = t_draft + t(target, C × (γ+1)) + t_checkpoint + t_replay + t_round_fixed
+    t_round  = t_draft + t_catchup + t(target, C × (γ+1)) + t_snapshot
+               + t_checkpoint_target + t_checkpoint_draft + t_replay + t_round_fixed
 
-(t_replay only with ``replay=True`` on a hybrid target, see :mod:`specbench.theory.methods`; the
-replay pass emits one more token, so a round then yields τ + (1 − α^γ) tokens).
+(each term in :mod:`specbench.theory.methods`; t_replay only with ``replay=True`` on a hybrid
+target restored from a host checkpoint; the replay pass emits one more token, so a round then
+yields τ + (1 − α^γ) tokens).
     spec tok/s = C · τ / t_round              speedup = spec / baseline
 """
 
@@ -25,10 +27,19 @@ from scipy.optimize import brentq
 
 from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture, recurrent_state_bytes
-from specbench.theory.cost import Bound, Efficiency, forward_cost, forward_time, roofline
+from specbench.theory.cost import Bound, Efficiency, forward_cost, forward_time, roofline, sampling_time
 from specbench.theory.formulas import acceptance_from_alpha, alpha_from_acceptance, tokens_per_round
 from specbench.theory.hardware import Gpu
-from specbench.theory.methods import DraftSetup, check_method, checkpoint_time, draft_cost, replay_tokens
+from specbench.theory.methods import (
+    DraftSetup,
+    catchup_time,
+    check_method,
+    checkpoint_time,
+    draft_cost,
+    replay_tokens,
+    snapshot_time,
+    snapshots,
+)
 from specbench.theory.presets import get_gpu, get_model, get_quant
 
 TargetPass = Callable[[int], float]  # tokens in one target pass -> seconds
@@ -42,7 +53,7 @@ class Breakdown:
     verify_s: float
     draft_s: float
     draft_step_s: float
-    checkpoint_s: float
+    checkpoint_s: float  # host checkpoints, target + draft (the two fields below)
     replay_s: float
     overhead_s: float
     round_s: float
@@ -59,6 +70,11 @@ class Breakdown:
     bound: Bound | Literal["measured"]
     verify_bound: Bound | Literal["measured"]
     checkpoint_bytes: int
+    catchup_s: float = 0.0  # the drafter's pass over the verified batch (methods.py)
+    snapshot_s: float = 0.0  # per-token state snapshots written by the verify (snapshot methods)
+    checkpoint_target_s: float = 0.0
+    checkpoint_draft_s: float = 0.0
+    launch_s: float = 0.0  # fixed-latency share of draft_s + catchup_s (not added again)
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ def predict(
     context: int = 4096,
     efficiency: Efficiency | None = None,
     replay: bool = False,
+    draft_host_sampling: bool = False,
 ) -> Prediction:
     """Predict baseline and speculative decode rates (see the module docstring).
 
@@ -143,6 +160,7 @@ def predict(
         context=context,
         efficiency=efficiency,
         replay=replay,
+        draft_host_sampling=draft_host_sampling,
     )
 
 
@@ -169,6 +187,7 @@ def predict_architecture(
     efficiency: Efficiency | None = None,
     target_pass: TargetPass | None = None,
     replay: bool = False,
+    draft_host_sampling: bool = False,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
@@ -190,6 +209,7 @@ def predict_architecture(
         concurrency,
         context,
         replay,
+        draft_host_sampling,
     )
     eff = efficiency or Efficiency()
     bd = _breakdown(setup, gpu, eff, a, acc, target_pass)
@@ -218,26 +238,33 @@ def _breakdown(
     step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
     verify = forward_cost(s.target, s.target_bpw, s.seqs, s.gamma + 1, s.context)
     drafting = draft_cost(s, gpu, eff)
+    # the verify copies C·(γ+1) logit rows and samples C·τ positions on the host, a step C
+    tau = tokens_per_round(alpha, s.gamma)
+    samples = sampling_time(s.target, s.seqs * (s.gamma + 1), gpu, eff, sampled=s.seqs * tau)
+    extra_samples = samples - sampling_time(s.target, s.seqs, gpu, eff)
     if target_pass is None:
-        t_step, t_verify = forward_time(step, gpu, eff), forward_time(verify, gpu, eff)
+        t_step = forward_time(step, gpu, eff) + sampling_time(s.target, s.seqs, gpu, eff)
+        t_verify = forward_time(verify, gpu, eff) + samples
         bounds: tuple[Bound | Literal["measured"], ...] = (
             roofline(step, gpu, eff)[1],
             roofline(verify, gpu, eff)[1],
         )
-    else:
-        t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * (s.gamma + 1))
+    else:  # the measured step holds its own sampling; the probe's prefills sample one position
+        t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * (s.gamma + 1)) + extra_samples
         bounds = ("measured", "measured")
-    t_ckpt = checkpoint_time(drafting.state_bytes, s.seqs, alpha, s.gamma, gpu)
+    ckpt_target, ckpt_draft = checkpoint_time(drafting, s, alpha, gpu)
+    t_snap = snapshot_time(s, gpu, eff)
     t_replay = _replay_time(s, gpu, eff, alpha, target_pass)
+    spent = drafting.round_s + drafting.catchup_s + t_verify + t_snap + ckpt_target + ckpt_draft + t_replay
     return Breakdown(
         target_step_s=t_step,
         verify_s=t_verify,
         draft_s=drafting.round_s,
         draft_step_s=drafting.step_s,
-        checkpoint_s=t_ckpt,
+        checkpoint_s=ckpt_target + ckpt_draft,
         replay_s=t_replay,
         overhead_s=eff.round_s,
-        round_s=drafting.round_s + t_verify + t_ckpt + t_replay + eff.round_s,
+        round_s=spent + eff.round_s,
         # a replay pass also emits a token (its own bonus), in the rounds that reject
         tokens_per_round=tokens_per_round(alpha, s.gamma)
         + (replay_tokens(alpha, s.gamma)[0] if t_replay else 0.0),
@@ -253,32 +280,40 @@ def _breakdown(
         bound=bounds[0],
         verify_bound=bounds[1],
         checkpoint_bytes=drafting.state_bytes * s.seqs,
+        catchup_s=drafting.catchup_s,
+        snapshot_s=t_snap,
+        checkpoint_target_s=ckpt_target,
+        checkpoint_draft_s=ckpt_draft,
+        launch_s=drafting.launch_s,
     )
 
 
 def _replay_time(
     s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, target_pass: TargetPass | None
 ) -> float:
-    """(1 − α^γ) · t(target, C × (E[a | a < γ] + 1)) with replay on a hybrid target, else 0."""
-    if not s.replay or recurrent_state_bytes(s.target) == 0:
+    """P_reject · (t(target, C × m) + t(drafter, C × m)), m = E[a | a < γ] + 1, with replay on a
+    hybrid target that a host checkpoint restores (methods.py); else 0."""
+    if not s.replay or recurrent_state_bytes(s.target) == 0 or snapshots(s.method):
         return 0.0
     p_reject, tokens = replay_tokens(alpha, s.gamma)
     low = int(tokens)
     times = [
-        target_pass(s.seqs * t)
+        target_pass(s.seqs * t) + sampling_time(s.target, s.seqs * (t - 1), gpu, eff)
         if target_pass
         else forward_time(forward_cost(s.target, s.target_bpw, s.seqs, t, s.context), gpu, eff)
+        + sampling_time(s.target, s.seqs * t, gpu, eff)
         for t in (low, low + 1)
     ]
     w = tokens - low
-    return p_reject * ((1 - w) * times[0] + w * times[1])
+    return p_reject * ((1 - w) * times[0] + w * times[1] + catchup_time(s, gpu, eff, tokens))
 
 
 def baseline_tok_s(
     target: Architecture, gpu: Gpu, bpw: float, seqs: int, context: int, eff: Efficiency
 ) -> float:
-    """C / t(target, C × 1)."""
-    return seqs / forward_time(forward_cost(target, bpw, seqs, 1, context), gpu, eff)
+    """C / t(target, C × 1), the step's host sampling of C positions included."""
+    step = forward_time(forward_cost(target, bpw, seqs, 1, context), gpu, eff)
+    return seqs / (step + sampling_time(target, seqs, gpu, eff))
 
 
 def calibrate_efficiency(
@@ -360,9 +395,11 @@ def format_prediction(p: Prediction) -> str:
         f" ({(p.speedup - 1) * 100:+.0f} %)",
         f"  acceptance  A={b.acceptance:.3f}  alpha={b.alpha:.3f}  tokens/round={b.tokens_per_round:.2f}",
         f"  round       {b.round_s * ms:.2f} ms = draft {b.draft_s * ms:.2f}"
-        f" + verify {b.verify_s * ms:.2f} ({_bound(b.verify_bound)})"
-        f" + checkpoint {b.checkpoint_s * ms:.2f} + replay {b.replay_s * ms:.2f}"
+        f" + catch-up {b.catchup_s * ms:.2f} + verify {b.verify_s * ms:.2f} ({_bound(b.verify_bound)})"
+        f" + snapshots {b.snapshot_s * ms:.2f} + checkpoint {b.checkpoint_target_s * ms:.2f}"
+        f" (target) + {b.checkpoint_draft_s * ms:.2f} (draft) + replay {b.replay_s * ms:.2f}"
         f" + overhead {b.overhead_s * ms:.2f}",
+        f"  launch      {b.launch_s * ms:.2f} ms of the drafting is the drafter's fixed launch latency",
         f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
         f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",
     ]
@@ -372,6 +409,11 @@ def format_prediction(p: Prediction) -> str:
             f"  experts     {b.experts_touched_step:.1f} per layer per step, "
             f"{b.experts_touched_verify:.1f} when verifying ({ratio:.1f}x)"
         )
-    if b.checkpoint_bytes:
-        lines.append(f"  checkpoint  {b.checkpoint_bytes / 2**20:.1f} MiB of recurrent state per round")
+    mib = b.checkpoint_bytes / 2**20
+    if b.snapshot_s:
+        lines.append(
+            f"  snapshots   {p.draft_max} x {mib:.1f} MiB of recurrent state per verify, on the device"
+        )
+    elif b.checkpoint_s:
+        lines.append(f"  checkpoint  {mib:.1f} MiB of recurrent state per round, over the host link")
     return "\n".join(lines)

@@ -25,7 +25,7 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ from specbench.analysis import RunData, load_run
 from specbench.errors import ConfigError
 from specbench.probe import forward_curve
 from specbench.stats import Comparison
+from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
-from specbench.theory.counts import draft_counts, measured_round_s, replayed_speedup
+from specbench.theory.counts import draft_counts, measured_round_s, replayed_speedup, round_not_measurable
 from specbench.theory.hardware import Gpu
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
@@ -65,6 +66,8 @@ class RunSetup:
     context: int
     baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
     curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
+    roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
+    base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
 
     @property
     def replays(self) -> bool:
@@ -97,6 +100,7 @@ class ArmPrediction:
     drafting_share: float = math.nan
     round_ms_measured: float = math.nan  # one drafting round, from the decode windows
     round_ms_model: float = math.nan  # the model's round at the measured mean draft length
+    round_note: str | None = None  # why round_ms_measured is not measurable (theory/counts.py)
     fitted: bool = False
     reason: str | None = None
 
@@ -131,6 +135,7 @@ class RunTheory:
             f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms."
             f" Target {t.arch.name} at {t.quant}{draft} (from {s.models.source});"
             f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)}"
+            + (f" {s.roofline_note}" if s.roofline_note else "")
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -206,9 +211,10 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     rate = float(base["decode_tok_s"].median())
     if not rate > 0:
         raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
-    level = _single_level(run)
+    level, context = _single_level(run), _context(base)
+    ceiling = within_roofline(rate, models.target, device_from_run(run_dir), level, context, Efficiency())
     curve = _pass_curve(run, level, rate)
-    return RunSetup(run, models, device_from_run(run_dir), level, _context(base), rate, curve)
+    return RunSetup(run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency)
 
 
 def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
@@ -229,7 +235,7 @@ def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Ef
         setup.gpu,
         setup.context,
         concurrency=c,
-        efficiency=efficiency,
+        efficiency=efficiency or setup.base_efficiency,
     )
 
 
@@ -346,6 +352,7 @@ def _replayed(
         drafting_share=counts.drafting_share,
         round_ms_measured=measured_round_s(counts, step_s, replays) * 1e3,
         round_ms_model=round_s * 1e3,
+        round_note=round_not_measurable(counts, step_s, replays),
     )
 
 

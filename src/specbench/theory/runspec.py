@@ -11,8 +11,8 @@ Bytes per weight: the lab dtype; else a quant preset named in the file name (lon
 else file bytes / total parameters; else the config's ``torch_dtype`` (unquantised checkpoints).
 
 Device: ``env.json`` ``gpus[0].name`` matched to a GPU preset (vendor words ignored, longest
-preset name contained in it); the ``cpu`` probe of *this* machine when the run had no GPU or the
-engine was built without CUDA.
+preset name contained in it); the ``cpu`` probe the runner stored in ``machine_probe.json`` when
+the run had no GPU or the engine was built without CUDA (never a probe at render time).
 
 Arm method (llama.cpp argv)::
 
@@ -40,9 +40,10 @@ from specbench.store import RunStore
 from specbench.theory.arch import Architecture, architecture_from_mapping, total_params
 from specbench.theory.hardware import Gpu
 from specbench.theory.hf_config import load_hf_config
+from specbench.theory.machine import stored_cpu
 from specbench.theory.methods import Method
 from specbench.theory.predict import Weights
-from specbench.theory.presets import Catalog, cpu, gpus, key, models, quants
+from specbench.theory.presets import Catalog, gpus, key, models, quants
 
 LAB_BYTES = {"f16": 2.0, "f32": 4.0, "q8_0": 34 / 32}  # Q8_0: 32 int8 + one f16 scale per block
 HF_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
@@ -331,10 +332,10 @@ def gpu_preset(name: str) -> Gpu:
 
 
 def device_from_run(run_dir: Path) -> Gpu:
-    """The run's GPU preset, or the ``cpu`` probe of this machine for CPU runs (cached per process)."""
+    """The run's GPU preset, or for CPU runs the ``cpu`` probe stored while the run ran (machine.py)."""
     env = RunStore(run_dir).env()
     devices = env.get("gpus") or []
     build = (env.get("engine") or {}).get("build") or {}
     if not devices or build.get("cuda") is False:
-        return cpu()
+        return stored_cpu(run_dir)
     return gpu_preset(str(devices[0].get("name", "")))

@@ -27,7 +27,8 @@ def _draft_cell(p: ArmPrediction) -> str:
 
 
 def _round_cell(p: ArmPrediction) -> str:
-    return f"{_fmt(p.round_ms_measured, '.1f')} / {_fmt(p.round_ms_model, '.1f')}"
+    measured = "not measurable" if p.round_note else _fmt(p.round_ms_measured, ".1f")
+    return f"{measured} / {_fmt(p.round_ms_model, '.1f')}"
 
 
 def error_cell(p: ArmPrediction) -> str:
@@ -57,7 +58,10 @@ def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
 
 
 def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
-    return [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
+    """The lines under the table: arms not predicted, and figures not measurable, with the reason."""
+    skipped = [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
+    rounds = [f"{p.arm}: round time not measurable: {p.round_note}" for p in arms if p.round_note]
+    return skipped + rounds
 
 
 def _table(rows: list[dict[str, str]]) -> list[str]:

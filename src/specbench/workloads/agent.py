@@ -1,6 +1,6 @@
 """The agent workload: a system prompt, ~8 tools with JSON schemas and a long multi-turn history.
 
-At 43K tokens of agent context prefill was ~80 % of wall clock (findings.md pitfall 6), so this
+At 43K tokens of agent context prefill was ~80 % of wall clock (docs/mistakes.md, mistake 6), so this
 suite measures TTFT and e2e, not only decode rate. History turns are plain user/assistant text
 (tool results quoted as text) so any chat template can render them.
 """

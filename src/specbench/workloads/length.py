@@ -5,7 +5,7 @@ the placeholder ``{{FILL}}``; fitting replaces it with filler text whose length 
 (secant steps on the measured count) until the prompt lands within 1 % of the target. Without a
 placeholder the filler is prepended to the last user message as context. Each prompt's filler
 starts at its own offset, so different prompts share no long prefix (a shared prefix would be
-served from the prompt cache and hide prefill cost, findings.md pitfall 11). Without a tokenizer
+served from the prompt cache and hide prefill cost, docs/mistakes.md, mistake 11). Without a tokenizer
 endpoint the count is estimated (4 characters per token, 4 tokens per message).
 """
 

@@ -1,7 +1,7 @@
 """Named workloads: which prompts, how long in and out, how many requests in flight.
 
 Speculative decoding's value depends on the workload — prompt entropy, output length, context
-length, concurrency and cache hits flip the sign (findings.md pitfalls 5–7, 9, 11) — so a matrix
+length, concurrency and cache hits flip the sign (docs/mistakes.md, mistakes 5–7, 9, 11) — so a matrix
 names a suite. Matrix ``workload`` fields override a suite's defaults; ``scale`` multiplies all
 token lengths so every suite runs on the CPU lab models.
 """

@@ -1,0 +1,139 @@
+"""Failures are visible and a run can be finished: start-up retries, --retry-failed, a hung
+engine (a real llama-server stopped with SIGSTOP), exit codes."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from specbench import api
+from specbench.engines.process import error_line
+from specbench.runner import START_ATTEMPTS
+from specbench.store import RunStore
+from tests.conftest import Pair
+from tests.faults.engine_util import engines_tagged, kill_all, specbench, tag, tagged_matrix
+
+
+def _store_with(tmp_path: Path, arms: dict[str, Any], records: list[dict[str, Any]]) -> Path:
+    store = RunStore(tmp_path / "run")
+    store.create({"matrix": {"arms": {a: [] for a in arms}}, "arms": arms}, resume=False)
+    for rec in records:
+        store.append_record({"prompt_id": "p", "repeat": 0, "warmup": False, "error": None, **rec})
+    store.close()
+    return tmp_path / "run"
+
+
+def test_a_failed_arm_and_an_arm_without_one_success_are_problems(tmp_path: Path) -> None:
+    out = _store_with(
+        tmp_path,
+        {"a": {"status": "ok"}, "b": {"status": "failed", "error": "engine did not start: boom"}},
+        [{"arm": "a", "error": {"type": "ConnectError", "message": "refused"}}],
+    )
+    assert api.run_problems(out) == [
+        "arm b failed: engine did not start: boom",
+        "arm a: none of its 1 requests succeeded (first: refused)",
+    ]
+
+
+def test_a_healthy_run_has_no_problems(tmp_path: Path) -> None:
+    records = [{"arm": "a"}, {"arm": "a", "error": {"message": "x"}}]
+    out = _store_with(tmp_path, {"a": {"status": "ok"}}, records)
+    assert api.run_problems(out) == []
+
+
+def test_retry_failed_makes_failed_arms_runnable_and_keeps_their_errors(tmp_path: Path) -> None:
+    out = _store_with(tmp_path, {"b": {"status": "failed", "error": "boom"}}, [])
+    store = RunStore(out)
+    store.create({"matrix": {"arms": {"b": []}}}, resume=True)
+    assert store.retry_failed() == ["b"]
+    store.close()
+    entry = RunStore(out).manifest()["arms"]["b"]
+    assert entry["status"] == "retrying" and entry["previous_errors"] == ["boom"]
+
+
+def test_the_engines_own_error_line_is_found_past_the_header(tmp_path: Path) -> None:
+    log = tmp_path / "arm.log"
+    log.write_text("old: error: stale\n===== specbench: x --bad\nusage: x\nerror: invalid argument: --bad\n")
+    assert error_line(log, len("old: error: stale\n")) == "error: invalid argument: --bad"
+
+
+pytestmark_engine = pytest.mark.engine
+
+
+@pytestmark_engine
+def test_an_engine_that_cannot_start_is_retried_then_resumed_with_retry_failed(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    name = tag()
+    draft = tmp_path / "draft.gguf"
+    shutil.copyfile(dense_pair.draft, draft)
+    matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=1, forward_probe=False)
+    raw = yaml.safe_load(matrix.read_text())
+    raw["arms"]["draft4"] = ["--alias", name, "-md", "draft.gguf", "--spec-type", "draft-simple"]
+    matrix.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    try:
+        runner = api.prepare_run(matrix, out)
+        draft.unlink()  # gone between the check and the launch: the engine dies before /health
+        runner.run()
+        entry = RunStore(out).manifest()["arms"]["draft4"]
+        assert entry["status"] == "failed" and len(entry["start_failures"]) == START_ATTEMPTS
+        assert "draft.gguf" in entry["error"]  # the engine's own error line, not its usage text
+        again = specbench("run", str(matrix), "--out", str(out), "--resume")
+        output = again.communicate(timeout=300)[0]
+        assert again.returncode == 6, output
+        assert output.strip().splitlines()[-1].startswith("error: run incomplete: arm draft4 failed")
+        shutil.copyfile(dense_pair.draft, draft)  # the cause is fixed
+        fixed = specbench("run", str(matrix), "--out", str(out), "--resume", "--retry-failed")
+        output = fixed.communicate(timeout=300)[0]
+    finally:
+        kill_all(name)
+    assert fixed.returncode == 0, output
+    store = RunStore(out)
+    assert len(store.completed()) == 6 and store.manifest()["arms"]["draft4"]["status"] == "ok"
+
+
+@pytestmark_engine
+def test_a_hung_engine_fails_the_cell_fast_and_the_restart_finishes_it(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    """SIGSTOP: the real llama-server keeps its port open and answers nothing (a hang)."""
+    name = tag()
+    matrix = tagged_matrix(
+        tmp_path,
+        dense_pair,
+        llama_server,
+        name,
+        repeats=1,
+        request_timeout=3,
+        workload={"suite": "natural", "max_tokens": 24, "prompts": 4, "prompt_file": "prompts.jsonl"},
+    )
+    runner = api.prepare_run(matrix, tmp_path / "run")
+    stopped: list[int] = []
+
+    def stop_after_first(event: str, info: dict[str, Any]) -> None:
+        if event == "request" and not info["warmup"] and not stopped:
+            victim = engines_tagged(name)[0]
+            stopped.append(victim.pid)
+            victim.send_signal(signal.SIGSTOP)
+
+    runner.observe = stop_after_first
+    try:
+        runner.run()
+    finally:
+        for proc in engines_tagged(name):
+            proc.send_signal(signal.SIGCONT)
+        orphans = kill_all(name)
+    store = RunStore(tmp_path / "run")
+    timeouts = [r for r in store.records() if r["error"]]
+    assert stopped and orphans == 0
+    assert len(store.completed()) == 4
+    assert len(timeouts) == 1 and timeouts[0]["error"]["message"] == "no response within 3 s"
+    first, second = store.cells()
+    assert first["hung"].startswith("no /health answer") and "forward_probe" not in first
+    assert second["attempt"] == 1 and "hung" not in second
