@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test lint typecheck unit engine clean
+.PHONY: install demo test lint typecheck unit engine browser clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +33,15 @@ engine: $(STAMP)
 	$(BIN)/specbench engine install llamacpp
 	$(BIN)/specbench engine install vllm
 
-test: lint typecheck engine
+# Headless Chromium and a CJK font for tests/report/test_browser.py (it skips without chromium).
+# Installed with apt-get where we are root on Debian/Ubuntu (CI is); elsewhere a note says how.
+browser:
+	@if command -v chromium >/dev/null && fc-list 2>/dev/null | grep -q "Noto Sans CJK"; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-noto-cjk >/dev/null; \
+	else echo "note: no chromium or CJK font; install chromium and fonts-noto-cjk to run the browser test"; fi
+
+test: lint typecheck engine browser
 	$(BIN)/pytest
 
 unit: $(STAMP)

@@ -31,5 +31,51 @@ def test_run_progress_prints_one_line_per_cell_off_terminal(capsys: pytest.Captu
         bar("request", {"arm": "draft4", "warmup": False, "error": None})
         bar("failed", {"arm": "bad", "reason": "engine did not start", "log_tail": "unknown flag"})
     err = capsys.readouterr().err
-    assert "m draft4 · repeat 2: 4 requests (0/4 done)" in err
+    assert "m draft4 · repeat 2: 4 requests; run 0/4 requests (0 %), elapsed 0:00" in err
     assert "arm bad failed: engine did not start" in err and "unknown flag" in err
+
+
+class FakeClock:
+    """Seconds advanced by hand: intervals without waiting (no timing in the assertions)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_ticker_counts_rate_and_eta() -> None:
+    clock = FakeClock()
+    ticker = progress.Ticker(total=60, every_s=30, clock=clock)
+    clock.now += 120
+    for _ in range(12):
+        ticker.advance()
+    # 12 requests in 2 min: 6/min, 48 left → 8 min
+    assert ticker.text() == "12/60 requests (20 %), elapsed 2:00, 6.0 requests/min, ETA 8:00"
+
+
+def test_ticker_is_due_each_interval_or_tenth_not_each_request() -> None:
+    clock = FakeClock()
+    ticker = progress.Ticker(total=1000, every_s=30, clock=clock)
+    due = []
+    for i in range(1, 1001):
+        clock.now += 0.1  # 100 s in all: three 30 s intervals, ten tenths
+        if ticker.advance():
+            due.append(i)
+    assert 10 <= len(due) <= 14 and due[-1] == 1000
+    slow = progress.Ticker(total=10**6, every_s=30, clock=clock)
+    clock.now += 31
+    assert slow.advance() and not slow.advance()  # the interval elapsed once, then not again
+
+
+def test_run_progress_prints_counts_rate_and_eta_off_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    clock = FakeClock()
+    with progress.RunProgress(total=10, label="m", ticker=progress.Ticker(10, 30, clock)) as bar:
+        bar("cell", {"arm": "baseline", "repeat": 0, "requests": 10})
+        for _ in range(10):
+            clock.now += 6
+            bar("request", {"arm": "baseline", "warmup": False, "error": None})
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "m progress:" in ln]
+    assert len(lines) == 10  # each tenth of 10 requests
+    assert lines[4] == "m progress: 5/10 requests (50 %), elapsed 0:30, 10.0 requests/min, ETA 0:30"

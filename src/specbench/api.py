@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from specbench.config import LOOPBACK, Matrix, check_arm_name, load_matrix, plan_cells
+from specbench import adaptive
+from specbench.config import LOOPBACK, Matrix, RunSpec, check_arm_name, load_matrix, plan_cells
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -14,6 +16,7 @@ from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
+from specbench.plan import Plan, make_plan, write_plan
 from specbench.redact import MASK, Redactor, mask_args, secret_env_name
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
@@ -88,6 +91,7 @@ def prepare_run(
         store.write_env(_environment(matrix, engine))
     if not (out / "matrix.yaml").exists():
         (out / "matrix.yaml").write_text(store.redactor.scrub(matrix_path.read_text()))
+    write_plan(_plan(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -95,6 +99,7 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        executor=adaptive.wrap(matrix.adaptive, None),
         api_key=key,
     )
 
@@ -176,14 +181,50 @@ def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
     return env
 
 
-def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
-    """Every arm's exact command line, without launching anything; the environment the engine is
-    given (e.g. vLLM's CPU build) comes first as ``VAR=value`` words, as a shell would take it."""
-    matrix = load_matrix(matrix_path)
-    engine = make_engine(matrix, llama_server)
+def _commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
+    """Every arm's command line with secret values masked (plans and dry runs are printed); the
+    environment the engine is given (e.g. vLLM's CPU build) comes first as ``VAR=value`` words,
+    as a shell would take it."""
     given = {**engine.launch_env(matrix.model), **matrix.env}
     env = [f"{k}={MASK if secret_env_name(k) else v}" for k, v in sorted(given.items())]
-    return [
-        (arm, [*env, *mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))])
+    return {
+        arm: [*env, *mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))]
         for arm in matrix.arms
-    ]
+    }
+
+
+def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
+    """Every arm's exact command line (environment first), without launching anything."""
+    matrix = load_matrix(matrix_path)
+    return list(_commands(matrix, make_engine(matrix, llama_server)).items())
+
+
+def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, probe: bool = True) -> Plan:
+    """What ``run`` would do (launches, requests, prompts, commands) and an estimate of its wall
+    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing."""
+    matrix = load_matrix(matrix_path)
+    engine = make_engine(matrix, llama_server)
+    requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
+    cells = plan_cells(matrix, requests, warmup, concurrency)
+    return _plan(matrix, engine, cells, out, probe)
+
+
+def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
+    probes = engine.forward_probe_request([1]) is not None
+    return make_plan(matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes)
+
+
+def finish_lines(run_dir: Path, report: bool = True) -> list[str]:
+    """What ``run`` ends with: where the report is (written here unless ``report`` is False)
+    and one decision line per workload, so the user knows the answer and where the evidence is."""
+    from specbench.analysis import decision_table, load_run
+    from specbench.report import render_report
+
+    if not report:
+        lines = [f"report: not written (--no-report); write it with `specbench report {run_dir}`"]
+        decisions = [d.to_dict() for d in decision_table(load_run(run_dir))]
+    else:
+        page = next(p for p in render_report(run_dir) if p.name == "report.html")
+        lines = [f"report: {page}"]
+        decisions = json.loads((page.parent / "findings.json").read_text())["decisions"]
+    return lines + [f"decision for {d['workload']}: {d['recommendation']} ({d['reason']})" for d in decisions]

@@ -199,6 +199,17 @@ def lab_check(
     print(result.line())
 
 
+def _finish_partial(out: Path, no_report: bool) -> None:
+    """What a run with a failed arm still measured is reported; a report that cannot be made
+    (nothing measured) is not an error of its own: the run's problem is the one to show."""
+    from specbench import api
+
+    try:
+        print("\n".join(api.finish_lines(out, report=not no_report)))
+    except SpecbenchError as err:
+        console.print(f"[yellow]no report: {err}", soft_wrap=True)
+
+
 @app.command("run", epilog=EXIT_CODES)
 def run(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
@@ -208,7 +219,8 @@ def run(
     allow_remote_host: Annotated[
         bool, typer.Option(help="let a matrix 'host:' other than loopback expose the engine")
     ] = False,
-    dry_run: Annotated[bool, typer.Option(help="print each arm's command line and exit")] = False,
+    dry_run: Annotated[bool, typer.Option(help="print the plan and the commands; launch nothing")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip writing the report")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
@@ -220,15 +232,18 @@ def run(
     ] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
-    from specbench import api
+    from specbench import adaptive, api
     from specbench.analysis import load_run
     from specbench.executors import make_executor
+    from specbench.plan import read_plan
     from specbench.progress import RunProgress
     from specbench.summary import print_summary
 
     try:
         if dry_run:
-            for name, argv in api.dry_run(matrix, llama_server):
+            plan = api.plan_run(matrix, out, llama_server)
+            print("\n".join(plan.lines()) + "\ncommands:")
+            for name, argv in plan.commands.items():
                 print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
             return
         if attach and executor != "local":
@@ -249,15 +264,19 @@ def run(
             console.print(f"[yellow]warning: engines listen on {host}, reachable from other machines")
         for line in runner.store.repairs:
             console.print(f"[yellow]repaired: {line}", soft_wrap=True)
-        runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        chosen = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        runner.executor = adaptive.wrap(runner.matrix.adaptive, chosen)
         _interrupt_on_signals()
+        console.print("\n".join(read_plan(out).lines()), markup=False, highlight=False, soft_wrap=True)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar
             runner.run()
         print_summary(load_run(out))
         problems = api.run_problems(out)
         if problems:  # after the summary: the reason is the console's last line
+            _finish_partial(out, no_report)
             raise RunIncompleteError("run incomplete: " + "; ".join(problems))
+        print("\n".join(api.finish_lines(out, report=not no_report)))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None
@@ -400,6 +419,26 @@ def workloads_show(name: Annotated[str, typer.Argument(help="suite name")]) -> N
         fail(err)
     for key, value in vars(suite).items():
         print(f"{key}: {value}")
+
+
+@workloads_app.command("prompts")
+def workloads_prompts(
+    category: Annotated[str | None, typer.Option(help="only this category")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="a prompt JSONL file instead of the bundled set")
+    ] = None,
+) -> None:
+    """Prompt ids by category, with the start of each prompt (what `prompts`/`categories` pick from)."""
+    from specbench.workloads.prompts import listing, preview
+
+    try:
+        groups = listing(category, file)
+    except SpecbenchError as err:
+        fail(err)
+    for name, prompts in groups.items():
+        print(f"{name} ({len(prompts)})")
+        for prompt in prompts:
+            print(f"  {prompt.id:24} {preview(prompt)}")
 
 
 @workloads_app.command("load")

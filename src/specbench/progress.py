@@ -1,7 +1,10 @@
-"""Rich progress for long work: the current cell, requests done/total, ETA."""
+"""Progress for long work: the current cell, requests done/total, rate and ETA — as a live
+rich bar on a terminal, as plain lines at an interval in logs and pipes."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,16 +34,58 @@ def make_progress() -> Progress:
         TimeRemainingColumn(),
         console=console,
         transient=False,
+        disable=not console.is_terminal,  # logs get the plain lines below, not a bar's last frame
     )
+
+
+def clock_text(seconds: float) -> str:
+    """0:34, 12:05, 1:02:03."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Ticker:
+    """Counts, rate and ETA as plain text, due every ``every_s`` seconds or each tenth of the
+    total, whichever comes first: a log gets a line often enough to follow, never one per request.
+    The rate is over the whole run so far, engine launches included, so the ETA is wall clock."""
+
+    def __init__(
+        self, total: int, every_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.total, self.every_s, self.clock = total, every_s, clock
+        self.done = 0
+        self.start = self.last = clock()
+        self.last_tenth = 0
+
+    def advance(self) -> bool:
+        """Count one request; True when a line is due."""
+        self.done += 1
+        now, tenth = self.clock(), 10 * self.done // max(self.total, 1)
+        due = now - self.last >= self.every_s or tenth > self.last_tenth or self.done == self.total
+        if due:
+            self.last, self.last_tenth = now, tenth
+        return due
+
+    def text(self) -> str:
+        elapsed = self.clock() - self.start
+        share = f" ({100 * self.done / self.total:.0f} %)" if self.total else ""
+        line = f"{self.done}/{self.total} requests{share}, elapsed {clock_text(elapsed)}"
+        if self.done and elapsed > 0:
+            rate = self.done / elapsed
+            left = clock_text(max(self.total - self.done, 0) / rate)
+            line += f", {rate * 60:.1f} requests/min, ETA {left}"
+        return line
 
 
 class RunProgress:
     """Observer for :class:`specbench.runner.Runner`: one bar over all measured requests."""
 
-    def __init__(self, total: int, label: str = "") -> None:
+    def __init__(self, total: int, label: str = "", ticker: Ticker | None = None) -> None:
         self.progress = make_progress()
         self.label = label
         self.task = self.progress.add_task(f"{label} starting", total=total)
+        self.ticker = ticker or Ticker(total)
 
     def __enter__(self) -> RunProgress:
         self.progress.start()
@@ -56,13 +101,19 @@ class RunProgress:
             node = f" @ {info['node']}" if info.get("node") else ""
             where = f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}"
             self.progress.update(self.task, description=where)
-            if not console.is_terminal:  # logs and pipes get no live bar: one line per cell instead
-                task = self.progress.tasks[0]
-                console.print(
-                    f"{where}: {info['requests']} requests ({int(task.completed)}/{task.total} done)"
-                )
+            if not console.is_terminal:  # logs and pipes get no live bar: plain lines instead
+                line = f"{where}: {info['requests']} requests; run {self.ticker.text()}"
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif event == "request" and not info["warmup"]:
             self.progress.advance(self.task)
+            if self.ticker.advance() and not console.is_terminal:
+                line = f"{self.label} progress: {self.ticker.text()}".strip()
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        elif event == "decided":
+            done = (
+                "decided" if info["why"] in ("faster", "slower", "equivalent") else f"stopped ({info['why']})"
+            )
+            console.print(f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}")
         elif event in ("retry", "confound"):
             console.print(f"[yellow]{event}: {info}", highlight=False)
         elif event == "restart":
@@ -81,6 +132,6 @@ def build_llama_server(options: BuildOptions, jobs: int | None = None) -> Path:
         def report(done: int, total: int, _line: str) -> None:
             bar.update(task, completed=done, total=total)
             if not console.is_terminal and (done % 20 == 0 or done == total):
-                console.print(f"building llama-server: {done}/{total}")
+                console.print(f"building llama-server: {done}/{total}", soft_wrap=True)
 
         return install_llamacpp(options, jobs, report)

@@ -273,7 +273,7 @@ def test_speculation_that_did_not_take_is_a_silent_fallback(engine: str, why: st
 def test_dry_run_prints_each_arms_exact_command(engine: str, tmp_path: Path) -> None:
     binary, model, flag, spec = ENGINES[engine]
     matrix = write_matrix(tmp_path, engine, {"baseline": [], "spec": spec}, flag)
-    lines = cli("run", str(matrix), "--dry-run").splitlines()
+    lines = cli("run", str(matrix), "--dry-run").split("commands:\n", 1)[1].splitlines()
     assert [ln.split(": ", 1)[0] for ln in lines] == ["baseline", "spec"]
     baseline, speculative = (shlex.split(ln.split(": ", 1)[1]) for ln in lines)  # pastes into a shell
     kind = VllmEngine(str(binary)) if engine == "vllm" else SglangEngine(str(binary))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,11 +91,44 @@ def _matrix_blocks(manifest: dict[str, Any]) -> list[Block]:
             ("engine", matrix.get("engine")),
             ("baseline", matrix.get("baseline")),
             ("common args", shlex.join(map(str, matrix.get("common_args") or []))),
-            ("workload", json.dumps(matrix.get("workload"), sort_keys=True)),
+            ("workload", describe_workload(matrix.get("workload") or {})),
             ("repeats / warm-up", f"{matrix.get('repeats')} / {matrix.get('warmup')}"),
             *_merge_rows(manifest),
         ]),
     ]  # fmt: skip
+
+
+def _listed(values: Any) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+# Matrix workload field → how the report says it (None: the field is left out when unset).
+_WORDS: tuple[tuple[str, Callable[[Any], str]], ...] = (
+    ("prompts", lambda v: f"{v} prompts"),
+    ("categories", lambda v: f"categories {_listed(v)}"),
+    ("prompt_file", lambda v: f"prompts from {v}"),
+    ("max_tokens", lambda v: f"up to {v} output tokens"),
+    ("lengths", lambda v: f"output lengths {_listed(v)} tokens"),
+    ("levels", lambda v: f"{_listed(v)} requests in flight"),
+    ("input_tokens", lambda v: f"prompts of about {v} tokens"),
+    ("temperature", lambda v: f"temperature {v:g}" if isinstance(v, int | float) else f"temperature {v}"),
+    ("scale", lambda v: f"lengths scaled ×{v:g}" if v != 1 else ""),
+    (
+        "ignore_eos",
+        lambda v: "every answer runs to its length (ignore_eos)" if v else "answers may stop early",
+    ),
+    ("extra_body", lambda v: f"request extras {json.dumps(v, sort_keys=True)}" if v else ""),
+)
+
+
+def describe_workload(workload: dict[str, Any]) -> str:
+    """The matrix's workload in words, e.g. "suite natural: 8 prompts, up to 200 output tokens,
+    temperature 0"; fields the matrix left unset (the suite's defaults) are not mentioned."""
+    parts = [say(workload[key]) for key, say in _WORDS if workload.get(key) is not None]
+    known = {key for key, _ in _WORDS} | {"suite"}
+    parts += [f"{key} {value}" for key, value in sorted(workload.items()) if key not in known]
+    detail = ", ".join(p for p in parts if p)
+    return f"suite {workload.get('suite', 'single')}" + (f": {detail}" if detail else "")
 
 
 def _merge_rows(manifest: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -10,16 +10,21 @@ import base64
 import html
 from collections.abc import Sequence
 
-from specbench.report.document import Block, Bullets, Code, Figure, Heading, Para, Table
+from specbench.report.document import Block, Bullets, Code, Figure, Heading, Para, Table, numeric_columns
 
-STYLE = """
-body { font: 15px/1.45 system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }
-th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
-th { background: #f2f2f2; } td:first-child, th:first-child, td.prose { text-align: left; }
-caption { caption-side: top; text-align: left; font-style: italic; padding-bottom: 4px; }
-pre { background: #f6f6f6; padding: 8px; overflow-x: auto; white-space: pre-wrap; }
-figure { margin: 1em 0 2em; } img { max-width: 100%; } figcaption { font-style: italic; color: #555; }
+# Noto CJK / WenQuanYi after the Latin faces: the browser falls back to them per glyph, so
+# Chinese or Japanese model output, prompt ids and arm names show as text, not boxes.
+FONTS = (
+    '"Noto Sans", "DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Micro Hei", sans-serif'
+)
+STYLE = f"""
+body {{ font: 15px/1.45 system-ui, {FONTS}; max-width: 1200px; margin: 2em auto; padding: 0 1em; }}
+table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-align: top; }}
+th {{ background: #f2f2f2; }} th.num, td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+caption {{ caption-side: top; text-align: left; font-style: italic; padding-bottom: 4px; }}
+pre {{ background: #f6f6f6; padding: 8px; overflow-x: auto; white-space: pre-wrap; }}
+figure {{ margin: 1em 0 2em; }} img {{ max-width: 100%; }} figcaption {{ font-style: italic; color: #555; }}
 """
 
 
@@ -27,26 +32,29 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _cell(value: object) -> str:
-    """Numbers align right; prose (evidence, reasons) reads better left-aligned."""
-    text = esc(value)
-    prose = isinstance(value, str) and len(value) > 24 and " " in value
-    return f'<td class="prose">{text}</td>' if prose else f"<td>{text}</td>"
+def _cell(tag: str, value: object, numeric: bool) -> str:
+    """Numbers (and their header) align right, text left: the column decides, not the cell."""
+    return f'<{tag} class="num">{esc(value)}</{tag}>' if numeric else f"<{tag}>{esc(value)}</{tag}>"
 
 
 def table(block: Table) -> str:
     df = block.frame
+    numeric = numeric_columns(df)
     caption = f"<caption>{esc(block.caption)}</caption>" if block.caption else ""
-    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
-    rows = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in df.itertuples(index=False))
+    head = "".join(_cell("th", c, n) for c, n in zip(df.columns, numeric, strict=True))
+    rows = "".join(
+        "<tr>" + "".join(_cell("td", v, n) for v, n in zip(row, numeric, strict=True)) + "</tr>"
+        for row in df.itertuples(index=False)
+    )
     return f"<table>{caption}<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 def figure(block: Figure) -> str:
+    """The PNG carries the plot's one title; the caption below says how to read it."""
     data = base64.b64encode(block.path.read_bytes()).decode("ascii")
     return (
         f'<figure><img src="data:image/png;base64,{data}" alt="{esc(block.title)}">'
-        f"<figcaption>{esc(block.title)}: {esc(block.caption)}</figcaption></figure>"
+        f"<figcaption>{esc(block.caption)}</figcaption></figure>"
     )
 
 

@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from specbench.report.document import Block, Bullets, Code, Heading, Para, Table
+from specbench.report.document import Block, Bullets, Code, Heading, Para, Table, numeric_columns
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
@@ -23,7 +23,7 @@ def escape(text: object) -> str:
 def table(block: Table) -> str:
     df = block.frame
     head = "| " + " | ".join(escape(c) for c in df.columns) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
+    rule = "|" + "|".join("---:" if n else ":---" for n in numeric_columns(df)) + "|"
     rows = ["| " + " | ".join(escape(v) for v in row) + " |" for row in df.itertuples(index=False)]
     caption = [f"*{escape(block.caption)}*", ""] if block.caption else []
     return "\n".join([*caption, head, rule, *rows])

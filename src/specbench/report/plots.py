@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -19,6 +20,7 @@ from matplotlib.figure import Figure
 
 from specbench import analysis, checks, crossover
 from specbench.analysis import RunData
+from specbench.report import fonts
 from specbench.report.tables import median_ci, position_frame
 
 DPI = 100
@@ -45,20 +47,41 @@ def _values(df: pd.DataFrame, column: str) -> np.ndarray[Any, np.dtype[np.float6
     return finite
 
 
+BOX_MIN, NOTCH_MIN = 5, 10  # fewer points: no box (quartiles of 3 points mean nothing); no notch
+
+
+def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> None:
+    """One arm's summary: a median bar under BOX_MIN points, a box from there, and the notch
+    (the bootstrap 95 % CI of the median) only from NOTCH_MIN points and only when it stays
+    inside the box — a notch wider than the quartiles folds into a bow-tie that reads as data."""
+    if d.size < BOX_MIN:
+        # orange, as boxplot draws its medians
+        ax.hlines(np.median(d), position - 0.25, position + 0.25, color="C1", lw=1.5, zorder=4)
+        return
+    _, low, high = median_ci(d)
+    q1, q3 = np.percentile(d, [25, 75])
+    notch = d.size >= NOTCH_MIN and q1 <= low and high <= q3
+    ax.boxplot(
+        [d], positions=[position], notch=notch, conf_intervals=[(low, high)] if notch else None,
+        showfliers=False, manage_ticks=False, widths=0.5,
+    )  # fmt: skip
+
+
 def _distribution(ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, seed: int = 0) -> None:
-    """Notched box per arm (the notch is the bootstrap 95 % CI of the median), the points as
-    a jittered strip, and the baseline's median CI as a band across the axis."""
+    """A box per arm (see :func:`_box`), the points as a jittered strip, and the baseline's
+    median CI as a band across the axis."""
     data = [_values(df[df["arm"] == a], "decode_tok_s") for a in arms]
     keep = [i for i, d in enumerate(data) if d.size]
     if not keep:
         return
     data, names = [data[i] for i in keep], [arms[i] for i in keep]
-    ax.boxplot(data, notch=True, bootstrap=2000, showfliers=False)
-    ax.set_xticks(range(1, len(names) + 1), names)  # not boxplot's labels=: renamed in matplotlib 3.9
     rng = np.random.default_rng(seed)
     for i, (name, d) in enumerate(zip(names, data, strict=True), 1):
+        _box(ax, i, d)
         colour = BASE_COLOUR if name == baseline else ARM_COLOUR
         ax.scatter(i + rng.uniform(-0.15, 0.15, d.size), d, s=9, alpha=0.5, color=colour, zorder=3)
+    ax.set_xticks(range(1, len(names) + 1), names)
+    ax.set_xlim(0.4, len(names) + 0.6)
     if baseline in names:
         _, low, high = median_ci(data[names.index(baseline)])
         ax.axhspan(low, high, color=BASE_COLOUR, alpha=0.2, label=f"{baseline} median 95 % CI")
@@ -73,7 +96,6 @@ def decode_distribution(run: RunData, df: pd.DataFrame) -> Figure | None:
     fig = _figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
     ax = fig.add_subplot()
     _distribution(ax, df, run.measured_arms, run.baseline)
-    ax.set_title("Decode rate per request, by arm")
     return fig
 
 
@@ -199,8 +221,9 @@ def latency_vs_concurrency(run: RunData, df: pd.DataFrame) -> Figure | None:
 
 
 PLOTS = (
-    Plot("decode_by_arm", "Decode rate by arm", "one point per request; notch = 95 % CI of the median; "
-         "grey band = the baseline median's 95 % CI", decode_distribution),
+    Plot("decode_by_arm", "Decode rate by arm", "one point per request; box = quartiles (from 5 "
+         "requests, a bar at the median below), notch = 95 % CI of the median (from 10, when it fits "
+         "inside the box); grey band = the baseline median's 95 % CI", decode_distribution),
     Plot("decode_by_category", "Decode rate by prompt category", "the same, per category: a speculative "
          "arm that only wins on some categories shows here (docs/mistakes.md, 5)", decode_by_category),
     Plot("acceptance", "Acceptance by arm and source", "accepted / drafted tokens from each source; "
@@ -220,12 +243,13 @@ def write_plots(run: RunData, folder: Path) -> list[tuple[Plot, Path]]:
     folder.mkdir(parents=True, exist_ok=True)
     df = analysis.detail_frame(run)
     out = []
-    for plot in PLOTS:
-        path = folder / f"{plot.name}.png"
-        path.unlink(missing_ok=True)
-        fig = plot.draw(run, df)
-        if fig is not None:
-            fig.suptitle(plot.title)
-            fig.savefig(path, format="png")
-            out.append((plot, path))
+    with matplotlib.rc_context({"font.family": fonts.families()}):  # CJK labels draw as glyphs
+        for plot in PLOTS:
+            path = folder / f"{plot.name}.png"
+            path.unlink(missing_ok=True)
+            fig = plot.draw(run, df)
+            if fig is not None:
+                fig.suptitle(plot.title)  # the one title: panels carry only their facet's name
+                fig.savefig(path, format="png")
+                out.append((plot, path))
     return out

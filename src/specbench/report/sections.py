@@ -12,8 +12,9 @@ import pandas as pd
 from specbench import analysis, crossover
 from specbench.analysis import Decision, RunData
 from specbench.checks import Finding
-from specbench.report import tables
+from specbench.report import fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
+from specbench.report.envfile import describe_workload
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
 
@@ -46,15 +47,17 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
             "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
             "decode_arm_tok_s": rate, "crossover_tokens": length,
             "regime": crossover.crossover_regime(base_prefill, taxed, base_rate, gained)
-            + _noise_note(x.prefill_gated, x.decode_gated),
+            + _noise_note(x.prefill_verdict, x.decode_verdict),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def _noise_note(prefill: bool, decode: bool) -> str:
-    """Which differences the crossover ignored because their 95 % CI sits inside the noise band."""
-    which = [name for name, gated in (("prefill", prefill), ("decode", decode)) if gated]
-    return f" ({' and '.join(which)} difference within noise)" if which else ""
+def _noise_note(prefill: str, decode: str) -> str:
+    """Which differences the crossover ignored, and why: their 95 % CI sits inside the noise band
+    ("equivalent") or straddles its edge ("undetermined": more launches could still show one)."""
+    words = {"equivalent": "equal within the noise band", "undetermined": "difference undetermined"}
+    notes = [f"{name} {words[v]}" for name, v in (("prefill", prefill), ("decode", decode)) if v in words]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def compute(run: RunData) -> Computed:
@@ -73,7 +76,7 @@ def _findings(c: Computed) -> list[Block]:
     if not c.found:
         return [Heading("Findings"), Para("No check flagged this run.")]
     counts = pd.Series([f.severity for f in c.found]).value_counts()
-    line = ", ".join(f"{n} {sev}" for sev, n in counts.items())
+    line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts.items())
     return [Heading("Findings"), Para(f"{line}; most serious first."), Table(tables.findings_table(c.found))]
 
 
@@ -91,12 +94,15 @@ def _decision(c: Computed) -> list[Block]:
 def _context(run: RunData, run_dir: Path) -> list[Block]:
     matrix = run.manifest.get("matrix") or {}
     failed = sum(1 for r in run.records if r.get("error") is not None and not r.get("warmup"))
+    # "compared with X" reads right whether the baseline arm is called "baseline" or "off".
     return [
         Heading("Run"),
         Para(
             f"{run_dir.name}: engine {matrix.get('engine', '?')}, model {matrix.get('model', '?')}, "
             f"{len(run.df)} measured requests ({failed} failed) over {len(run.measured_arms)} arms, "
-            f"baseline {run.baseline}. Environment and exact command lines: BENCHMARK_ENV.md."
+            f"each compared with the arm {run.baseline}. Workload: "
+            f"{describe_workload(matrix.get('workload') or {})}. Environment and exact command "
+            "lines: BENCHMARK_ENV.md."
         ),
     ]
 
@@ -197,10 +203,24 @@ def _equivalence(run: RunData) -> list[Block]:
     return blocks
 
 
-def _plots(plots: list[tuple[Plot, Path]]) -> list[Block]:
+def _plots(run: RunData, plots: list[tuple[Plot, Path]]) -> list[Block]:
     if not plots:
         return []
-    return [Heading("Plots"), *(Figure(path, plot.title, plot.caption) for plot, path in plots)]
+    return [
+        Heading("Plots"),
+        *_font_note(run),
+        *(Figure(path, plot.title, plot.caption) for plot, path in plots),
+    ]
+
+
+def _font_note(run: RunData) -> list[Block]:
+    """The stated fallback: without a CJK font, CJK arm names and categories draw as boxes."""
+    labels = [*run.measured_arms, *(str(c) for c in run.df["category"].dropna().unique())]
+    if fonts.cjk_family() is not None or not any(fonts.has_cjk(label) for label in labels):
+        return []
+    return [
+        Para(f"This machine has no CJK font, so CJK labels in the plots show as boxes: {fonts.INSTALL_HINT}.")
+    ]
 
 
 def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) -> list[Block]:
@@ -216,5 +236,5 @@ def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *_categories(c.run),
         *_acceptance(c.run),
         *_equivalence(c.run),
-        *_plots(plots),
+        *_plots(c.run, plots),
     ]

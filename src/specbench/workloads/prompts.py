@@ -253,3 +253,21 @@ def _deal(groups: list[list[Prompt]], n: int) -> list[Prompt]:
         chosen.extend(group[depth] for group in groups if depth < len(group))
         depth += 1
     return chosen[:n]
+
+
+# --- listing ----------------------------------------------------------------------------
+
+
+def listing(category: str | None = None, prompt_file: Path | str | None = None) -> dict[str, list[Prompt]]:
+    """Category → prompts sorted by id, from the bundled set or ``prompt_file``: what a
+    matrix's ``prompts`` / ``categories`` / ``prompt_file`` fields choose from. An unknown
+    ``category`` raises ConfigError naming the ones there are."""
+    pool = load_bundled() if prompt_file is None else load_prompt_file(prompt_file)
+    return _by_category(pool, None if category is None else [category])
+
+
+def preview(prompt: Prompt, width: int = 72) -> str:
+    """The last user message on one line, cut to ``width`` characters."""
+    text = next((c for role, c in reversed(prompt.messages) if role == "user"), prompt.messages[-1][1])
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
