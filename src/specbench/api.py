@@ -27,7 +27,7 @@ from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.plan import Plan, make_plan, write_plan
-from specbench.redact import Redactor, mask_args
+from specbench.redact import MASK, Redactor, mask_args, secret_env_name
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -46,7 +46,9 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
             )
         return LlamaCppEngine(binary)
     if matrix.engine == "vllm":
-        return VllmEngine(matrix.engine_binary or "vllm")
+        from specbench.engines.install_vllm import vllm_for_run
+
+        return VllmEngine(vllm_for_run(matrix.engine_binary))
     if matrix.engine == "sglang":
         return SglangEngine(matrix.engine_binary or "python")
     raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
@@ -210,15 +212,19 @@ def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
 
 
 def _commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
-    """Every arm's command line with secret values masked (plans and dry runs are printed)."""
+    """Every arm's command line with secret values masked (plans and dry runs are printed); the
+    environment the engine is given (e.g. vLLM's CPU build) comes first as ``VAR=value`` words,
+    as a shell would take it."""
+    given = {**engine.launch_env(matrix.model), **matrix.env}
+    env = [f"{k}={MASK if secret_env_name(k) else v}" for k, v in sorted(given.items())]
     return {
-        arm: mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))
+        arm: [*env, *mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))]
         for arm in matrix.arms
     }
 
 
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
-    """Every arm's exact command line, without launching anything."""
+    """Every arm's exact command line (environment first), without launching anything."""
     matrix = load_matrix(matrix_path)
     return list(_commands(matrix, make_engine(matrix, llama_server)).items())
 

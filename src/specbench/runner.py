@@ -163,9 +163,10 @@ class Runner:
         for _ in range(PORT_RETRIES):
             port = free_port(self.matrix.host)
             argv = self.engine.command(self.matrix.model, list(cell.args), self.matrix.host, port)
-            self.store.set_arm_status(cell.arm, command=argv)
+            env = {**self.engine.launch_env(self.matrix.model), **self.matrix.env}
+            self.store.set_arm_status(cell.arm, command=argv, env=env)  # env + argv reproduce the launch
             offset = log.stat().st_size if log.exists() else 0
-            proc = ServerProcess(argv, log, env=dict(self.matrix.env))
+            proc = ServerProcess(argv, log, env=env)
             try:
                 proc.start(
                     f"http://{self.matrix.host}:{port}{self.engine.health_path}", self.matrix.startup_timeout

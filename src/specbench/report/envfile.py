@@ -76,9 +76,13 @@ def command_blocks(arms: dict[str, Any], level: int = 2) -> list[Block]:
     out: list[Block] = []
     for arm, info in arms.items():
         cmd = (info or {}).get("command")
+        # The environment the engine was given goes in front, so the line pastes into a shell as is.
+        env = [f"{k}={v}" for k, v in sorted(((info or {}).get("env") or {}).items())]
         out.append(Heading(f"{arm} ({(info or {}).get('status', 'not run')})", level + 1))
         out.append(
-            Code(shlex.join(map(str, cmd))) if cmd else Para("not recorded: the arm was never launched.")
+            Code(shlex.join([*env, *map(str, cmd)]))
+            if cmd
+            else Para("not recorded: the arm was never launched.")
         )
     return out
 
