@@ -163,9 +163,10 @@ class Runner:
         for _ in range(PORT_RETRIES):
             port = free_port(self.matrix.host)
             argv = self.engine.command(self.matrix.model, list(cell.args), self.matrix.host, port)
-            self.store.set_arm_status(cell.arm, command=argv)
+            env = {**self.engine.launch_env(self.matrix.model), **self.matrix.env}
+            self.store.set_arm_status(cell.arm, command=argv, env=env)  # env + argv reproduce the launch
             offset = log.stat().st_size if log.exists() else 0
-            proc = ServerProcess(argv, log, env=dict(self.matrix.env))
+            proc = ServerProcess(argv, log, env=env)
             try:
                 proc.start(
                     f"http://{self.matrix.host}:{port}{self.engine.health_path}", self.matrix.startup_timeout
@@ -201,7 +202,8 @@ class Runner:
         # Keep a status already set ("failed"), else "ok". Read with .get: the arm's entry exists
         # only if _launch registered it first, and a served cell must never die on the manifest.
         arm_entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
-        self.store.set_arm_status(cell.arm, status=arm_entry.get("status", "ok"))
+        failed = arm_entry.get("status") == "failed"  # "retrying" (--retry-failed) becomes "ok"
+        self.store.set_arm_status(cell.arm, status="failed" if failed else "ok")
 
     async def _drive(
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool

@@ -17,8 +17,8 @@ from tests.report.synth import Arm, Plan, make_run, spec
 def two_workloads(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``spec`` decodes ×1.5 on ``natural`` and ×0.8 on ``single``: one arm, two answers."""
     root = tmp_path_factory.mktemp("workloads")
-    wins = Plan(arms={"baseline": Arm(decode_tok_s=30), "spec": spec(45)}, workload="natural", repeats=2)
-    loses = Plan(arms={"baseline": Arm(decode_tok_s=30), "spec": spec(24)}, workload="single", repeats=2)
+    wins = Plan(arms={"baseline": Arm(decode_tok_s=30), "spec": spec(45)}, workload="natural", repeats=3)
+    loses = Plan(arms={"baseline": Arm(decode_tok_s=30), "spec": spec(24)}, workload="single", repeats=3)
     run, other = make_run(root / "run", wins), make_run(root / "other", loses)
     records = [json.loads(line) for path in (run, other) for line in (path / "records.jsonl").open()]
     for seq, rec in enumerate(records, 1):  # ids as the runner writes them for several workloads

@@ -64,6 +64,11 @@ class Engine(ABC):
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         """argv (a list, never a shell string) that serves ``model`` with ``args``."""
 
+    def launch_env(self, model: str) -> dict[str, str]:
+        """Environment the server needs on top of the caller's (recorded with its command line);
+        a variable the user already set wins over these defaults."""
+        return {}
+
     def version(self) -> dict[str, Any]:
         """Version and commit of the engine binary, without a server running."""
         return {}

@@ -62,16 +62,27 @@ def machine_blocks(env: dict[str, Any], level: int = 2) -> list[Block]:
     ])  # fmt: skip
     mod = _kv([("path", model.get("path")), ("SHA-256", model.get("sha256")), ("bytes", model.get("bytes"))])
     h = level + 1
-    return [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng, Heading("Model", h), mod]
+    blocks: list[Block] = [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng]
+    blocks += [Heading("Model", h), mod]
+    files = [(arm, f) for arm, fs in (env.get("arm_files") or {}).items() for f in fs]
+    if files:
+        rows = [{"arm": a, "flag": f.get("flag"), "path": f.get("path"), "SHA-256": f.get("sha256"),
+                 "bytes": f.get("bytes")} for a, f in files]  # fmt: skip
+        blocks += [Heading("Files the arms use", h), Table(pd.DataFrame(rows))]
+    return blocks
 
 
 def command_blocks(arms: dict[str, Any], level: int = 2) -> list[Block]:
     out: list[Block] = []
     for arm, info in arms.items():
         cmd = (info or {}).get("command")
+        # The environment the engine was given goes in front, so the line pastes into a shell as is.
+        env = [f"{k}={v}" for k, v in sorted(((info or {}).get("env") or {}).items())]
         out.append(Heading(f"{arm} ({(info or {}).get('status', 'not run')})", level + 1))
         out.append(
-            Code(shlex.join(map(str, cmd))) if cmd else Para("not recorded: the arm was never launched.")
+            Code(shlex.join([*env, *map(str, cmd)]))
+            if cmd
+            else Para("not recorded: the arm was never launched.")
         )
     return out
 
