@@ -111,3 +111,14 @@ def test_an_attach_matrix_needs_neither_model_nor_arms(tmp_path: Path) -> None:
     assert matrix.engine == "openai" and matrix.model == ""
     with pytest.raises(ConfigError, match="model: required for engine llamacpp"):
         load_matrix(write(tmp_path, "arms: {baseline: []}\n"))
+
+
+def test_repeats_auto_plans_the_budget_and_marks_the_run_adaptive(models: Path) -> None:
+    matrix = load_matrix(write(models, GOOD.replace("repeats: 3", "repeats: auto\nmax_repeats: 6")))
+    assert matrix.adaptive and matrix.repeats == 6 and matrix.max_minutes is None
+    plain = load_matrix(write(models, GOOD))
+    assert not plain.adaptive and plain.repeats == 3
+    with pytest.raises(ConfigError, match="max_repeats"):
+        load_matrix(write(models, GOOD.replace("repeats: 3", "repeats: auto\nmax_repeats: 2")))
+    with pytest.raises(ConfigError, match="at least 3 launches"):
+        load_matrix(write(models, (GOOD + "adaptive: true\n").replace("repeats: 3", "repeats: 2")))

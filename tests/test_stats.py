@@ -22,8 +22,10 @@ def frame(
     metric: str = "decode_tok_s",
     workload: str = "chat",
     categories: list[str] | None = None,
+    launches: int = 1,
 ) -> pd.DataFrame:
-    """One row per value; request i of every arm shares prompt_id p{i}; seq interleaves arms."""
+    """One row per value; request i of every arm shares prompt_id p{i mod n/launches} in launch
+    (repeat) i div n/launches; seq interleaves arms."""
     parts = []
     for j, (arm, values) in enumerate(arms.items()):
         n = len(values)
@@ -34,8 +36,8 @@ def frame(
                     "arm": arm,
                     "workload": workload,
                     "category": cats,
-                    "prompt_id": [f"p{i}" for i in range(n)],
-                    "repeat": 0,
+                    "prompt_id": [f"p{i % (n // launches)}" for i in range(n)],
+                    "repeat": [i // (n // launches) for i in range(n)],
                     "seq": np.arange(n) * len(arms) + j,
                     metric: values,
                 }
@@ -97,16 +99,19 @@ def test_describe_frame_long_table() -> None:
 
 
 def test_verdict_needs_ci_beyond_noise_band() -> None:
-    assert S.verdict(1.005, 1.30) == "no difference"
+    assert S.verdict(1.005, 1.30) == "undetermined"
     assert S.verdict(1.02, 1.30) == "faster"
     assert S.verdict(0.70, 0.98) == "slower"
-    assert S.verdict(0.70, 0.995) == "no difference"
+    assert S.verdict(0.70, 0.995) == "undetermined"
+    assert S.verdict(0.992, 1.008) == "equivalent"
+    assert S.verdict(math.nan, math.nan) == "undetermined"
 
 
 def test_paired_speedup_detects_true_twenty_percent() -> None:
     base, arm = paired_values(np.random.default_rng(1), 40, effect=1.2)
-    c = S.speedup(frame({"base": base, "spec": arm}), "spec", "base")
-    assert c.paired and c.n_pairs == 40 and c.estimator == "geometric mean of paired ratios"
+    c = S.speedup(frame({"base": base, "spec": arm}, launches=4), "spec", "base")
+    assert c.paired and c.n_pairs == 40 and c.n_launches == 4
+    assert c.estimator.startswith("geometric mean of paired ratios; mixed model over 4 launches")
     assert c.verdict == "faster"
     assert c.ci_low <= 1.2 <= c.ci_high
     assert c.ratio == pytest.approx(1.2, abs=0.05)
@@ -115,14 +120,14 @@ def test_paired_speedup_detects_true_twenty_percent() -> None:
 
 def test_speedup_is_reproducible_with_seed() -> None:
     base, arm = paired_values(np.random.default_rng(2), 20, effect=1.05)
-    df = frame({"base": base, "spec": arm})
+    df = frame({"base": base, "spec": arm}, launches=4)
     assert S.speedup(df, "spec", "base", seed=7) == S.speedup(df, "spec", "base", seed=7)
 
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_clearly_slower_arm_is_slower(paired: bool) -> None:
     base, arm = paired_values(np.random.default_rng(3), 30, effect=0.7)
-    c = S.speedup(frame({"base": base, "spec": arm}), "spec", "base", paired=paired)
+    c = S.speedup(frame({"base": base, "spec": arm}, launches=3), "spec", "base", paired=paired)
     assert c.paired is paired
     assert c.verdict == "slower" and c.ci_high < 0.99
     assert c.ratio < 0.85
@@ -132,7 +137,7 @@ def test_latency_speedup_above_one_when_arm_is_faster() -> None:
     rng = np.random.default_rng(4)
     base_ms = 20.0 * rng.lognormal(0.0, 0.05, 30)
     arm_ms = 0.8 * 20.0 * rng.lognormal(0.0, 0.05, 30)  # 20 % less latency → 1.25× speedup
-    df = frame({"base": base_ms, "spec": arm_ms}, metric="tpot_ms")
+    df = frame({"base": base_ms, "spec": arm_ms}, metric="tpot_ms", launches=3)
     c = S.speedup(df, "spec", "base", metric="tpot_ms")
     assert not c.higher_is_better
     assert c.ratio == pytest.approx(1.25, rel=0.05) and c.verdict == "faster"
@@ -162,17 +167,16 @@ def test_speedup_rejects_unknown_direction_and_empty_arm() -> None:
 
 @pytest.mark.parametrize("paired", [True, False])
 def test_aa_experiments_rarely_claim_a_difference(paired: bool) -> None:
-    """200 seeded A/A experiments (identical lognormal laws, n = 12 per arm): a 95 % CI plus
-    the ±1 % noise band must give a false "faster"/"slower" in at most ~5 % of them."""
+    """200 seeded A/A experiments (identical lognormal laws, n = 12 per arm in 3 launches): a 95 %
+    CI plus the ±1 % noise band must give a false "faster"/"slower" in at most ~5 % of them."""
     rng = np.random.default_rng(2024)
     wrong = 0
     for i in range(200):
         base, arm = paired_values(rng, 12, effect=1.0, sigma=0.3, prompt_sigma=0.2)
-        c = S.speedup(
-            frame({"base": base, "spec": arm}), "spec", "base", paired=paired, n_resamples=500, seed=i
-        )
+        df = frame({"base": base, "spec": arm}, launches=3)
+        c = S.speedup(df, "spec", "base", paired=paired, n_resamples=500, seed=i)
         assert c.paired is paired
-        wrong += c.verdict != "no difference"
+        wrong += c.verdict in ("faster", "slower")
     assert wrong / 200 <= 0.07
 
 
@@ -318,7 +322,7 @@ def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> Non
     assert "median over 4 prompts" in warning.message
 
 
-def test_three_wild_pairs_give_an_infinite_bound_not_an_error() -> None:
+def test_three_wild_pairs_in_one_launch_are_undetermined_with_no_interval() -> None:
     import pandas as pd
 
     from specbench.stats import speedup
@@ -329,7 +333,8 @@ def test_three_wild_pairs_give_an_infinite_bound_not_an_error() -> None:
         for a, v in (("base", x), ("spec", y))
     ]
     cmp = speedup(pd.DataFrame(rows), "spec", "base")
-    assert cmp.n_pairs == 3 and cmp.verdict == "no difference"
+    assert cmp.n_pairs == 3 and cmp.n_launches == 1 and cmp.verdict == "undetermined" and cmp.low_n
+    assert math.isnan(cmp.ci_low) and math.isnan(cmp.ci_high) and cmp.launches_needed is None
 
 
 def test_launch_level_noise_does_not_make_aa_runs_significant() -> None:
@@ -357,5 +362,5 @@ def test_launch_level_noise_does_not_make_aa_runs_significant() -> None:
                     }
                     for i in range(6)
                 ]
-        false += speedup(pd.DataFrame(rows), "b", "a").verdict != "no difference"
+        false += speedup(pd.DataFrame(rows), "b", "a").verdict in ("faster", "slower")
     assert false / 200 <= 0.07

@@ -50,8 +50,8 @@ def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> N
     )
     data = load_run(run(tmp_path, matrix))
     cmp = comparisons(data)["same"]
-    assert cmp.n_pairs == 30
-    assert cmp.verdict == "no difference", cmp
+    assert cmp.n_pairs == 30 and cmp.n_launches == 6
+    assert cmp.verdict in ("equivalent", "undetermined"), cmp  # never faster or slower
     assert not [f for f in findings(data) if f.code in ("CONFOUND", "SILENT_FALLBACK", "OUTPUT_DRIFT")]
 
 
@@ -94,10 +94,14 @@ def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path,
         llama_server,
         {"baseline": [], "draft8": draft(pair.draft, 8)},
         workload={"suite": "natural", "max_tokens": 64, "prompts": 5, "prompt_file": "prompts.jsonl"},
-        repeats=4,
+        # Launch-to-launch noise on a loaded machine can exceed the effect at 4 launches: the
+        # sequential rule adds launches until the verdict is settled (valid under repeated looks).
+        repeats="auto",
+        max_repeats=8,
     )
     data = load_run(run(tmp_path, matrix))
     assert comparisons(data)["draft8"].verdict == "slower", comparisons(data)["draft8"]
+    assert data.manifest["adaptive"]["arms"]["draft8"]["stopped"] == "slower"
     (decision,) = decision_table(data)
     assert decision.arm is None and "keep speculation off" in decision.recommendation
     assert any(f.code == "SPEC_LOSS" for f in findings(data))

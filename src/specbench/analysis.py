@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, checks, stability, stats
+from specbench import adaptive, bimodality, checks, launches, stability, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
@@ -48,6 +48,11 @@ class RunData:
         return checks.speculates(self.arm_args(arm), self.engine)
 
     @property
+    def confidence(self) -> float:
+        """0.95, or the sequential rule's nominal level when launches were added adaptively."""
+        return adaptive.confidence(self.manifest)
+
+    @property
     def measured_arms(self) -> list[str]:
         present = set(self.df["arm"].unique())
         return [a for a in self.arms if a in present]
@@ -66,11 +71,12 @@ def pooled_acceptance(df: pd.DataFrame) -> float:
 
 
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
-    """Each measured arm vs the baseline: ratio, 95 % bootstrap CI (paired by prompt), verdict."""
+    """Each measured arm vs the baseline: ratio, 95 % CI of the launch-level mixed model (prompts
+    paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
     if run.baseline not in run.measured_arms:
         return {}
     return {
-        arm: stats.speedup(run.df, arm, run.baseline, metric)
+        arm: stats.speedup(run.df, arm, run.baseline, metric, confidence=run.confidence)
         for arm in run.measured_arms
         if arm != run.baseline and run.df.loc[run.df["arm"] == arm, metric].notna().sum() >= 2
     }
@@ -115,18 +121,36 @@ def _statistical_findings(run: RunData) -> list[Finding]:
                     "neither — see the per-category breakdown.",
                 )
             )
-    for arm, cmp in comparisons(run).items():
+    cmps = comparisons(run)
+    out += _low_n_findings(run, cmps)
+    for arm, cmp in cmps.items():
         if cmp.verdict == "slower":
             out.append(
                 Finding(
                     "SPEC_LOSS",
                     (arm, run.baseline),
                     f"{arm} is slower than {run.baseline}: decode speed ×{cmp.ratio:.3f} "
-                    f"(95 % CI {cmp.ci_low:.3f}–{cmp.ci_high:.3f}).",
+                    f"({stats.ci_label(cmp)} CI {cmp.ci_low:.3f}–{cmp.ci_high:.3f}).",
                     "info",
                 )
             )
     return out
+
+
+def _low_n_findings(run: RunData, cmps: dict[str, stats.Comparison]) -> list[Finding]:
+    """An arm paired with the baseline over fewer launch pairs than a verdict needs: its ratio is
+    printed, but launch-to-launch noise cannot be told from the effect, so it decides nothing."""
+    return [
+        Finding(
+            "LOW_N",
+            (arm, run.baseline),
+            f"{arm} vs {run.baseline}: only {c.n_launches} launch pair(s); a verdict needs "
+            f"≥ {launches.MIN_LAUNCHES} (the server launch is the unit of replication) — "
+            "undetermined, raise repeats.",
+        )
+        for arm, c in cmps.items()
+        if c.low_n
+    ]
 
 
 def arm_summary(run: RunData) -> pd.DataFrame:
@@ -149,7 +173,9 @@ def arm_summary(run: RunData) -> pd.DataFrame:
                 "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
                 "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
                 "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,
-                "verdict": "baseline" if arm == run.baseline else (cmps[arm].verdict if arm in cmps else ""),
+                "verdict": "baseline"
+                if arm == run.baseline
+                else (stats.verdict_text(cmps[arm]) if arm in cmps else ""),
             }
         )
     return pd.DataFrame(rows)
@@ -181,7 +207,7 @@ def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorklo
             out[str(workload)] = {}
             continue
         out[str(workload)] = {
-            arm: stats.speedup(sub, arm, run.baseline, metric)
+            arm: stats.speedup(sub, arm, run.baseline, metric, confidence=run.confidence)
             for arm in run.measured_arms
             if arm != run.baseline and sub.loc[sub["arm"] == arm, metric].notna().sum() >= 2
         }
@@ -250,7 +276,8 @@ def _decide(
     ]
     if ok:
         best = max(ok, key=lambda c: c.ratio)
-        why = f"decode ×{best.ratio:.2f} (95 % CI {best.ci_low:.2f}–{best.ci_high:.2f}) vs {run.baseline}"
+        ci = f"{stats.ci_label(best)} CI {best.ci_low:.2f}–{best.ci_high:.2f}"
+        why = f"decode ×{best.ratio:.2f} ({ci}) vs {run.baseline}"
         if best.arm in wall:
             why += f"; wall clock ×{wall[best.arm].ratio:.2f} ({wall[best.arm].verdict})"
         return Decision(workload, best.arm, best.ratio, best.ci_low, best.ci_high, why)
@@ -286,15 +313,22 @@ def _none_faster(baseline: str, cmps: list[stats.Comparison]) -> str:
     """No arm wins: say whether every arm is slower, or how far the fastest is from a gain —
     never "best: X ×0.95", which reads as a recommendation."""
     top = max(cmps, key=lambda c: c.ratio)
-    ci = f"95 % CI {top.ci_low:.2f}–{top.ci_high:.2f}"
+    ci = (
+        f"{stats.ci_label(top)} CI {top.ci_low:.2f}–{top.ci_high:.2f}" if np.isfinite(top.ci_low) else "no CI"
+    )
     if all(c.verdict == "slower" for c in cmps):
         return (
             f"no arm is significantly faster than {baseline}: every arm decodes slower; "
             f"the closest, {top.arm}, reaches ×{top.ratio:.2f} ({ci})"
         )
+    why = (
+        f"from {top.n_launches} launch pair(s), too few to decide"
+        if top.low_n
+        else "not clear of the ±1 % noise band"
+    )
     return (
         f"no arm is significantly faster than {baseline}: the fastest, {top.arm}, is ×{top.ratio:.2f} "
-        f"({ci}), not clear of the ±1 % noise band"
+        f"({ci}), {why}: {stats.verdict_text(top)}"
     )
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from specbench import adaptive
 from specbench.config import (
     FILE_FLAGS,
     LOOPBACK,
@@ -106,6 +107,7 @@ def prepare_run(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
+        executor=adaptive.wrap(matrix.adaptive, None),
         api_key=key,
     )
 

@@ -196,7 +196,7 @@ def run(
     ] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
-    from specbench import api
+    from specbench import adaptive, api
     from specbench.analysis import load_run
     from specbench.executors import make_executor
     from specbench.plan import read_plan
@@ -228,7 +228,8 @@ def run(
             console.print(f"[yellow]warning: engines listen on {host}, reachable from other machines")
         for line in runner.store.repairs:
             console.print(f"[yellow]repaired: {line}", soft_wrap=True)
-        runner.executor = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        chosen = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+        runner.executor = adaptive.wrap(runner.matrix.adaptive, chosen)
         _interrupt_on_signals()
         console.print("\n".join(read_plan(out).lines()), markup=False, highlight=False, soft_wrap=True)
         with RunProgress(runner.total_todo(), matrix.stem) as bar:

@@ -96,6 +96,17 @@ class Matrix(_Frozen):
     baseline: str = "baseline"
     workload: WorkloadSpec = WorkloadSpec()
     repeats: int = Field(3, gt=0, le=MAX_REPEATS)
+    adaptive: bool = Field(False, description="set by `repeats: auto`: only undecided arms get more launches")
+    max_repeats: int = Field(
+        10, ge=3, le=MAX_REPEATS, description="repeats: auto — at most this many launches per arm"
+    )
+    max_minutes: float | None = Field(
+        None,
+        gt=0,
+        le=MAX_SECONDS,
+        allow_inf_nan=False,
+        description="repeats: auto — add no launch after this",
+    )
     warmup: int = Field(1, ge=0, le=MAX_WARMUP, description="warmup requests per cell, stored but flagged")
     seed: int = Field(0, ge=0, lt=2**63)
     concurrency: int | None = Field(
@@ -116,6 +127,21 @@ class Matrix(_Frozen):
         default_factory=dict,
         description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_repeats(cls, data: Any) -> Any:
+        """``repeats: auto`` plans ``max_repeats`` launches per arm and lets specbench.adaptive
+        stop each arm as soon as its verdict is settled."""
+        if isinstance(data, dict) and data.get("repeats") == "auto":
+            return {**data, "repeats": data.get("max_repeats", 10), "adaptive": True}
+        return data
+
+    @model_validator(mode="after")
+    def _adaptive_needs_three(self) -> Matrix:
+        if self.adaptive and self.repeats < 3:
+            raise ValueError("adaptive repeats need at least 3 launches per arm (a verdict's minimum)")
+        return self
 
     @field_validator("arms")
     @classmethod

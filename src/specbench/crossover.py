@@ -2,8 +2,8 @@
 wall clock, and which regime each arm is in.
 
 Wall clock for L output tokens is T(L) = prefill + L / r. Inputs are medians over the run; a
-difference whose paired 95 % CI does not clear the ±1 % noise band (verdict "no difference") is
-treated as none (:func:`crossover_inputs`).
+difference whose paired 95 % CI does not clear the ±1 % noise band (verdict "equivalent" or
+"undetermined") is treated as none (:func:`crossover_inputs`).
 """
 
 from __future__ import annotations
@@ -90,14 +90,15 @@ def prefill_comparison(run: RunData, arm: str) -> stats.Comparison | None:
 
 def _comparison(run: RunData, arm: str, metric: str) -> stats.Comparison | None:
     try:
-        return stats.speedup(run.df, arm, run.baseline, metric)
+        return stats.speedup(run.df, arm, run.baseline, metric, confidence=run.confidence)
     except ValueError:
         return None
 
 
-def _within_noise(run: RunData, arm: str, metric: str) -> bool:
+def _noise_verdict(run: RunData, arm: str, metric: str) -> str:
+    """ "equivalent" or "undetermined" when the difference is not established, else ""."""
     cmp = _comparison(run, arm, metric)
-    return cmp is not None and cmp.verdict == "no difference"
+    return cmp.verdict if cmp is not None and cmp.verdict in ("equivalent", "undetermined") else ""
 
 
 @dataclass(frozen=True)
@@ -110,6 +111,8 @@ class CrossoverInputs:
     rate_arm: float
     prefill_gated: bool
     decode_gated: bool
+    prefill_verdict: str = ""  # why prefill was gated: "equivalent" or "undetermined"
+    decode_verdict: str = ""
 
     def terms(self) -> tuple[float, float, float, float]:
         return self.prefill_base_ms, self.prefill_arm_ms, self.rate_base, self.rate_arm
@@ -124,8 +127,9 @@ def crossover_inputs(run: RunData, arm: str) -> CrossoverInputs:
     """
     base_prefill, base_rate = arm_medians(run.df, run.baseline)
     prefill, rate = arm_medians(run.df, arm)
-    prefill_gated = _within_noise(run, arm, prefill_column(run.df))
-    decode_gated = _within_noise(run, arm, "decode_tok_s")
+    prefill_verdict = _noise_verdict(run, arm, prefill_column(run.df))
+    decode_verdict = _noise_verdict(run, arm, "decode_tok_s")
+    prefill_gated, decode_gated = bool(prefill_verdict), bool(decode_verdict)
     return CrossoverInputs(
         base_prefill,
         base_prefill if prefill_gated else prefill,
@@ -133,6 +137,8 @@ def crossover_inputs(run: RunData, arm: str) -> CrossoverInputs:
         base_rate if decode_gated else rate,
         prefill_gated,
         decode_gated,
+        prefill_verdict,
+        decode_verdict,
     )
 
 

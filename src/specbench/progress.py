@@ -109,6 +109,11 @@ class RunProgress:
             if self.ticker.advance() and not console.is_terminal:
                 line = f"{self.label} progress: {self.ticker.text()}".strip()
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
+        elif event == "decided":
+            done = (
+                "decided" if info["why"] in ("faster", "slower", "equivalent") else f"stopped ({info['why']})"
+            )
+            console.print(f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}")
         elif event in ("retry", "confound"):
             console.print(f"[yellow]{event}: {info}", highlight=False)
         elif event == "restart":

@@ -201,7 +201,8 @@ class Runner:
         # Keep a status already set ("failed"), else "ok". Read with .get: the arm's entry exists
         # only if _launch registered it first, and a served cell must never die on the manifest.
         arm_entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
-        self.store.set_arm_status(cell.arm, status=arm_entry.get("status", "ok"))
+        failed = arm_entry.get("status") == "failed"  # "retrying" (--retry-failed) becomes "ok"
+        self.store.set_arm_status(cell.arm, status="failed" if failed else "ok")
 
     async def _drive(
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool

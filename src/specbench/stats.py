@@ -9,17 +9,19 @@ Speedup is always oriented so that a ratio above 1 means the arm beats the basel
 ``arm / baseline`` for higher-is-better metrics (``*_tok_s``), ``baseline / arm`` for
 lower-is-better ones (``*_ms``). Two estimators:
 
-* paired (same ``workload``, ``prompt_id``, ``repeat`` measured under both arms):
-  the geometric mean of per-pair ratios, ``exp(mean_i log(a_i / b_i))``. With two or more
-  repeats (server launches) holding several prompts each, the CI is a Student-t interval over
-  the per-launch mean log-ratios — the launch is the unit of replication; with one launch, a
-  studentized (bootstrap-t) CI over prompts and a Wilcoxon signed-rank p-value;
+* paired (same ``workload``, ``prompt_id``, ``repeat`` measured under both arms): the geometric
+  mean of per-pair ratios, with the interval of the launch-level mixed model
+  (:mod:`specbench.launches`): each repeat is one server launch per arm, the launch pair is the
+  unit of replication and prompts are paired inside it. Fewer than
+  :data:`~specbench.launches.MIN_LAUNCHES` launch pairs give no verdict ("undetermined", LOW_N);
 * unpaired: the ratio of medians ``median(a) / median(b)``, with a two-sample bootstrap
   percentile CI (``scipy.stats.bootstrap``, each arm resampled independently) and a
   Mann-Whitney U p-value.
 
-The verdict needs the CI to clear a noise band: "faster" if ``ci_low > 1 + threshold``,
-"slower" if ``ci_high < 1 − threshold``, otherwise "no difference".
+Verdicts against a ±``threshold`` noise band around 1: "faster" if ``ci_low > 1 + threshold``,
+"slower" if ``ci_high < 1 − threshold``, "equivalent" if the whole CI lies inside the band (a
+positive result: no difference worth having), otherwise "undetermined" — with the number of
+launches that would settle it at the observed noise (``launches_needed``).
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
+from specbench import launches as L
 from specbench._arrays import FloatArray, _finite
 
 Statistic = Callable[..., Any]
-Verdict = Literal["faster", "slower", "no difference"]
+Verdict = Literal["faster", "slower", "equivalent", "undetermined"]
 
 DEFAULT_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_tok_s", "prefill_tok_s")
 HIGHER_IS_BETTER: frozenset[str] = frozenset({"decode_tok_s", "prefill_tok_s"})
@@ -108,8 +111,11 @@ class Comparison:
 
     ``ratio`` is the point estimate named by ``estimator``; ``[ci_low, ci_high]`` its
     bootstrap CI at ``confidence``. ``n_pairs`` is 0 for unpaired comparisons; ``n_a`` and
-    ``n_b`` count the values used from each arm. ``p_value`` is two-sided: Wilcoxon
-    signed-rank on paired log-ratios, Mann-Whitney U otherwise.
+    ``n_b`` count the values used from each arm. ``p_value`` is two-sided: the launch-level
+    model's t test when paired over ≥ 2 launches, Wilcoxon signed-rank on the paired log-ratios
+    of a single launch, Mann-Whitney U unpaired. ``n_launches`` counts the launch pairs (0
+    unpaired); ``launches_needed`` is how many would settle an undetermined verdict at the
+    observed noise (None: out of reach, or not estimable from one launch).
     """
 
     arm: str
@@ -127,6 +133,14 @@ class Comparison:
     p_value: float
     estimator: str
     higher_is_better: bool
+    n_launches: int = 0
+    launches_needed: int | None = None
+    threshold: float = 0.01
+
+    @property
+    def low_n(self) -> bool:
+        """Paired over fewer launch pairs than a verdict needs."""
+        return self.paired and self.n_launches < L.MIN_LAUNCHES
 
 
 def metric_higher_is_better(metric: str) -> bool:
@@ -139,13 +153,34 @@ def metric_higher_is_better(metric: str) -> bool:
 
 
 def verdict(ci_low: float, ci_high: float, threshold: float = 0.01) -> Verdict:
-    """Return "faster" if ci_low > 1 + threshold, "slower" if ci_high < 1 − threshold,
-    else "no difference": the CI must clear a ±threshold noise band around 1."""
+    """ "faster" if ci_low > 1 + threshold, "slower" if ci_high < 1 − threshold, "equivalent" if
+    the CI lies inside [1 − threshold, 1 + threshold], else "undetermined" (also for a NaN CI)."""
+    if math.isnan(ci_low) or math.isnan(ci_high):
+        return "undetermined"
     if ci_low > 1 + threshold:
         return "faster"
     if ci_high < 1 - threshold:
         return "slower"
-    return "no difference"
+    if ci_low >= 1 - threshold and ci_high <= 1 + threshold:
+        return "equivalent"
+    return "undetermined"
+
+
+def ci_label(c: Comparison) -> str:
+    """ "95 %", or e.g. "98.6 %" for the nominal level of a sequential (adaptive) run."""
+    pct = c.confidence * 100
+    return f"{pct:.0f} %" if abs(pct - round(pct)) < 1e-6 else f"{pct:.1f} %"
+
+
+def verdict_text(c: Comparison) -> str:
+    """The verdict as printed: an undetermined one says why and what would settle it."""
+    if c.verdict != "undetermined":
+        return c.verdict
+    if c.low_n:
+        return f"undetermined (LOW_N: {c.n_launches} launch{'es' if c.n_launches != 1 else ''})"
+    if c.launches_needed is not None:
+        return f"undetermined (~{c.launches_needed} launches)"
+    return "undetermined"
 
 
 def _arm_rows(df: pd.DataFrame, arm: str, metric: str) -> pd.DataFrame:
@@ -155,17 +190,15 @@ def _arm_rows(df: pd.DataFrame, arm: str, metric: str) -> pd.DataFrame:
     return rows[np.isfinite(vals) & (vals > 0)]
 
 
-def _paired_log_ratios(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> FloatArray:
-    """log(a_i / b_i) over keys present in both arms (keys: PAIR_KEYS found in the frame);
-    duplicated keys within an arm are collapsed to their median first."""
+def _pairs(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Paired log-ratios (:func:`specbench.launches.paired_log_ratios`); a frame without a
+    ``repeat`` column is one launch. Empty when requests cannot be paired by prompt."""
+    if "prompt_id" not in a.columns or "prompt_id" not in b.columns:
+        return pd.DataFrame({"launch": [], "prompt": [], "d": []})
+    if "repeat" not in a.columns or "repeat" not in b.columns:
+        a, b = a.assign(repeat=0), b.assign(repeat=0)
     keys = [k for k in PAIR_KEYS if k in a.columns and k in b.columns]
-    if "prompt_id" not in keys:
-        return np.empty(0)
-    ma = a.groupby(keys)[metric].median()
-    mb = b.groupby(keys)[metric].median()
-    joined = pd.concat([ma.rename("a"), mb.rename("b")], axis=1, join="inner")
-    ratio: FloatArray = joined["a"].to_numpy(np.float64) / joined["b"].to_numpy(np.float64)
-    return np.log(ratio)
+    return L.paired_log_ratios(a, b, metric, keys)
 
 
 def _two_sample_ci(
@@ -188,34 +221,6 @@ def _two_sample_ci(
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _bootstrap_t_ci(x: FloatArray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
-    """Studentized (bootstrap-t) CI of mean(x), seeded numpy resampling.
-
-    With m = mean(x), se = s/√n and, per resample b, t*_b = (m*_b − m) / se*_b, the interval is
-    [m − q(1−α/2)·se, m − q(α/2)·se] for the quantiles q of t* (resamples with se*_b = 0
-    are dropped). Used instead of scipy's percentile/BCa methods, which for a mean of n = 12
-    miss ≈ 9–10 % of the time at 95 % (bootstrap-t: ≈ 5 %).
-    """
-    m, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(x.size)
-    if se == 0:
-        return m, m
-    t = _t_stats(x, m, np.random.default_rng(seed), n_resamples)
-    alpha = (1 - confidence) / 2
-    q_lo, q_hi = np.quantile(t, [alpha, 1 - alpha])
-    return m - float(q_hi) * se, m - float(q_lo) * se
-
-
-def _t_stats(x: FloatArray, m: float, rng: np.random.Generator, n_resamples: int) -> FloatArray:
-    """t*_b = (mean(x*_b) − m) / (s*_b/√n) over resamples with s*_b > 0, drawn in batches of
-    about 10⁶ values to bound memory."""
-    n, per, out = x.size, max(1, 1_000_000 // x.size), []
-    for start in range(0, n_resamples, per):
-        xb = x[rng.integers(0, n, size=(min(per, n_resamples - start), n))]
-        se_b = np.std(xb, axis=1, ddof=1) / math.sqrt(n)
-        out.append((np.mean(xb, axis=1)[se_b > 0] - m) / se_b[se_b > 0])
-    return np.concatenate(out)
-
-
 def _log_median_ratio(a: FloatArray, b: FloatArray, axis: int = -1) -> Any:
     """log(median(a) / median(b))."""
     return np.log(np.median(a, axis=axis)) - np.log(np.median(b, axis=axis))
@@ -228,14 +233,9 @@ def _wilcoxon_p(logr: FloatArray) -> float:
     return float(sps.wilcoxon(logr).pvalue)
 
 
-def _exp(x: float) -> float:
-    return math.inf if x > 700 else math.exp(x)
-
-
 def _oriented(sign: float, lo: float, hi: float) -> tuple[float, float]:
-    """exp of a log-space CI after multiplying by ``sign`` (−1 flips the interval). With very few
-    pairs a studentized bound can be astronomically wide: it saturates at ±inf rather than raising."""
-    bounds = sorted((_exp(sign * lo), _exp(sign * hi)))
+    """exp of a log-space CI after multiplying by ``sign`` (−1 flips the interval)."""
+    bounds = sorted((math.exp(sign * lo), math.exp(sign * hi)))
     return bounds[0], bounds[1]
 
 
@@ -251,39 +251,36 @@ class _Estimate:
     n_a: int
     n_b: int
     estimator: str
+    n_launches: int = 0
+    launches_needed: int | None = None
+    decidable: bool = True  # False: report the numbers, but the verdict is "undetermined"
+    shown: tuple[float, float] | None = None  # the interval printed, when narrower than lo..hi
 
 
-def _launch_log_ratios(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> FloatArray:
-    """Per repeat, the mean over prompts of log(a_i / b_i).
-
-    Each repeat is one server launch per arm, and requests inside a launch share its state (page
-    cache, placement, clocks), so pairs within a repeat are not independent: the repeat is the
-    unit of replication (findings.md pitfall 4: one config's repeats ranged +17 % to +27 %)."""
-    keys = [k for k in PAIR_KEYS if k in a.columns and k in b.columns]
-    if "repeat" not in keys or "prompt_id" not in keys:
-        return np.empty(0)
-    ma, mb = a.groupby(keys)[metric].median(), b.groupby(keys)[metric].median()
-    joined = pd.concat([ma.rename("a"), mb.rename("b")], axis=1, join="inner")
-    logr = pd.Series(np.log(joined["a"] / joined["b"]), index=joined.index)
-    per_launch: FloatArray = np.asarray(logr.groupby(level="repeat").mean(), dtype=np.float64)
-    return per_launch
-
-
-def _launch_estimate(launches: FloatArray, n_pairs: int, confidence: float) -> _Estimate:
-    """Mean of per-launch mean log-ratios with a Student-t interval over launches (n − 1 dof)."""
-    n, m = int(launches.size), float(np.mean(launches))
-    se = float(np.std(launches, ddof=1)) / math.sqrt(n)
-    half = float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * se
-    p = float(sps.ttest_1samp(launches, 0.0).pvalue) if se > 0 else (1.0 if m == 0 else 0.0)
-    est = f"geometric mean of paired ratios; CI over {n} launches (t, {n - 1} dof)"
-    return _Estimate(m, m - half, m + half, p, n_pairs, n_pairs, n_pairs, est)
+def _launch_estimate(pairs: pd.DataFrame, confidence: float, threshold: float) -> _Estimate:
+    """The launch-level mixed model over ≥ 2 launch pairs (:mod:`specbench.launches`); the verdict
+    uses the model's interval, the interval shown stays within the paired ratios' range."""
+    f = L.fit(pairs, confidence)
+    how = "pooled with within-launch noise" if f.pooled else "t"
+    est = (
+        f"geometric mean of paired ratios; mixed model over {f.n_launches} launches ({how}, {f.dof:.0f} dof)"
+    )
+    decidable = f.n_launches >= L.MIN_LAUNCHES
+    n = f.n_pairs
+    return _Estimate(
+        f.mu, f.lo, f.hi, L.p_value(f), n, n, n, est, f.n_launches,
+        L.launches_needed(f, threshold, confidence), decidable, (f.shown_lo, f.shown_hi),
+    )  # fmt: skip
 
 
-def _paired_estimate(logr: FloatArray, boot: dict[str, Any]) -> _Estimate:
-    """Mean log-ratio (log of the geometric mean ratio), bootstrap-t CI, Wilcoxon p."""
-    lo, hi = _bootstrap_t_ci(logr, **boot)
-    n, est = int(logr.size), "geometric mean of paired ratios"
-    return _Estimate(float(np.mean(logr)), lo, hi, _wilcoxon_p(logr), n, n, n, est)
+def _single_launch_estimate(pairs: pd.DataFrame) -> _Estimate:
+    """One launch pair: the geometric mean ratio and the range of the paired ratios, no verdict —
+    launch-to-launch noise cannot be told from the effect with one launch (LOW_N)."""
+    d = pairs["d"].to_numpy(np.float64)
+    n, est = int(d.size), "geometric mean of paired ratios; one launch: range of the pairs, no CI"
+    return _Estimate(
+        float(np.mean(d)), float(d.min()), float(d.max()), _wilcoxon_p(d), n, n, n, est, 1, None, False
+    )
 
 
 def _unpaired_estimate(xa: FloatArray, xb: FloatArray, boot: dict[str, Any]) -> _Estimate:
@@ -319,19 +316,26 @@ def speedup(
         counts = f"{arm}={len(a)}, {baseline}={len(b)}"
         raise ValueError(f"speedup: need ≥2 positive {metric} values per arm; got {counts}")
     boot = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
-    logr = _paired_log_ratios(a, b, metric) if paired else np.empty(0)
-    launches = _launch_log_ratios(a, b, metric) if paired else np.empty(0)
-    if launches.size >= 2 and launches.size < logr.size:
-        e = _launch_estimate(launches, logr.size, confidence)
-    elif logr.size >= MIN_PAIRS:
-        e = _paired_estimate(logr, boot)
+    pairs = _pairs(a, b, metric) if paired else pd.DataFrame({"launch": []})
+    n_launches = int(pairs["launch"].nunique())
+    if len(pairs) >= MIN_PAIRS and n_launches >= 2:
+        e = _launch_estimate(pairs, confidence, threshold)
+    elif len(pairs) >= MIN_PAIRS:
+        e = _single_launch_estimate(pairs)
     else:
         e = _unpaired_estimate(a[metric].to_numpy(np.float64), b[metric].to_numpy(np.float64), boot)
     sign = 1.0 if hib else -1.0
     lo, hi = _oriented(sign, e.lo, e.hi)
-    ratio, v = math.exp(sign * e.log_ratio), verdict(lo, hi, threshold)
+    ratio = math.exp(sign * e.log_ratio)
+    v: Verdict = verdict(lo, hi, threshold) if e.decidable else "undetermined"
+    if e.shown is not None:
+        lo, hi = _oriented(sign, *e.shown)
+    if not e.decidable and e.n_launches < 2:
+        lo = hi = math.nan  # one launch: the pairs' range is evidence, not an interval
     return Comparison(
         arm=arm, baseline=baseline, metric=metric, ratio=ratio, ci_low=lo, ci_high=hi,
         confidence=confidence, paired=e.n_pairs > 0, n_pairs=e.n_pairs, n_a=e.n_a, n_b=e.n_b,
         verdict=v, p_value=e.p_value, estimator=e.estimator, higher_is_better=hib,
+        n_launches=e.n_launches, launches_needed=e.launches_needed if v == "undetermined" else None,
+        threshold=threshold,
     )  # fmt: skip

@@ -84,11 +84,11 @@ def test_an_engine_that_cannot_start_is_retried_then_resumed_with_retry_failed(
         entry = RunStore(out).manifest()["arms"]["draft4"]
         assert entry["status"] == "failed" and len(entry["start_failures"]) == START_ATTEMPTS
         assert "draft.gguf" in entry["error"]  # the engine's own error line, not its usage text
+        shutil.copyfile(dense_pair.draft, draft)  # the cause is fixed, but the arm stays failed
         again = specbench("run", str(matrix), "--out", str(out), "--resume")
         output = again.communicate(timeout=300)[0]
         assert again.returncode == 6, output
         assert output.strip().splitlines()[-1].startswith("error: run incomplete: arm draft4 failed")
-        shutil.copyfile(dense_pair.draft, draft)  # the cause is fixed
         fixed = specbench("run", str(matrix), "--out", str(out), "--resume", "--retry-failed")
         output = fixed.communicate(timeout=300)[0]
     finally:

@@ -74,16 +74,18 @@ def test_the_engine_is_not_deaf_to_signals_blocked_around_its_launch(
 
 
 @pytest.mark.parametrize("sig", GUARDED, ids=lambda s: s.name)
-@pytest.mark.parametrize("moment", ["at-spawn", "while-loading"])
+@pytest.mark.parametrize("moment", ["at-spawn", "spawn+0.3s"])
 def test_a_signal_at_launch_leaves_no_engine(
     llama_server: Path, dense_pair: Pair, tmp_path: Path, sig: signal.Signals, moment: str
 ) -> None:
     name = tag()
-    matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=1)
+    # Long enough answers that the signal always lands inside the run, never after it.
+    workload = {"suite": "natural", "max_tokens": 400, "prompts": 3, "prompt_file": "prompts.jsonl"}
+    matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=2, workload=workload)
     run = specbench("run", str(matrix), "--out", str(tmp_path / "run"))
     try:
         assert wait_for(lambda: engines_tagged(name) or run.poll() is not None, 120)
-        if moment == "while-loading":
+        if moment == "spawn+0.3s":
             wait_for(lambda: False, 0.3)
         run.send_signal(sig)
         output = run.communicate(timeout=120)[0]

@@ -55,7 +55,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
         lengths=(32, 128, 512),
         levels=(1, 4),
         prompts_per_category=2,
-        repeats=2,
+        repeats=3,  # a verdict needs three launch pairs (fewer: LOW_N, undetermined)
     )
     run = make_run(tmp_path_factory.mktemp("sweep") / "run", plan)
     render_report(run, ("md", "html"))
@@ -65,10 +65,10 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def two_machines(root: Path, second_sha: str = "ab" * 32, second_commit: str = "abc1234") -> list[Path]:
     arms = {"baseline": Arm(decode_tok_s=30), "fast": spec(45)}
     slower = {"baseline": Arm(decode_tok_s=30), "fast": spec(36)}
-    a = make_run(root / "a", Plan(arms=arms, host="box-a", repeats=2))
+    a = make_run(root / "a", Plan(arms=arms, host="box-a", repeats=3))
     b = make_run(
         root / "b",
-        Plan(arms=slower, host="box-b", model_sha=second_sha, engine_commit=second_commit, seed=1, repeats=2),
+        Plan(arms=slower, host="box-b", model_sha=second_sha, engine_commit=second_commit, seed=1, repeats=3),
     )
     return [a, b]
 

@@ -9,7 +9,7 @@ from tests.report.synth import Arm, Plan, make_run, spec
 
 
 def _run(root: Path) -> Path:
-    return make_run(root, Plan(arms={"baseline": Arm(decode_tok_s=30), "fast": spec(45)}, repeats=2))
+    return make_run(root, Plan(arms={"baseline": Arm(decode_tok_s=30), "fast": spec(45)}, repeats=3))
 
 
 def test_run_ends_with_the_report_path_and_the_decision(tmp_path: Path) -> None:

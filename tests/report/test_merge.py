@@ -48,10 +48,28 @@ def test_compare_reports_what_changed(tmp_path: Path) -> None:
     a, b = two_machines(tmp_path)
     df = compare_runs(a, b).set_index("arm")
     assert df.loc["fast", "verdict"] == "slower" and df["ci_high"]["fast"] < 0.9
-    assert df.loc["baseline", "verdict"] == "no difference"
+    assert str(df.loc["baseline", "verdict"]).startswith(("equivalent", "undetermined"))
     assert not df["args_changed"].any()
+    # Same baseline, the arm went from 45 to 36 tok/s: its speedup fell from ×1.5 to ×1.2.
+    fast = df.loc["fast"]
+    assert fast["speedup_a"] == pytest.approx(1.5, rel=0.05) and fast["speedup_b"] == pytest.approx(
+        1.2, rel=0.05
+    )
+    assert fast["speedup_ci_low"] <= fast["speedup_change"] <= fast["speedup_ci_high"] < 0.9
+    assert fast["speedup_verdict"] == "slower"
     text = format_comparison(compare_runs(a, b))
     assert "fast" in text and "slower" in text and re.search(r"×0\.[78]\d\d", text)
+    assert "±1 % around ×1.00" in text  # the noise band is explained where verdicts are printed
+
+
+def test_compare_lists_arms_measured_in_one_run_only(tmp_path: Path) -> None:
+    from tests.report.synth import Arm, Plan, make_run, spec
+
+    a = make_run(tmp_path / "a", Plan(arms={"baseline": Arm(), "old": spec(40)}, repeats=3))
+    b = make_run(tmp_path / "b", Plan(arms={"baseline": Arm(), "new": spec(40)}, repeats=3))
+    df = compare_runs(a, b).set_index("arm")
+    assert df.loc["old", "verdict"] == "only in a" and df.loc["new", "verdict"] == "only in b"
+    assert "only in b" in format_comparison(compare_runs(a, b))
 
 
 def test_compare_needs_a_common_arm(tmp_path: Path, three_arms: Path) -> None:

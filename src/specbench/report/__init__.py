@@ -13,7 +13,8 @@ See docs/report.md for what each file holds and the decision rule.
 
 from __future__ import annotations
 
-from specbench.report.merge import compare_runs, format_comparison, merge_runs
+from specbench.report.compare import compare_runs, format_comparison
+from specbench.report.merge import merge_runs
 from specbench.report.render import FORMATS, render_report
 
 __all__ = ["FORMATS", "compare_runs", "format_comparison", "merge_runs", "render_report"]

@@ -1,4 +1,4 @@
-"""Pool run directories from several machines, and compare two runs of the same matrix.
+"""Pool run directories from several machines (comparing two runs: report/compare.py).
 
 Merging keeps every record raw and adds where it came from: ``machine`` (the source's host
 plus its index, unique even when two sources share a host name) and ``source_repeat``;
@@ -9,20 +9,13 @@ engine commits would average different things, so it is refused unless forced.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-from rich.console import Console
-from rich.table import Table
-
-from specbench.analysis import load_run
 from specbench.errors import StoreError
-from specbench.stats import speedup
 from specbench.store import RunStore, now_iso
 
 
@@ -144,66 +137,3 @@ def _manifest(sources: list[dict[str, Any]], problems: list[str]) -> dict[str, A
             for s in sources
         ],
     }
-
-
-# -- compare ----------------------------------------------------------------------------------
-COMPARE_COLUMNS = [
-    "arm",
-    "n_a",
-    "n_b",
-    "median_a",
-    "median_b",
-    "ratio",
-    "ci_low",
-    "ci_high",
-    "verdict",
-    "p_value",
-]
-
-
-def compare_runs(a: Path, b: Path, metric: str = "decode_tok_s") -> pd.DataFrame:
-    """Per arm present in both runs: median ``metric`` in each, b vs a (ratio > 1: b is better;
-    for tok/s that is median_b / median_a) with an unpaired bootstrap 95 % CI and verdict,
-    and whether the arm's arguments changed. Raises StoreError when no arm is in both."""
-    run_a, run_b = load_run(a), load_run(b)
-    common = [arm for arm in run_a.measured_arms if arm in run_b.measured_arms]
-    if not common:
-        raise StoreError(f"{a} and {b} have no measured arm in common")
-    rows = [_compare_arm(run_a.df, run_b.df, arm, metric) for arm in common]
-    df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
-    df["args_changed"] = [run_a.arm_args(arm) != run_b.arm_args(arm) for arm in common]
-    df.attrs.update(metric=metric, a=str(a), b=str(b))
-    return df
-
-
-def _compare_arm(df_a: pd.DataFrame, df_b: pd.DataFrame, arm: str, metric: str) -> dict[str, Any]:
-    both = pd.concat([df_a[df_a["arm"] == arm].assign(arm="a"), df_b[df_b["arm"] == arm].assign(arm="b")])
-    med_a, med_b = (
-        df_a.loc[df_a["arm"] == arm, metric].median(),
-        df_b.loc[df_b["arm"] == arm, metric].median(),
-    )
-    row: dict[str, Any] = {"arm": arm, "median_a": med_a, "median_b": med_b}
-    try:
-        c = speedup(both, "b", "a", metric, paired=False)
-    except ValueError:  # fewer than two values on a side: report medians, no verdict
-        return row | {"verdict": "too few values"}
-    return row | {"n_a": c.n_b, "n_b": c.n_a, "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
-                  "verdict": c.verdict, "p_value": c.p_value}  # fmt: skip
-
-
-def format_comparison(df: pd.DataFrame, width: int = 110) -> str:
-    """The comparison as a plain-text table for the terminal (no colour codes)."""
-    metric = df.attrs.get("metric", "decode_tok_s")
-    table = Table(title=f"{metric}: b vs a ({df.attrs.get('b', 'b')} vs {df.attrs.get('a', 'a')})",
-                  title_justify="left")  # fmt: skip
-    for col in ("arm", "median a", "median b", "b vs a", "95 % CI", "verdict", "args changed"):
-        table.add_column(col, justify="left" if col in ("arm", "verdict") else "right")
-    for r in df.to_dict("records"):
-        ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if pd.notna(r["ci_low"]) else "—"
-        ratio = f"×{r['ratio']:.3f}" if pd.notna(r["ratio"]) else "—"
-        changed = "yes" if r["args_changed"] else "no"
-        medians = (f"{r['median_a']:.2f}", f"{r['median_b']:.2f}")
-        table.add_row(str(r["arm"]), *medians, ratio, ci, str(r["verdict"]), changed)
-    buffer = io.StringIO()
-    Console(file=buffer, width=width, color_system=None, highlight=False).print(table)
-    return buffer.getvalue()

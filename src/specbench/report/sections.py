@@ -47,15 +47,17 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
             "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
             "decode_arm_tok_s": rate, "crossover_tokens": length,
             "regime": crossover.crossover_regime(base_prefill, taxed, base_rate, gained)
-            + _noise_note(x.prefill_gated, x.decode_gated),
+            + _noise_note(x.prefill_verdict, x.decode_verdict),
         })  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def _noise_note(prefill: bool, decode: bool) -> str:
-    """Which differences the crossover ignored because their 95 % CI sits inside the noise band."""
-    which = [name for name, gated in (("prefill", prefill), ("decode", decode)) if gated]
-    return f" ({' and '.join(which)} difference within noise)" if which else ""
+def _noise_note(prefill: str, decode: str) -> str:
+    """Which differences the crossover ignored, and why: their 95 % CI sits inside the noise band
+    ("equivalent") or straddles its edge ("undetermined": more launches could still show one)."""
+    words = {"equivalent": "equal within the noise band", "undetermined": "difference undetermined"}
+    notes = [f"{name} {words[v]}" for name, v in (("prefill", prefill), ("decode", decode)) if v in words]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def compute(run: RunData) -> Computed:

@@ -84,7 +84,7 @@ def _speedup_cols(run: RunData, cmps: dict[str, Any], arm: str) -> dict[str, Any
         "speedup": c.ratio,
         "speedup_ci_low": c.ci_low,
         "speedup_ci_high": c.ci_high,
-        "verdict": c.verdict,
+        "verdict": stats.verdict_text(c),
     }
 
 
@@ -256,8 +256,9 @@ def machine_table(df: pd.DataFrame, baseline: str, arms: list[str]) -> pd.DataFr
                 c = stats.speedup(sub, arm, baseline)
             except ValueError:  # the baseline has too few values on this machine
                 continue
-            rows.append({"machine": machine, "arm": arm, "n": c.n_a, "decode speedup":
-                         fmt_ci(c.ratio, c.ci_low, c.ci_high, ".3f"), "verdict": c.verdict})  # fmt: skip
+            speed = fmt_ci(c.ratio, c.ci_low, c.ci_high, ".3f")
+            rows.append({"machine": machine, "arm": arm, "n": c.n_a, "decode speedup": speed,
+                         "verdict": stats.verdict_text(c)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -1,0 +1,175 @@
+"""Adaptive repeats (``repeats: auto``): launches continue only for arms still undetermined.
+
+After every launch pair from the third on, each arm still running is compared with the baseline
+(decode tok/s, the launch-level mixed model of :mod:`specbench.launches`) at a *nominal*
+confidence 1 − α′ chosen so that looking after every launch keeps the chance of any false
+faster/slower verdict at α = 5 % overall: a Pocock-type group-sequential boundary (the same α′ at
+every look), calibrated by simulating the t statistics of i.i.d. normal launch means under no
+effect for exactly the looks this run can make (3 … max_repeats). An arm stops when its verdict is
+faster, slower or equivalent, or when the budget (max_repeats, max_minutes) runs out; the baseline
+runs in every launch pair any arm still needs, in the planned ABBA order. Decisions go to the
+manifest (``adaptive``), so ``--resume`` skips arms already decided and continues the rest.
+
+This module wraps an executor; the runner is untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from scipy import stats as sps
+
+from specbench import stats
+from specbench.config import RunSpec
+from specbench.executors.local import LocalExecutor
+from specbench.launches import MIN_LAUNCHES
+from specbench.metrics import frame
+
+if TYPE_CHECKING:
+    from specbench.executors import Executor
+    from specbench.runner import Runner
+
+ALPHA = 0.05
+METRIC = "decode_tok_s"
+RULE = (
+    "Pocock group-sequential boundary: after each launch pair from the third on, verdict at nominal "
+    "confidence 1 − α′, α′ calibrated (20 000 simulated A/A sequences of t statistics) so that the "
+    "chance of any false faster/slower over all looks is α = 0.05"
+)
+
+
+@functools.lru_cache(maxsize=32)
+def nominal_alpha(max_launches: int, alpha: float = ALPHA, paths: int = 20_000, seed: int = 0) -> float:
+    """α′ such that P(|t_n| > t_{n−1}(1 − α′/2) for some look n in 3 … max_launches) = α when the
+    launch means are i.i.d. normal with no effect (t_n: one-sample t over the first n launches)."""
+    if max_launches <= MIN_LAUNCHES:
+        return alpha
+    z = np.random.default_rng(seed).standard_normal((paths, max_launches))
+    n = np.arange(1, max_launches + 1)
+    mean = np.cumsum(z, axis=1) / n
+    var = (np.cumsum(z**2, axis=1) - n * mean**2) / np.maximum(n - 1, 1)
+    looks = slice(MIN_LAUNCHES - 1, max_launches)
+    t = np.abs(mean[:, looks]) * np.sqrt(n[looks]) / np.sqrt(var[:, looks])
+
+    def error(a: float) -> float:
+        crit = sps.t.ppf(1 - a / 2, n[looks] - 1)
+        return float(np.mean(np.any(t > crit, axis=1)))
+
+    lo, hi = alpha / (max_launches - MIN_LAUNCHES + 1), alpha  # Bonferroni … no correction
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if error(mid) <= alpha else (lo, mid)
+    return lo
+
+
+def confidence(manifest: dict[str, Any]) -> float:
+    """The confidence verdicts of this run use: 1 − α′ for an adaptive run, else 0.95."""
+    adaptive = manifest.get("adaptive") or {}
+    return 1 - float(adaptive["nominal_alpha"]) if "nominal_alpha" in adaptive else 1 - ALPHA
+
+
+@dataclass
+class AdaptiveExecutor:
+    """Runs the planned cells launch pair by launch pair through ``inner`` (local, Ray), dropping
+    arms whose verdict is settled."""
+
+    inner: Executor | None = None
+    kind: str = "adaptive"
+
+    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
+        inner = self.inner or LocalExecutor()
+        m = runner.matrix
+        state = self._state(runner)
+        started, spent = time.monotonic(), float(state.get("minutes", 0.0))
+        repeats = sorted({c.repeat for c in cells})
+        for repeat in repeats:
+            stopped = state["arms"]
+            active = [a for a in m.arms if a != m.baseline and a not in stopped]
+            if not active:
+                break
+            minutes = spent + (time.monotonic() - started) / 60
+            if m.max_minutes is not None and minutes >= m.max_minutes:
+                for arm in active:
+                    self._stop(runner, state, arm, repeat, "budget", f"max_minutes {m.max_minutes:g} reached")
+                break
+            todo = [c for c in cells if c.repeat == repeat and (c.arm in active or c.arm == m.baseline)]
+            inner.run_cells(runner, todo)
+            state["minutes"] = spent + (time.monotonic() - started) / 60
+            self._look(runner, state, active, repeat + 1, last=repeat == repeats[-1])
+        runner.store.update_manifest(adaptive=state)
+
+    def _state(self, runner: Runner) -> dict[str, Any]:
+        """The manifest's adaptive record (kept across --resume), with this run's rule."""
+        state: dict[str, Any] = dict(runner.store.manifest().get("adaptive") or {})
+        state.update(
+            rule=RULE,
+            alpha=ALPHA,
+            nominal_alpha=nominal_alpha(runner.matrix.repeats),
+            max_repeats=runner.matrix.repeats,
+            max_minutes=runner.matrix.max_minutes,
+            metric=METRIC,
+        )
+        state.setdefault("arms", {})
+        runner.store.update_manifest(adaptive=state)
+        return state
+
+    def _look(self, runner: Runner, state: dict[str, Any], active: list[str], n: int, last: bool) -> None:
+        """After launch pair ``n``: stop every arm whose verdict is settled (or whose budget ended)."""
+        if n < MIN_LAUNCHES:
+            return
+        df = frame(runner.store.records())
+        base = runner.matrix.baseline
+        for arm in active:
+            if runner.arm_failed(arm) or runner.arm_failed(base):
+                self._stop(runner, state, arm, n, "failed", "the arm or the baseline failed")
+                continue
+            try:
+                c = stats.speedup(df, arm, base, METRIC, confidence=1 - state["nominal_alpha"])
+            except ValueError:
+                continue
+            if c.verdict != "undetermined":
+                self._stop(runner, state, arm, n, c.verdict, _evidence(c), c)
+            elif last:
+                self._stop(runner, state, arm, n, "budget", f"max_repeats {n} reached: {_evidence(c)}", c)
+
+    def _stop(
+        self,
+        runner: Runner,
+        state: dict[str, Any],
+        arm: str,
+        n: int,
+        why: str,
+        evidence: str,
+        c: stats.Comparison | None = None,
+    ) -> None:
+        verdict = c.verdict if c is not None else "undetermined"
+        state["arms"][arm] = {"launches": n, "stopped": why, "verdict": verdict, "evidence": evidence}
+        runner.store.update_manifest(adaptive=state)
+        runner.observe(
+            "decided", {"arm": arm, "launches": n, "verdict": verdict, "why": why, "evidence": evidence}
+        )
+
+
+def _evidence(c: stats.Comparison) -> str:
+    return f"×{c.ratio:.3f} ({stats.ci_label(c)} CI {c.ci_low:.3f}–{c.ci_high:.3f}), {stats.verdict_text(c)}"
+
+
+class _AdaptiveLocal(AdaptiveExecutor, LocalExecutor):
+    """Adaptive over the local executor: still a LocalExecutor to the runner, which probes this
+    machine for the theory only when cells are served here."""
+
+
+def wrap(adaptive: bool, inner: Executor | None) -> Executor | None:
+    """``inner`` wrapped for a ``repeats: auto`` matrix, else unchanged."""
+    if not adaptive:
+        return inner
+    return (
+        _AdaptiveLocal(inner)
+        if inner is None or isinstance(inner, LocalExecutor)
+        else AdaptiveExecutor(inner)
+    )

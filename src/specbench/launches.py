@@ -1,0 +1,147 @@
+"""The paired launch-level estimator: a mixed model of per-prompt log-ratios (docs/statistics.md).
+
+Every repeat launches each arm's server once, interleaved (ABBA), and sends the same prompts to
+both. For prompt i in launch pair r the paired log-ratio is d_ri = log(arm_ri / baseline_ri) and
+
+    d_ri = μ + p_i + u_r + e_ri,   u_r ~ N(0, σ_L²),   e_ri ~ N(0, σ_W²),   Σ p_i = 0
+
+μ is the effect (exp μ the geometric-mean speedup over the prompt set), p_i the prompt's own
+effect (fixed: the same prompts run in every launch, so it cancels from μ's error), u_r what the
+launch pair shares (page cache, placement, clocks, background load) and e_ri the request's noise.
+The estimate is μ̂ = mean_r d̄_r (d̄_r: launch pair r's mean over its prompts) and
+
+    Var(μ̂) = (σ_L² + σ_W² · h) / R,   h = mean_r 1 / P_r   (P prompts per launch when balanced)
+
+σ_W² is the residual mean square of the additive fit (prompt + launch), with N − R − P + 1
+degrees of freedom; s_m² (the launch means' variance) estimates σ_L² + σ_W² · h with R − 1. The
+REML answer for this design: while σ̂_L² = s_m² − σ̂_W² · h > 0 the interval is Student t on the
+launch means (R − 1 dof), so launch-level noise always widens it and an A/A run stays honest;
+when the launches agree more closely than their own requests predict (σ̂_L² ≤ 0, the boundary)
+the launch and residual sums of squares are pooled and the interval has their summed degrees of
+freedom — consistent per-prompt effects across a few launches then give a tight interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+MIN_LAUNCHES = 3  # fewer give no verdict: LOW_N (two launch pairs leave one degree of freedom)
+MAX_NEEDED = 1000  # launches_needed above this is reported as None ("not within reach")
+
+
+@dataclass(frozen=True)
+class LaunchFit:
+    """The mixed model's fit on the log scale: ``lo``/``hi`` the CI of μ, ``data_lo``/``data_hi``
+    the smallest and largest paired log-ratio, ``shown_lo``/``shown_hi`` the CI within them (what
+    is printed: few launches can give a t interval wider than every ratio measured; the verdict
+    is still taken from ``lo``/``hi``)."""
+
+    mu: float
+    se: float
+    dof: float
+    lo: float
+    hi: float
+    n_launches: int
+    n_pairs: int
+    sd_launch: float
+    sd_within: float
+    pooled: bool
+    data_lo: float
+    data_hi: float
+
+    @property
+    def shown_lo(self) -> float:
+        return min(max(self.lo, self.data_lo), self.data_hi)
+
+    @property
+    def shown_hi(self) -> float:
+        return max(min(self.hi, self.data_hi), self.data_lo)
+
+    @property
+    def per_launch_sd(self) -> float:
+        """sd of one launch pair's mean log-ratio (√(R · Var μ̂)): the noise a new launch adds."""
+        return self.se * math.sqrt(self.n_launches)
+
+
+def paired_log_ratios(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: list[str]) -> pd.DataFrame:
+    """Columns ``launch``, ``prompt``, ``d`` = log(a / b) over keys present in both arms.
+
+    ``keys`` must hold ``repeat`` and ``prompt_id`` (``workload`` too when present); a key
+    measured twice within an arm counts once, at its median."""
+    ma, mb = a.groupby(keys)[metric].median(), b.groupby(keys)[metric].median()
+    joined = pd.concat([ma.rename("a"), mb.rename("b")], axis=1, join="inner").reset_index()
+    prompt_cols = [k for k in keys if k != "repeat"]
+    prompt = (
+        joined[prompt_cols].astype(str).agg("/".join, axis=1) if len(joined) else pd.Series([], dtype=str)
+    )
+    d = np.log(joined["a"].to_numpy(np.float64) / joined["b"].to_numpy(np.float64))
+    return pd.DataFrame({"launch": joined["repeat"].to_numpy(), "prompt": prompt.to_numpy(), "d": d})
+
+
+def _residual_ss(pairs: pd.DataFrame) -> tuple[float, int]:
+    """Residual sum of squares of d ~ launch + prompt (least squares) and its degrees of freedom."""
+    launches = pd.get_dummies(pairs["launch"].astype(str), drop_first=False, dtype=float)
+    prompts = pd.get_dummies(pairs["prompt"], drop_first=True, dtype=float)
+    x = np.hstack([launches.to_numpy(), prompts.to_numpy()])
+    y = pairs["d"].to_numpy(np.float64)
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    rank = int(np.linalg.matrix_rank(x))
+    return float(np.sum((y - x @ coef) ** 2)), int(y.size - rank)
+
+
+def fit(pairs: pd.DataFrame, confidence: float = 0.95) -> LaunchFit:
+    """Fit the model to :func:`paired_log_ratios` output with at least two launches."""
+    by_launch = pairs.groupby("launch")["d"]
+    means, counts = by_launch.mean().to_numpy(np.float64), by_launch.size().to_numpy()
+    r = int(means.size)
+    if r < 2:
+        raise ValueError("the launch-level fit needs at least two launch pairs")
+    h = float(np.mean(1.0 / counts))
+    s2_m = float(np.var(means, ddof=1))
+    rss, dof_e = _residual_ss(pairs)
+    s2_w = rss / dof_e if dof_e > 0 else math.nan
+    pooled = dof_e > 0 and s2_m <= s2_w * h
+    if pooled:  # boundary σ̂_L² = 0: pool the launch and residual sums of squares (REML)
+        s2 = ((r - 1) * s2_m / h + rss) / (r - 1 + dof_e)
+        var, dof = s2 * h / r, float(r - 1 + dof_e)
+    else:
+        var, dof = s2_m / r, float(r - 1)
+    mu, se = float(np.mean(means)), math.sqrt(var)
+    half = float(sps.t.ppf(0.5 + confidence / 2, dof)) * se if se > 0 else 0.0
+    d = pairs["d"].to_numpy(np.float64)
+    data_lo, data_hi = float(d.min()), float(d.max())
+    sd_launch = math.sqrt(max(0.0, s2_m - s2_w * h)) if not math.isnan(s2_w) else math.nan
+    return LaunchFit(
+        mu=mu, se=se, dof=dof, lo=mu - half, hi=mu + half, n_launches=r, n_pairs=int(d.size),
+        sd_launch=sd_launch, sd_within=math.sqrt(s2_w) if not math.isnan(s2_w) else math.nan,
+        pooled=pooled, data_lo=data_lo, data_hi=data_hi,
+    )  # fmt: skip
+
+
+def p_value(f: LaunchFit) -> float:
+    """Two-sided p of μ = 0 under the fit's t distribution."""
+    if f.se == 0:
+        return 1.0 if f.mu == 0 else 0.0
+    return float(2 * sps.t.sf(abs(f.mu) / f.se, f.dof))
+
+
+def launches_needed(f: LaunchFit, band: float, confidence: float = 0.95) -> int | None:
+    """Launch pairs at which, at the observed effect and noise, the interval would clear the
+    noise band (|μ̂| beyond the band) or fit inside it (|μ̂| within): the smallest n with
+    t(n − 1) · sd_launch_pair / √n below the margin. None when the effect sits on the band's edge
+    or the answer exceeds MAX_NEEDED; the current count when it already suffices."""
+    margin = abs(abs(f.mu) - math.log1p(band))
+    sd = f.per_launch_sd
+    if margin == 0 or not math.isfinite(sd):
+        return None
+    if sd == 0:
+        return max(f.n_launches, MIN_LAUNCHES)
+    for n in range(MIN_LAUNCHES, MAX_NEEDED + 1):
+        if float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n) < margin:
+            return max(n, f.n_launches)
+    return None
