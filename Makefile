@@ -45,7 +45,7 @@ test: lint typecheck engine browser
 	$(BIN)/pytest
 
 unit: $(STAMP)
-	$(BIN)/pytest -m "not engine and not vllm"
+	$(BIN)/pytest -m "not engine"
 
 clean:
 	rm -rf $(VENV) runs .mypy_cache .ruff_cache .pytest_cache

@@ -28,7 +28,8 @@ from specbench.lab.hf_make import HfLabSpec, cached_hf_pair, vllm_walk
 from specbench.lab.prompts import cycle_prompt
 from specbench.report import render_report
 
-pytestmark = [pytest.mark.vllm, pytest.mark.timeout(1800)]
+# `engine` too: every real-engine test is left out by `-m "not engine"` (the unit suite).
+pytestmark = [pytest.mark.engine, pytest.mark.vllm, pytest.mark.timeout(1800)]
 
 K = 3
 MAX_TOKENS = 48
