@@ -71,6 +71,8 @@ class SglangEngine(Engine):
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-",)
     #: 503 while starting, then 200 (SGLang docs).
     health_path: ClassVar[str] = "/health"
+    # SGLang logs accept length every few decode steps: an aggregate, not per request.
+    log_acceptance_scope: ClassVar[str] = "interval"
 
     def __init__(self, python: str = "python") -> None:
         self.python = python

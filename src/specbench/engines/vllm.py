@@ -61,7 +61,12 @@ class VllmEngine(Engine):
     )
     #: ``--speculative-config.method ngram`` style keys and the old ``--speculative-model`` family.
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-", "--speculative_")
+    # Issue 15: per-request spec metrics are speculative-only (the server refuses them without a
+    # speculative config), so an arm may add them without being a confound.
+    spec_auxiliary_flags: ClassVar[frozenset[str]] = frozenset({"--per-request-spec-decode-metrics"})
     health_path: ClassVar[str] = "/health"
+    # "SpecDecoding metrics:" is an aggregate logged every 10 s (log_stats interval), not per request.
+    log_acceptance_scope: ClassVar[str] = "interval"
 
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable
