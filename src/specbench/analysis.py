@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, checks, sources, stability, stats
+from specbench import bimodality, checks, evidence, machine, sources, stability, stats
 from specbench.checks import Finding
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
@@ -95,8 +95,19 @@ def findings(run: RunData) -> list[Finding]:
         out += checks.confounds({a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine)
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
+    out += _evidence_findings(run)
     out += _statistical_findings(run)
     return sorted(out, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
+def _evidence_findings(run: RunData) -> list[Finding]:
+    """What the records and cells say about the measurement itself: cache, client vs server, load."""
+    arms = run.measured_arms
+    return (
+        evidence.cached_prefill(run.df, arms)
+        + evidence.client_server_disagreement(run.df, arms)
+        + machine.busy_findings(run.cells, arms)
+    )
 
 
 def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[Finding]:
@@ -125,12 +136,18 @@ def _statistical_findings(run: RunData) -> list[Finding]:
         bimodal = bimodality.bimodality(run.df.loc[run.df["arm"] == arm, "decode_tok_s"].to_numpy())
         if bimodal.bimodal:
             modes = " and ".join(f"{m:.1f}" for m in bimodal.modes)
+            busy = machine.busy_cells(run.cells, arm)
+            why = (
+                f"the machine was busy during {len(busy)} of its cells ({busy[0]}): the modes may be the "
+                "load, not the workload"
+                if busy
+                else "see the per-category breakdown"
+            )
             out.append(
                 Finding(
                     "BIMODAL",
                     (arm,),
-                    f"{arm}: decode tok/s has two modes ({modes}); the mean describes "
-                    "neither — see the per-category breakdown.",
+                    f"{arm}: decode tok/s has two modes ({modes}); the mean describes neither — {why}.",
                 )
             )
     for arm, cmp in comparisons(run).items():

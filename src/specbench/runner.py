@@ -29,9 +29,10 @@ from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError
+from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
 from specbench.store import RunStore, now_iso
-from specbench.workloads.length import estimate_tokens, fit_messages
+from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
     from specbench.executors import Executor
@@ -158,7 +159,9 @@ class Runner:
             "base_url": server.base_url,
             "pid": server.process.pid if server.process else None,
         }
+        probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
         asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        info["machine_load"] = probe.finish(server.process.pid if server.process else None, threads_arg(cell.args))
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
@@ -230,6 +233,7 @@ class Runner:
                 list(req.messages), req.target_tokens or 0, count, offset, chars_by_key.get(key)
             )
             chars_by_key.setdefault(key, chars)
+            check_fit(req.prompt_id, req.target_tokens or 0, tokens)
             self._fitted[req.prompt_id] = {
                 "messages": messages,
                 "tokens": tokens,
