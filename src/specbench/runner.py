@@ -161,7 +161,8 @@ class Runner:
         }
         probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
         asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
-        info["machine_load"] = probe.finish(server.process.pid if server.process else None, threads_arg(cell.args))
+        pid = server.process.pid if server.process else None
+        info["machine_load"] = probe.finish(pid, threads_arg(cell.args))
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)

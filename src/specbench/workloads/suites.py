@@ -213,8 +213,35 @@ def _prompts(spec: WorkloadSpec, suite: Suite, seed: int, base: Path) -> list[Pr
         path = Path(spec.prompt_file)
         pool = load_prompt_file(path if path.is_absolute() else base / path)
     else:
-        pool = load_bundled()
+        pool = _fitting(load_bundled(), _input_target(spec, suite))
     return select(pool, min(n, len(pool)), seed, spec.categories)
+
+
+def _input_target(spec: WorkloadSpec, suite: Suite) -> int | None:
+    raw = spec.input_tokens or suite.input_tokens
+    return None if raw is None else (spec.input_tokens or max(MIN_TOKENS, round(raw * spec.scale)))
+
+
+def _fitting(pool: list[Prompt], target: int | None) -> list[Prompt]:
+    """Bundled prompts short enough to be filled up to ``target``: a longer one cannot be fitted
+    and would stop the run (length.check_fit). A user's own file is never filtered: its prompts
+    are the workload, and a misfit there is an error naming the prompt."""
+    if target is None:
+        return pool
+    kept = [p for p in pool if _estimate(p) <= FITS_SHARE * target]
+    if not kept:
+        raise ConfigError(
+            f"workload.input_tokens: {target} tokens is shorter than every bundled prompt; "
+            "raise input_tokens or scale"
+        )
+    return kept
+
+
+FITS_SHARE = 0.8  # a bundled prompt's estimated length must leave this much room for the filler
+
+
+def _estimate(prompt: Prompt) -> float:
+    return sum(len(text) for _, text in prompt.messages) / 4.0 + 4 * len(prompt.messages)
 
 
 def build_requests(
