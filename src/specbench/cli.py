@@ -346,6 +346,12 @@ def import_(
     format: Annotated[
         str | None, typer.Option("--format", help="csv, tsv, json or jsonl (default: suffix)")
     ] = None,
+    speculative: Annotated[
+        list[str] | None, typer.Option("--speculative", help="arms that speculate (default: drafted > 0)")
+    ] = None,
+    control: Annotated[
+        list[str] | None, typer.Option("--control", help="arms that never speculate (baseline re-runs)")
+    ] = None,
 ) -> None:
     """Turn another harness's per-request results into a run directory; print its summary."""
     from specbench.analysis import load_run
@@ -360,6 +366,8 @@ def import_(
             flags=parse_columns(flags or []),
             baseline=baseline,
             fmt=format,
+            speculative=parse_columns(speculative or []),
+            controls=parse_columns(control or []),
         )
         console.print(f"imported {result.records} records into {result.out}")
         print_summary(load_run(result.out))

@@ -75,10 +75,29 @@ def tpot_ms(rec: Record) -> float:
     return decode_window_ms(rec) / (n - 1) if n > 1 else np.nan
 
 
-def decode_tok_s(rec: Record) -> float:
+def client_decode_tok_s(rec: Record) -> float:
     """(output_tokens − 1) / (t_last − t_first), measured by the client."""
     tpot = tpot_ms(rec)
     return 1000.0 / tpot if tpot and tpot > 0 else np.nan
+
+
+CLIENT_SERVER_TOLERANCE = 0.25  # client and server decode rates may differ this much (relative)
+
+
+def decode_disagrees(rec: Record) -> float:
+    """1.0 when the client's decode rate and the server's own differ by more than the tolerance
+    (a stalled stream: first token late, then every chunk at once), 0.0 when they agree, NaN when
+    the server gives no timing."""
+    client, server = client_decode_tok_s(rec), server_decode_tok_s(rec)
+    if np.isnan(client) or np.isnan(server) or server <= 0:
+        return np.nan
+    return float(abs(client / server - 1.0) > CLIENT_SERVER_TOLERANCE)
+
+
+def decode_tok_s(rec: Record) -> float:
+    """The trustworthy decode rate: the client's, unless the server's own timing disagrees with
+    it beyond the tolerance — then the server's (it timed the tokens, not the stream's delivery)."""
+    return server_decode_tok_s(rec) if decode_disagrees(rec) == 1.0 else client_decode_tok_s(rec)
 
 
 def itl_ms(rec: Record) -> float:
@@ -165,6 +184,8 @@ METRICS: dict[str, Callable[[Record], float]] = {
     "tpot_ms": tpot_ms,
     "itl_ms": itl_ms,
     "decode_tok_s": decode_tok_s,
+    "client_decode_tok_s": client_decode_tok_s,
+    "decode_disagrees": decode_disagrees,
     "server_decode_tok_s": server_decode_tok_s,
     "prefill_ms": prefill_ms,
     "prefill_tok_s": prefill_tok_s,

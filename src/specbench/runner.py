@@ -23,16 +23,18 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from specbench import serverlog
 from specbench.client import chat_body, stream_chat
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError, PortTakenError
+from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
 from specbench.redact import flag_values
 from specbench.store import RunStore, now_iso
 from specbench.theory.machine import record_machine_probe
-from specbench.workloads.length import estimate_tokens, fit_messages
+from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
     from specbench.executors import Executor
@@ -52,6 +54,8 @@ class Server:
     process: ServerProcess | None = None
     log_offset: int = 0
     hung: str | None = None  # set by the watchdog: the server stopped answering /health
+    measured_offset: int | None = None  # log offset where the measured requests' lines begin
+    expected_lines: int = 0  # acceptance lines the engine owes for requests finished so far
 
     def alive(self) -> bool:
         return self.hung is None and (self.process is None or self.process.alive())
@@ -193,7 +197,10 @@ class Runner:
             "base_url": server.base_url,
             "pid": server.process.pid if server.process else None,
         }
+        probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
         asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        pid = server.process.pid if server.process else None
+        info["machine_load"] = probe.finish(pid, threads_arg(cell.args))
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
@@ -214,6 +221,7 @@ class Runner:
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
+            await self._log_window(server, cell, info, start=True)
             # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
             # they can be compared with the per-request timings (acceptance sources).
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
@@ -222,6 +230,7 @@ class Runner:
             if server.hung:
                 info["hung"] = server.hung
             else:
+                await self._log_window(server, cell, info, start=False)
                 info["metrics_after"] = await self._scrape(client, server, cell, "after")
             # Last, after the "after" scrape: extra work before the measured requests would warm the
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
@@ -269,6 +278,7 @@ class Runner:
                 list(req.messages), req.target_tokens or 0, count, offset, chars_by_key.get(key)
             )
             chars_by_key.setdefault(key, chars)
+            check_fit(req.prompt_id, req.target_tokens or 0, tokens)
             self._fitted[req.prompt_id] = {
                 "messages": messages,
                 "tokens": tokens,
@@ -307,6 +317,7 @@ class Runner:
             **result,
         }
         self.store.append_record(record)
+        server.expected_lines += self.engine.expected_log_lines(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
 
     async def _request(
@@ -354,17 +365,34 @@ class Runner:
         except (httpx.HTTPError, ValueError) as exc:
             return {"error": str(exc)}
 
+    async def _log_window(self, server: Server, cell: RunSpec, info: dict[str, Any], start: bool) -> None:
+        """Wait for the acceptance lines of the requests finished so far (sources.py); at the start
+        of the measured requests, remember where their lines begin so warm-ups stay out."""
+        if server.process is None:
+            return
+        patterns = self.engine.acceptance_log_patterns()
+        found, size = await serverlog.settle(
+            self.store.log_path(cell.arm),
+            server.measured_offset if server.measured_offset is not None else server.log_offset,
+            lambda ln: any(p in ln for p in patterns),
+            server.expected_lines,
+        )
+        if start:
+            server.measured_offset, server.expected_lines = size, 0
+            info["log_window"] = "measured"
+        else:
+            info["log_lines_expected"], info["log_lines_found"] = server.expected_lines, found
+
     def _new_log_lines(self, arm: str, server: Server) -> list[str]:
-        """Lines this cell's server logged that reveal degraded speculation."""
+        """Failure lines from the launch on, then acceptance lines of the measured requests only."""
         log = self.store.log_path(arm)
         if server.process is None or not log.exists():
             return []
-        with log.open(errors="replace") as fh:
-            fh.seek(server.log_offset)
-            text = fh.read()
-        # Failure lines first, then acceptance lines (capped: SGLang logs one every few steps).
-        lines = [ln.strip() for ln in text.splitlines()]
+        lines = [ln.strip() for ln in serverlog.read_from(log, server.log_offset).splitlines()]
         failures = [ln for ln in lines if any(p in ln for p in self.engine.fallback_patterns())]
+        if server.measured_offset is not None:
+            lines = [ln.strip() for ln in serverlog.read_from(log, server.measured_offset).splitlines()]
+        # Capped: SGLang logs one every few steps.
         accepts = [ln for ln in lines if any(p in ln for p in self.engine.acceptance_log_patterns())]
         return failures[:100] + accepts[:1000]
 

@@ -142,6 +142,16 @@ class LlamaCppEngine(Engine):
         match = _LOG_ACCEPT.search(line)
         return {"accepted": int(match[1]), "drafted": int(match[2])} if match else None
 
+    def draft_model(self, args: list[str]) -> str | None:
+        names = {"-md", "--model-draft", "--spec-draft-model"}
+        found = [args[i + 1] for i, a in enumerate(args[:-1]) if a in names]
+        found += [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] in names and "=" in a]
+        return found[-1] if found else None
+
+    def expected_log_lines(self, record: dict[str, Any]) -> int:
+        # print_timing writes "draft acceptance" only when the request drafted (n_draft_total > 0).
+        return 1 if float((record.get("timings") or {}).get("draft_n") or 0) > 0 else 0
+
     def fallback_patterns(self) -> list[str]:
         return [
             "failed to initialize speculative decoding context",

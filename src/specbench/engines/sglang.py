@@ -77,6 +77,8 @@ class SglangEngine(Engine):
          "--tokenizer-path", "--chat-template", "--ssl-keyfile", "--ssl-certfile"}
     )  # fmt: skip
     hub_ids: ClassVar[bool] = True
+    # SGLang logs accept length every few decode steps: an aggregate, not per request.
+    log_acceptance_scope: ClassVar[str] = "interval"
 
     def __init__(self, python: str = "python") -> None:
         self.python = python

@@ -63,12 +63,13 @@ class VllmEngine(Engine):
             "--typical-acceptance-sampler-posterior-threshold",
             "--typical-acceptance-sampler-posterior-alpha",
             "--disable-logprobs-during-spec-decoding",
-            # Speculative-only: vLLM refuses it without --speculative-config, so a baseline never has it.
-            "--per-request-spec-decode-metrics",
         }
     )
     #: ``--speculative-config.method ngram`` style keys and the old ``--speculative-model`` family.
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-", "--speculative_")
+    # Issue 15: per-request spec metrics are speculative-only (the server refuses them without a
+    # speculative config), so an arm may add them without being a confound.
+    spec_auxiliary_flags: ClassVar[frozenset[str]] = frozenset({"--per-request-spec-decode-metrics"})
     health_path: ClassVar[str] = "/health"
     #: File-valued flags of ``vllm serve`` (vllm/engine/arg_utils.py, vllm/entrypoints/openai/cli_args.py);
     #: --chat-template takes a file or the template text, which never looks like a path.
@@ -80,6 +81,8 @@ class VllmEngine(Engine):
         flag: ("model", "draft_tokenizer") for flag in ("--speculative-config", "--speculative_config", "-sc")
     }
     hub_ids: ClassVar[bool] = True
+    # "SpecDecoding metrics:" is an aggregate logged every 10 s (log_stats interval), not per request.
+    log_acceptance_scope: ClassVar[str] = "interval"
 
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable

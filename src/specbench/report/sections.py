@@ -100,8 +100,9 @@ def compute(run: RunData) -> Computed:
 def _findings(c: Computed) -> list[Block]:
     if not c.found:
         return [Heading("Findings"), Para("No check flagged this run.")]
-    counts = pd.Series([f.severity for f in c.found]).value_counts()
-    line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts.items())
+    severities = [f.severity for f in c.found]
+    counts = [(sev, severities.count(sev)) for sev in ("error", "warning", "info") if sev in severities]
+    line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts)
     return [Heading("Findings"), Para(f"{line}; most serious first."), Table(tables.findings_table(c.found))]
 
 
