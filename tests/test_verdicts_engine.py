@@ -97,7 +97,7 @@ def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path,
         # Launch-to-launch noise on a loaded machine can exceed the effect at 4 launches: the
         # sequential rule adds launches until the verdict is settled (valid under repeated looks).
         repeats="auto",
-        max_repeats=8,
+        max_repeats=12,
     )
     data = load_run(run(tmp_path, matrix))
     assert comparisons(data)["draft8"].verdict == "slower", comparisons(data)["draft8"]
