@@ -35,14 +35,13 @@ HERE = Path(__file__).resolve().parent
 
 
 # -- the specbench client, as the runner drives it --------------------------------------------
-async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path) -> None:
+async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, transport: str) -> None:
     """n requests with at most c in flight, each record appended to a run store, as the runner does."""
-    from specbench import client as sc
-    from specbench.client import chat_body, stream_chat
+    from specbench.client import chat_body, open_streamer, stream_chat
+    from specbench.recordwriter import RecordWriter
     from specbench.store import RunStore
 
-    store = RunStore(out)
-    writer = store.record_writer() if hasattr(store, "record_writer") else None
+    writer = RecordWriter(RunStore(out))
     limit = asyncio.Semaphore(c)
     body = chat_body([{"role": "user", "content": "hi"}], tokens, 0.0, 0, {"ignore_eos": True})
 
@@ -50,17 +49,16 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path) -> No
         async with limit:
             result = await stream_chat(session, f"{url}/v1/chat/completions", body, 600)
             record = {"arm": "a", "prompt_id": f"p{i}", "repeat": 0, "warmup": False, **result}
-            if writer is not None:
-                writer.append(record)
-            else:
-                store.append_record(record)
+            writer.append(record)
 
-    # Before open_streamer existed the runner streamed through a default httpx.AsyncClient.
-    opener = getattr(sc, "open_streamer", None)
-    async with opener(600, c) if opener else httpx.AsyncClient(timeout=600) as session:
+    if transport == "httpx":  # the path the runner took before, with the pool limit lifted
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        session_cm: Any = httpx.AsyncClient(timeout=600, limits=limits)
+    else:
+        session_cm = open_streamer(600, c)
+    async with session_cm as session:
         await asyncio.gather(*(one(i, session) for i in range(n)))
-    if writer is not None:
-        writer.close()
+    writer.close()
 
 
 def gap_errors(records_path: Path) -> list[float]:
@@ -147,7 +145,9 @@ def measure(name: str, argv: list[str], url: str, interval_ms: float, out: Path)
         raise SystemExit(f"{name} failed: {err[-2000:]}")
     stats = httpx.get(f"{url}/stats").json()
     window = (stats["last_ns"] - stats["first_ns"]) / 1e9
-    errs = gap_errors(out / "records.jsonl") if name == "specbench" else vllm_errors(out, interval_ms)
+    errs = (
+        gap_errors(out / "records.jsonl") if name.startswith("specbench") else vllm_errors(out, interval_ms)
+    )
     return {
         "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
         "tok_s": stats["tokens"] / window,
@@ -175,8 +175,19 @@ def run_one(client: str, url: str, c: int, args: argparse.Namespace, root: Path)
     out = root / f"{client}-c{c}-{time.perf_counter_ns()}"
     out.mkdir(parents=True)
     n = max(4, args.requests_per_c * c)
-    if client == "specbench":
-        argv = [sys.executable, __file__, "--worker", url, str(c), str(n), str(args.tokens), str(out)]
+    if client.startswith("specbench"):
+        transport = client.partition("-")[2] or "aiohttp"
+        argv = [
+            sys.executable,
+            __file__,
+            "--worker",
+            url,
+            str(c),
+            str(n),
+            str(args.tokens),
+            str(out),
+            transport,
+        ]
     else:
         binary = vllm_binary()
         assert binary is not None
@@ -192,12 +203,17 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=2.0)
     parser.add_argument("--tokens-per-chunk", type=int, default=1)
     parser.add_argument("--requests-per-c", type=int, default=4)
-    parser.add_argument("--clients", nargs="+", default=["specbench", "vllm"])
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--clients",
+        nargs="+",
+        default=["specbench", "vllm"],
+        help="specbench (aiohttp, as the runner), specbench-httpx (the httpx path), vllm",
+    )
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        url, c, n, tokens, out = args.worker
-        asyncio.run(specbench_load(url, int(c), int(n), int(tokens), Path(out)))
+        url, c, n, tokens, out, transport = args.worker
+        asyncio.run(specbench_load(url, int(c), int(n), int(tokens), Path(out), transport))
         return
     clients = [c for c in args.clients if c != "vllm" or vllm_binary()]
     if "vllm" in args.clients and "vllm" not in clients:
@@ -219,7 +235,7 @@ def report(clients: list[str], url: str, args: argparse.Namespace) -> None:
         f"{args.tokens} tokens/request, one chunk of {args.tokens_per_chunk} token(s) every "
         f"{args.interval_ms} ms; error = |client gap - true gap| per chunk"
     )
-    head = f"{'client':<10} {'c':>4} {'CPU ms/1k tok':>14} {'tok/s':>9} {'err p50 ms':>11} "
+    head = f"{'client':<16} {'c':>4} {'CPU ms/1k tok':>14} {'tok/s':>9} {'err p50 ms':>11} "
     print(head + f"{'err p99 ms':>11} {'srv tick p99':>12} {'CPU vs best':>11} {'tok/s vs best':>13}")
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.c:
@@ -228,7 +244,7 @@ def report(clients: list[str], url: str, args: argparse.Namespace) -> None:
             best_tps = max(r["tok_s"] for r in rows.values())
             for name, r in rows.items():
                 print(
-                    f"{name:<10} {c:>4} {r['cpu_ms_per_1k']:>14.1f} {r['tok_s']:>9.0f} "
+                    f"{name:<16} {c:>4} {r['cpu_ms_per_1k']:>14.1f} {r['tok_s']:>9.0f} "
                     f"{r['err_p50']:>11.3f} {r['err_p99']:>11.3f} {r['server_tick_p99'] or 0:>12.2f} "
                     f"{r['cpu_ms_per_1k'] / best_cpu:>10.2f}x {r['tok_s'] / best_tps:>12.2f}x",
                     flush=True,

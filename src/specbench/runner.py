@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from specbench.client import chat_body, stream_chat
+from specbench.client import Session, chat_body, open_streamer, stream_chat
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError
 from specbench.probe import forward_probe
+from specbench.recordwriter import RecordWriter
 from specbench.store import RunStore, now_iso
 from specbench.workloads.length import estimate_tokens, fit_messages
 
@@ -60,6 +61,8 @@ class Runner:
     executor: Executor | None = None  # None: LocalExecutor (cells here, in order)
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
+    _writer: RecordWriter | None = None  # records written off the event loop (recordwriter.py)
+    _session: Session | None = None  # the streaming session measured requests go through
 
     # -- plan -------------------------------------------------------------------------------
     def todo(self, cell: RunSpec, done: set[tuple[str, str, int]]) -> list[RequestSpec]:
@@ -155,7 +158,15 @@ class Runner:
             "base_url": server.base_url,
             "pid": server.process.pid if server.process else None,
         }
-        asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        # Only a plain run directory is written from a thread; a store that relays records
+        # elsewhere (the Ray executor's) keeps its own synchronous append_record.
+        self._writer = RecordWriter(self.store) if type(self.store) is RunStore else None
+        try:
+            asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        finally:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.close()
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
@@ -168,7 +179,11 @@ class Runner:
     async def _drive(
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
     ) -> None:
-        async with httpx.AsyncClient(timeout=self.matrix.request_timeout) as client:
+        peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
+        async with (
+            httpx.AsyncClient(timeout=self.matrix.request_timeout) as client,
+            open_streamer(self.matrix.request_timeout, peak) as self._session,
+        ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
@@ -246,7 +261,8 @@ class Runner:
         body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
-        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        session = self._session if self._session is not None else client
+        result = await stream_chat(session, url, body, self.matrix.request_timeout)
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
@@ -262,7 +278,10 @@ class Runner:
             "request": req.echo(fitted["tokens"] if fitted else None),
             **result,
         }
-        self.store.append_record(record)
+        if self._writer is not None:
+            self._writer.append(record)
+        else:
+            self.store.append_record(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
 
     async def _scrape(
