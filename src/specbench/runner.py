@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from specbench.client import Session, chat_body, open_streamer, stream_chat
+from specbench.clientlag import LoopLag
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
@@ -191,8 +192,11 @@ class Runner:
             # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
             # they can be compared with the per-request timings (acceptance sources).
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
+            lag = LoopLag()
+            lag.start()
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
+            info["client_lag"] = await lag.stop()
             info["metrics_after"] = await self._scrape(client, server, cell, "after")
             # Last, after the "after" scrape: extra work before the measured requests would warm the
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).

@@ -1,0 +1,83 @@
+"""The client's own lag, so a harness-bound run can never pass for an engine result.
+
+While a cell's requests stream, :class:`LoopLag` sleeps a fixed period on the same event loop
+and records how late each wake-up came. A loop that wakes late stamps chunks late too: when it
+falls behind, queued chunks drain in a burst, gaps shrink towards zero and TTFT grows — the
+figures then describe the client, not the server. :func:`client_lag_findings` turns the lag kept
+in each cell into a CLIENT_BEHIND finding when it is large next to the arm's inter-token latency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.checks import Finding
+
+PERIOD_S = 0.01  # 100 wake-ups a second: a few µs of CPU, fine enough to see a stall
+LAG_FLOOR_MS = 1.0  # below this, lag is timer and scheduler noise
+LAG_SHARE = 0.25  # lag p99 above this share of the arm's median ITL distorts per-token timing
+
+
+class LoopLag:
+    """Measure wake-up lag of the running loop between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.lags_ns: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        period_ns = int(PERIOD_S * 1e9)
+        while True:
+            t0 = time.perf_counter_ns()
+            await asyncio.sleep(PERIOD_S)
+            self.lags_ns.append(max(0, time.perf_counter_ns() - t0 - period_ns))
+
+    async def stop(self) -> dict[str, Any]:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        lags = np.asarray(self.lags_ns, dtype=float) / 1e6
+        if lags.size == 0:
+            return {"period_ms": PERIOD_S * 1e3, "n": 0}
+        return {
+            "period_ms": PERIOD_S * 1e3,
+            "n": int(lags.size),
+            "p50_ms": float(np.percentile(lags, 50)),
+            "p99_ms": float(np.percentile(lags, 99)),
+            "max_ms": float(lags.max()),
+        }
+
+
+def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[Finding]:
+    """CLIENT_BEHIND per arm whose worst cell's loop-lag p99 is both above the noise floor and a
+    sizeable share of the arm's median inter-token latency (its timing figures are the client's)."""
+    worst: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        lag = cell.get("client_lag") or {}
+        if lag.get("p99_ms") is not None and lag["p99_ms"] > worst.get(cell["arm"], {}).get("p99_ms", -1):
+            worst[cell["arm"]] = {**lag, "repeat": cell.get("repeat")}
+    out = []
+    for arm, lag in sorted(worst.items()):
+        itl = df.loc[df["arm"] == arm, "itl_ms"].median() if "itl_ms" in df and not df.empty else np.nan
+        limit = max(LAG_FLOOR_MS, LAG_SHARE * itl) if np.isfinite(itl) else LAG_FLOOR_MS
+        if lag["p99_ms"] > limit:
+            itl_text = f"{itl:.2f} ms" if np.isfinite(itl) else "unknown"
+            out.append(
+                Finding(
+                    "CLIENT_BEHIND",
+                    (arm,),
+                    f"the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
+                    f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median ITL of {itl_text}: "
+                    "chunk stamps were late and bunched, so TTFT/ITL partly measure the client "
+                    "(lower the concurrency, or give the client its own cores).",
+                )
+            )
+    return out
