@@ -88,10 +88,10 @@ def test_aiohttp_and_httpx_record_the_same_stream() -> None:
     for rec in (fast, slow):
         assert rec["error"] is None and rec["usage"]["completion_tokens"] == 4
         assert [c[1:] for c in rec["chunks"]] == [
-            [None, None, None, None],
-            ["ab", None, None, None],
-            [None, "r", None, None],
-            ["c", None, None, "length"],
+            [None, None, None, None, None],
+            ["ab", None, None, None, None],
+            [None, "r", None, None, None],
+            ["c", None, None, "length", None],
         ]
         stamps = [c[0] for c in rec["chunks"]]
         assert stamps == sorted(stamps) and stamps[0] >= rec["t_headers_ns"]

@@ -59,11 +59,21 @@ async def open_streamer(timeout: float, concurrency: int) -> AsyncIterator[aioht
         yield session
 
 
-def _delta_row(t_ns: int, choice: dict[str, Any]) -> list[Any]:
-    """One chunk as ``[t_ns, content, reasoning, tool_calls, finish_reason]``."""
+def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> list[Any]:
+    """One chunk as ``[t_ns, content, reasoning, tool_calls, finish_reason, tokens]``; ``tokens``
+    is the server's running count of generated tokens sent with the chunk (vLLM's
+    ``continuous_usage_stats``, llama.cpp's ``timings_per_token``), None when it sends none.
+    Records before schema 2 have the first five fields only."""
     delta = choice.get("delta") or {}
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    return [t_ns, delta.get("content"), reasoning, delta.get("tool_calls"), choice.get("finish_reason")]
+    row = [t_ns, delta.get("content"), reasoning, delta.get("tool_calls"), choice.get("finish_reason")]
+    return [*row, tokens]
+
+
+def _running_count(obj: dict[str, Any]) -> int | None:
+    usage, timings = obj.get("usage") or {}, obj.get("timings") or {}
+    value = usage.get("completion_tokens", timings.get("predicted_n"))
+    return int(value) if isinstance(value, (int, float)) else None
 
 
 def sse_events(pieces: Pieces) -> list[tuple[int, str]]:
@@ -109,8 +119,9 @@ class _Recorder:
                     final["t_done_ns"] = t_ns
                     continue
                 obj = json.loads(data)
+                count = _running_count(obj)
                 for choice in obj.get("choices") or []:
-                    chunks.append(_delta_row(t_ns, choice))
+                    chunks.append(_delta_row(t_ns, choice, count))
                 for key in ("usage", "timings", "system_fingerprint", "model", "metrics"):
                     if obj.get(key) is not None:
                         final[key] = obj[key]
