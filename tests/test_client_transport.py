@@ -120,3 +120,43 @@ def test_a_failed_write_is_raised_on_the_loops_side(tmp_path: Path) -> None:
     writer.append({"arm": "a"})
     with pytest.raises(FileNotFoundError):
         writer.close()
+
+
+def _closing_server(replies: list[bytes | None]) -> Any:
+    """FAKE raw HTTP server: for each connection in turn, send the next reply then close (None:
+    close without a byte, as cpp-httplib does to a keep-alive connection past its request cap)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        reply = replies.pop(0) if replies else None
+        if reply is not None:
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+
+    return asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def _stream_once(replies: list[bytes | None]) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        server = await _closing_server(replies)
+        port = server.sockets[0].getsockname()[1]
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        async with server, open_streamer(10, 1) as session:
+            return await stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", body, 10)
+
+    return asyncio.run(go())
+
+
+OK_REPLY = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + WIRE
+
+
+def test_a_connection_closed_before_any_reply_is_sent_once_more() -> None:
+    rec = _stream_once([None, OK_REPLY])
+    assert rec["error"] is None and rec["retried"] == "stale connection"
+    assert rec["usage"]["completion_tokens"] == 4
+
+
+def test_a_second_close_is_an_error_not_a_loop() -> None:
+    rec = _stream_once([None, None, OK_REPLY])
+    assert rec["error"]["type"] == "ServerDisconnectedError" and rec["chunks"] == []

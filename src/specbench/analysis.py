@@ -11,7 +11,7 @@ import pandas as pd
 
 from specbench import bimodality, checks, stability, stats
 from specbench.checks import Finding
-from specbench.clientlag import client_lag_findings
+from specbench.clientlag import client_lag_findings, schedule_findings
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
 from specbench.metrics import frame
@@ -93,6 +93,7 @@ def findings(run: RunData) -> list[Finding]:
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
     out += client_lag_findings(run.cells, run.df)
+    out += schedule_findings(run.records)
     out += _statistical_findings(run)
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(out, key=lambda f: order.get(f.severity, 3))

@@ -108,6 +108,7 @@ class _Recorder:
         self.t_end: int | None = None
         self.pieces: Pieces = []
         self.error: dict[str, Any] | None = None
+        self.retried: str | None = None
 
     def result(self) -> dict[str, Any]:
         t_end = self.t_end if self.t_end is not None else time.perf_counter_ns() - self.t0
@@ -132,6 +133,7 @@ class _Recorder:
             "t_end_ns": t_end,
             "chunks": chunks,
             **final,
+            **({"retried": self.retried} if self.retried else {}),  # sent twice: a stale connection
             "error": self.error,
         }
 
@@ -158,22 +160,39 @@ async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout:
 async def _aiohttp_stream(
     session: aiohttp.ClientSession, url: str, body: dict[str, Any], rec: _Recorder
 ) -> None:
+    for attempt in range(2):
+        try:
+            await _aiohttp_once(session, url, body, rec)
+            return
+        except aiohttp.ServerDisconnectedError as exc:
+            # A pooled keep-alive connection the server had already closed (cpp-httplib closes
+            # after a few requests per connection): nothing was sent back, so send once more on
+            # a fresh connection, timed from the new send. Anything else is data.
+            if attempt == 0 and rec.t_headers is None and not rec.pieces:
+                rec.t0, rec.retried = time.perf_counter_ns(), "stale connection"
+                continue
+            rec.error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            rec.error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+        return
+
+
+async def _aiohttp_once(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rec: _Recorder
+) -> None:
     perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
-    try:
-        async with session.post(url, json=body) as resp:
-            rec.t_headers = perf() - t0
-            if resp.status != 200:
-                text = (await resp.read()).decode(errors="replace")
-                rec.error = {"type": "http_status", "status": resp.status, "message": text[:500]}
-                return
-            if not _is_event_stream(resp.headers.get("content-type")):
-                rec.error = _not_sse(resp.headers.get("content-type"))
-                return
-            async for data in resp.content.iter_any():
-                keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
-            rec.t_end = perf() - t0
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        rec.error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+    async with session.post(url, json=body) as resp:
+        rec.t_headers = perf() - t0
+        if resp.status != 200:
+            text = (await resp.read()).decode(errors="replace")
+            rec.error = {"type": "http_status", "status": resp.status, "message": text[:500]}
+            return
+        if not _is_event_stream(resp.headers.get("content-type")):
+            rec.error = _not_sse(resp.headers.get("content-type"))
+            return
+        async for data in resp.content.iter_any():
+            keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
+        rec.t_end = perf() - t0
 
 
 async def _httpx_stream(

@@ -81,3 +81,36 @@ def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[F
                 )
             )
     return out
+
+
+LATE_FLOOR_MS = 10.0  # sends later than this at p99 mean the schedule was not kept
+
+
+def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
+    """LATE_SENDS per arm whose open-loop sends (records with ``lateness_ms``) ran late at p99:
+    the load offered was not the load asked for. The evidence splits waiting for a free slot
+    under the concurrency cap (the server was slower than the rate) from the client's own delay."""
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("lateness_ms") is not None and not rec.get("warmup"):
+            by_arm.setdefault(rec["arm"], []).append(rec)
+    out = []
+    for arm, recs in sorted(by_arm.items()):
+        late = np.array([r["lateness_ms"] for r in recs], dtype=float)
+        cap = np.array([r.get("cap_wait_ms") or 0.0 for r in recs], dtype=float)
+        p99 = float(np.percentile(late, 99))
+        if p99 <= LATE_FLOOR_MS:
+            continue
+        asked = (recs[0].get("arrival") or {}).get("rate")
+        asked_text = f" against {asked:g}/s asked" if asked else ""
+        out.append(
+            Finding(
+                "LATE_SENDS",
+                (arm,),
+                f"open-loop sends ran {p99:.1f} ms late at p99 over {len(recs)} requests "
+                f"({float(np.percentile(cap, 99)):.1f} ms of it waiting for a free slot under the "
+                f"concurrency cap, {float(np.percentile(late - cap, 99)):.1f} ms the client's own delay)"
+                f"{asked_text}: the offered load was lower than the schedule.",
+            )
+        )
+    return out

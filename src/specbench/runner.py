@@ -32,6 +32,7 @@ from specbench.errors import EngineStartError
 from specbench.probe import forward_probe
 from specbench.recordwriter import RecordWriter
 from specbench.store import RunStore, now_iso
+from specbench.workloads import arrivals
 from specbench.workloads.length import estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
@@ -210,7 +211,11 @@ class Runner:
     async def _run_phase(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]
     ) -> None:
-        limit = asyncio.Semaphore(phase[0].concurrency or cell.concurrency)
+        cap = phase[0].concurrency or cell.concurrency
+        if self.matrix.workload.request_rate:
+            await self._open_loop(client, server, cell, phase, cap)
+            return
+        limit = asyncio.Semaphore(cap)
 
         async def bounded(req: RequestSpec) -> None:
             async with limit:
@@ -218,6 +223,25 @@ class Runner:
                     await self._one(client, server, cell, req, warmup=False)
 
         await asyncio.gather(*(bounded(r) for r in phase))
+
+    async def _open_loop(
+        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec], cap: int
+    ) -> None:
+        """Send on a seeded arrival schedule (workloads/arrivals.py): the same for every arm of a
+        repeat, stored in the run directory; each record keeps its lateness."""
+        wl = self.matrix.workload
+        rate = float(wl.request_rate or 0.0)
+        seed = self.matrix.seed * 1000 + cell.repeat
+        offsets = arrivals.schedule(len(phase), rate, wl.burstiness, seed, wl.ramp_up_s)
+        name = f"{cell.arm}-r{cell.repeat}-{phase[0].phase}"
+        info = {"rate": rate, "burstiness": wl.burstiness, "ramp_up_s": wl.ramp_up_s, "seed": seed}
+        arrivals.save_schedule(self.store.root, name, {**info, "cap": cap, "offsets_s": offsets})
+
+        async def send(req: RequestSpec, timing: dict[str, Any]) -> None:
+            if server.alive():
+                await self._one(client, server, cell, req, warmup=False, timing={**timing, "arrival": info})
+
+        await arrivals.open_loop(phase, offsets, cap, send)
 
     async def _fit(
         self, client: httpx.AsyncClient, server: Server, requests: tuple[RequestSpec, ...]
@@ -255,7 +279,13 @@ class Runner:
         self.store.save_fitted_prompts(self._fitted)
 
     async def _one(
-        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, req: RequestSpec, warmup: bool
+        self,
+        client: httpx.AsyncClient,
+        server: Server,
+        cell: RunSpec,
+        req: RequestSpec,
+        warmup: bool,
+        timing: dict[str, Any] | None = None,
     ) -> None:
         fitted = self._fitted.get(req.prompt_id)
         messages = fitted["messages"] if fitted else list(req.messages)
@@ -280,6 +310,7 @@ class Runner:
             "wall_start": wall0,
             "concurrency": req.concurrency or cell.concurrency,
             "request": req.echo(fitted["tokens"] if fitted else None),
+            **(timing or {}),
             **result,
         }
         if self._writer is not None:
