@@ -160,3 +160,23 @@ def test_a_connection_closed_before_any_reply_is_sent_once_more() -> None:
 def test_a_second_close_is_an_error_not_a_loop() -> None:
     rec = _stream_once([None, None, OK_REPLY])
     assert rec["error"]["type"] == "ServerDisconnectedError" and rec["chunks"] == []
+
+
+def test_a_server_silent_past_the_read_timeout_is_an_error_with_what_arrived() -> None:
+    async def go() -> dict[str, Any]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(OK_REPLY[: OK_REPLY.index(b"data: [DONE]")])  # everything but the end
+            await writer.drain()
+            await asyncio.sleep(2.0)
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        async with server, open_streamer(0.3, 1) as session:
+            return await stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", body, 0.3)
+
+    rec = asyncio.run(go())
+    assert rec["error"]["type"] in ("ServerTimeoutError", "SocketTimeoutError", "TimeoutError")
+    assert rec["usage"]["completion_tokens"] == 4 and len(rec["chunks"]) == 4

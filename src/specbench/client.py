@@ -53,9 +53,10 @@ async def open_streamer(timeout: float, concurrency: int) -> AsyncIterator[aioht
     """The session measured requests stream through: one keep-alive connection per request in
     flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
     connector = aiohttp.TCPConnector(limit=max(concurrency, 1) + 4, limit_per_host=0, ttl_dns_cache=None)
-    async with aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=timeout)
-    ) as session:
+    # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
+    # server for ``timeout`` seconds is.
+    limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+    async with aiohttp.ClientSession(connector=connector, timeout=limits) as session:
         yield session
 
 
