@@ -4,7 +4,8 @@ While a cell's requests stream, :class:`LoopLag` sleeps a fixed period on the sa
 and records how late each wake-up came. A loop that wakes late stamps chunks late too: when it
 falls behind, queued chunks drain in a burst, gaps shrink towards zero and TTFT grows — the
 figures then describe the client, not the server. :func:`client_lag_findings` turns the lag kept
-in each cell into a CLIENT_BEHIND finding when it is large next to the arm's inter-token latency.
+in each cell into a CLIENT_BEHIND finding when it is large next to the arm's time per output token
+(TPOT, not the median ITL: a server that sends in bursts has a median ITL near zero).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ import pandas as pd
 from specbench.checks import Finding
 
 PERIOD_S = 0.01  # 100 wake-ups a second: a few µs of CPU, fine enough to see a stall
-LAG_FLOOR_MS = 1.0  # below this, lag is timer and scheduler noise
-LAG_SHARE = 0.25  # lag p99 above this share of the arm's median ITL distorts per-token timing
+LAG_FLOOR_MS = 2.0  # below this, lag is timer and scheduler noise on a shared machine
+LAG_SHARE = 0.5  # lag p99 above half the arm's median TPOT distorts per-token timing
 
 
 class LoopLag:
@@ -58,7 +59,7 @@ class LoopLag:
 
 def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[Finding]:
     """CLIENT_BEHIND per arm whose worst cell's loop-lag p99 is both above the noise floor and a
-    sizeable share of the arm's median inter-token latency (its timing figures are the client's)."""
+    sizeable share of the arm's median TPOT (its timing figures are partly the client's)."""
     worst: dict[str, dict[str, Any]] = {}
     for cell in cells:
         lag = cell.get("client_lag") or {}
@@ -66,16 +67,16 @@ def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[F
             worst[cell["arm"]] = {**lag, "repeat": cell.get("repeat")}
     out = []
     for arm, lag in sorted(worst.items()):
-        itl = df.loc[df["arm"] == arm, "itl_ms"].median() if "itl_ms" in df and not df.empty else np.nan
-        limit = max(LAG_FLOOR_MS, LAG_SHARE * itl) if np.isfinite(itl) else LAG_FLOOR_MS
+        tpot = df.loc[df["arm"] == arm, "tpot_ms"].median() if "tpot_ms" in df and not df.empty else np.nan
+        limit = max(LAG_FLOOR_MS, LAG_SHARE * tpot) if np.isfinite(tpot) else LAG_FLOOR_MS
         if lag["p99_ms"] > limit:
-            itl_text = f"{itl:.2f} ms" if np.isfinite(itl) else "unknown"
+            tpot_text = f"{tpot:.2f} ms" if np.isfinite(tpot) else "unknown"
             out.append(
                 Finding(
                     "CLIENT_BEHIND",
                     (arm,),
                     f"the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
-                    f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median ITL of {itl_text}: "
+                    f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median TPOT of {tpot_text}: "
                     "chunk stamps were late and bunched, so TTFT/ITL partly measure the client "
                     "(lower the concurrency, or give the client its own cores).",
                 )
