@@ -52,7 +52,11 @@ def chat_body(
 async def open_streamer(timeout: float, concurrency: int) -> AsyncIterator[aiohttp.ClientSession]:
     """The session measured requests stream through: one keep-alive connection per request in
     flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
-    connector = aiohttp.TCPConnector(limit=max(concurrency, 1) + 4, limit_per_host=0, ttl_dns_cache=None)
+    # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
+    # request is rarely sent on a socket the server is closing.
+    connector = aiohttp.TCPConnector(
+        limit=max(concurrency, 1) + 4, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=1.0
+    )
     # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
     # server for ``timeout`` seconds is.
     limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
@@ -165,10 +169,10 @@ async def _aiohttp_stream(
         try:
             await _aiohttp_once(session, url, body, rec)
             return
-        except aiohttp.ServerDisconnectedError as exc:
-            # A pooled keep-alive connection the server had already closed (cpp-httplib closes
-            # after a few requests per connection): nothing was sent back, so send once more on
-            # a fresh connection, timed from the new send. Anything else is data.
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            # A pooled keep-alive connection the server had already closed or reset (cpp-httplib
+            # closes idle ones): nothing was sent back, so send once more on a fresh
+            # connection, timed from the new send. Anything else is data.
             if attempt == 0 and rec.t_headers is None and not rec.pieces:
                 rec.t0, rec.retried = time.perf_counter_ns(), "stale connection"
                 continue
