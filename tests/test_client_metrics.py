@@ -152,3 +152,11 @@ def test_records_before_schema_2_read_as_before() -> None:
     assert metrics.chunk_tokens(rec) is None
     assert metrics.itl_ms(rec) == pytest.approx(3.0 * 2 / 3)  # median gap 3 ms × (3−1)/(4−1)
     assert metrics.tokens_per_chunk(rec) == 4 / 3 and metrics.chunk_itl_ms(rec) == 3.0
+
+
+def test_a_response_read_in_one_go_takes_the_servers_decode_rate() -> None:
+    """All token chunks stamped by one read: the client's window is 0, so it cannot time decode."""
+    chunks = [[5_000_000, t, None, None, None, n] for n, t in enumerate("abcd", start=1)]
+    rec = {"chunks": chunks, "usage": {"completion_tokens": 4}, "timings": {"predicted_per_second": 8000.0}}
+    assert metrics.decode_window_ms(rec) == 0.0 and metrics.decode_tok_s(rec) == 8000.0
+    assert np.isnan(metrics.decode_tok_s({**rec, "timings": None}))

@@ -76,8 +76,12 @@ def tpot_ms(rec: Record) -> float:
 
 
 def decode_tok_s(rec: Record) -> float:
-    """(output_tokens − 1) / (t_last − t_first), measured by the client."""
+    """(output_tokens − 1) / (t_last − t_first), measured by the client. When every token chunk
+    arrived in one socket read (a tiny model answering in a few ms) the client cannot time the
+    decode at all; the server's own rate (llama.cpp ``timings``) stands in, NaN if it has none."""
     tpot = tpot_ms(rec)
+    if tpot == 0.0:
+        return server_decode_tok_s(rec)
     return 1000.0 / tpot if tpot and tpot > 0 else np.nan
 
 
