@@ -11,6 +11,7 @@ import pandas as pd
 
 from specbench import adaptive, bimodality, checks, evidence, launches, machine, sources, stability, stats
 from specbench.checks import Finding
+from specbench.clientlag import client_lag_findings, schedule_findings
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
 from specbench.findings import SEVERITY_ORDER
@@ -102,6 +103,8 @@ def findings(run: RunData) -> list[Finding]:
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
     out += _evidence_findings(run)
+    out += client_lag_findings(run.cells, run.df)
+    out += schedule_findings(run.records)
     out += _statistical_findings(run)
     return sorted(out, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
 

@@ -75,6 +75,11 @@ class WorkloadSpec(_Frozen):
         default_factory=dict,
         description="merged into every request, e.g. chat_template_kwargs, reasoning budget",
     )
+    request_rate: float | None = Field(
+        None, gt=0.0, description="open loop: requests per second (default: closed loop)"
+    )
+    burstiness: float = Field(1.0, gt=0.0, description="gamma shape of the arrivals: 1 Poisson, <1 burstier")
+    ramp_up_s: float = Field(0.0, ge=0.0, description="open loop: ramp the rate up linearly over this")
 
     @property
     def label(self) -> str:

@@ -24,16 +24,19 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from specbench import serverlog
-from specbench.client import chat_body, stream_chat
+from specbench.client import Session, chat_body, open_streamer, stream_chat
+from specbench.clientlag import LoopLag
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError, PortTakenError
 from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
+from specbench.recordwriter import RecordWriter
 from specbench.redact import flag_values
 from specbench.store import RunStore, now_iso
 from specbench.theory.machine import record_machine_probe
+from specbench.workloads import arrivals
 from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
@@ -43,8 +46,15 @@ PORT_RETRIES = 3
 START_ATTEMPTS = 2  # an engine that dies before answering /health is launched once more
 HEALTH_TIMEOUT = 5.0  # the watchdog's patience after a failed request
 # Transport failures worth one more try on a server that still answers /health.
-_RETRYABLE = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "ConnectError"})
-_TIMEOUTS = frozenset({"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout"})
+# Error type names of both transports (httpx for the fakes, aiohttp for measured requests).
+_RETRYABLE = frozenset(
+    {"RemoteProtocolError", "ReadError", "WriteError", "ConnectError", "ServerDisconnectedError",
+     "ClientOSError", "ClientConnectorError", "ClientPayloadError"}
+)  # fmt: skip
+_TIMEOUTS = frozenset(
+    {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutError",
+     "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
+)  # fmt: skip
 Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
 
 
@@ -73,6 +83,8 @@ class Runner:
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
+    _writer: RecordWriter | None = None  # records written off the event loop (recordwriter.py)
+    _session: Session | None = None  # the streaming session measured requests go through
 
     # -- plan -------------------------------------------------------------------------------
     def todo(self, cell: RunSpec, done: set[tuple[str, str, int]]) -> list[RequestSpec]:
@@ -198,7 +210,15 @@ class Runner:
             "pid": server.process.pid if server.process else None,
         }
         probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
-        asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        # Only a plain run directory is written from a thread; a store that relays records
+        # elsewhere (the Ray executor's) keeps its own synchronous append_record.
+        self._writer = RecordWriter(self.store) if type(self.store) is RunStore else None
+        try:
+            asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        finally:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.close()
         pid = server.process.pid if server.process else None
         info["machine_load"] = probe.finish(pid, threads_arg(cell.args))
         info["ended_at"] = now_iso()
@@ -216,7 +236,11 @@ class Runner:
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
     ) -> None:
         headers = _auth_headers(self.api_key, cell.args)
-        async with httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client:
+        peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
+        async with (
+            httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client,
+            open_streamer(self.matrix.request_timeout, peak, headers) as self._session,
+        ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
@@ -225,8 +249,11 @@ class Runner:
             # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
             # they can be compared with the per-request timings (acceptance sources).
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
+            lag = LoopLag()
+            lag.start()
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
+            info["client_lag"] = await lag.stop()
             if server.hung:
                 info["hung"] = server.hung
             else:
@@ -244,7 +271,11 @@ class Runner:
     async def _run_phase(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]
     ) -> None:
-        limit = asyncio.Semaphore(phase[0].concurrency or cell.concurrency)
+        cap = phase[0].concurrency or cell.concurrency
+        if self.matrix.workload.request_rate:
+            await self._open_loop(client, server, cell, phase, cap)
+            return
+        limit = asyncio.Semaphore(cap)
 
         async def bounded(req: RequestSpec) -> None:
             async with limit:
@@ -252,6 +283,25 @@ class Runner:
                     await self._one(client, server, cell, req, warmup=False)
 
         await asyncio.gather(*(bounded(r) for r in phase))
+
+    async def _open_loop(
+        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec], cap: int
+    ) -> None:
+        """Send on a seeded arrival schedule (workloads/arrivals.py): the same for every arm of a
+        repeat, stored in the run directory; each record keeps its lateness."""
+        wl = self.matrix.workload
+        rate = float(wl.request_rate or 0.0)
+        seed = self.matrix.seed * 1000 + cell.repeat
+        offsets = arrivals.schedule(len(phase), rate, wl.burstiness, seed, wl.ramp_up_s)
+        name = f"{cell.arm}-r{cell.repeat}-{phase[0].phase}"
+        info = {"rate": rate, "burstiness": wl.burstiness, "ramp_up_s": wl.ramp_up_s, "seed": seed}
+        arrivals.save_schedule(self.store.root, name, {**info, "cap": cap, "offsets_s": offsets})
+
+        async def send(req: RequestSpec, timing: dict[str, Any]) -> None:
+            if server.alive():
+                await self._one(client, server, cell, req, warmup=False, timing={**timing, "arrival": info})
+
+        await arrivals.open_loop(phase, offsets, cap, send)
 
     async def _fit(
         self, client: httpx.AsyncClient, server: Server, requests: tuple[RequestSpec, ...]
@@ -290,7 +340,13 @@ class Runner:
         self.store.save_fitted_prompts(self._fitted)
 
     async def _one(
-        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, req: RequestSpec, warmup: bool
+        self,
+        client: httpx.AsyncClient,
+        server: Server,
+        cell: RunSpec,
+        req: RequestSpec,
+        warmup: bool,
+        timing: dict[str, Any] | None = None,
     ) -> None:
         fitted = self._fitted.get(req.prompt_id)
         messages = fitted["messages"] if fitted else list(req.messages)
@@ -300,7 +356,8 @@ class Runner:
         body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
-        result = await self._request(client, server, url, body)
+        session = self._session if self._session is not None else client
+        result = await self._request(session, client, server, url, body)
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
@@ -314,26 +371,30 @@ class Runner:
             "wall_start": wall0,
             "concurrency": req.concurrency or cell.concurrency,
             "request": req.echo(fitted["tokens"] if fitted else None),
+            **(timing or {}),
             **result,
         }
-        self.store.append_record(record)
+        if self._writer is not None:
+            self._writer.append(record)
+        else:
+            self.store.append_record(record)
         server.expected_lines += self.engine.expected_log_lines(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
 
     async def _request(
-        self, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
+        self, session: Session, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         """One streamed request; after a transport failure or timeout the watchdog asks /health:
         no answer marks the server hung (the cell stops), an answer earns a dropped connection
         one more try (the first error is kept in ``retried``)."""
-        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        result = await stream_chat(session, url, body, self.matrix.request_timeout)
         kind = (result["error"] or {}).get("type")
         if kind not in _RETRYABLE | _TIMEOUTS or not server.alive():
             return result
         if not await self._answers_health(client, server):
             server.hung = f"no /health answer within {HEALTH_TIMEOUT:g} s after {kind}"
         elif kind in _RETRYABLE:
-            again = await stream_chat(client, url, body, self.matrix.request_timeout)
+            again = await stream_chat(session, url, body, self.matrix.request_timeout)
             return {**again, "retried": result["error"]}
         return result
 

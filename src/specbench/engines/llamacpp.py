@@ -113,7 +113,10 @@ class LlamaCppEngine(Engine):
         }
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
-        return {"ignore_eos": True} if ignore_eos else {}
+        # timings_per_token: timings (with the running predicted_n) in every streamed chunk, so
+        # each chunk's token count is known and ITL is per token, not per chunk.
+        extras: dict[str, Any] = {"timings_per_token": True}
+        return {**extras, "ignore_eos": True} if ignore_eos else extras
 
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
         names = {

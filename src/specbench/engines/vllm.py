@@ -146,6 +146,8 @@ class VllmEngine(Engine):
         unset fields fall back to the model's generation_config, which differs between models
         and versions (so set the sampling fields explicitly)."""
         extras: dict[str, Any] = {"min_p": 0.0, "repetition_penalty": 1.0}
+        # Usage in every chunk, so each chunk's token count is known (per-token ITL).
+        extras["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         return {**extras, "ignore_eos": True} if ignore_eos else extras
 
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
