@@ -26,10 +26,12 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# Build (or find) llama-server before pytest: the first build takes ~15-20 min on 2 cores, longer
-# than pytest-timeout allows one test; later calls return at once from the cache.
+# Build (or find) llama-server and install vLLM's CPU build before pytest: the first build takes
+# ~15-20 min on 2 cores and the vLLM venv ~5 min (3.4 GB), longer than pytest-timeout allows one
+# test; later calls return at once from the cache (~/.cache/specbench, or $$SPECBENCH_CACHE).
 engine: $(STAMP)
 	$(BIN)/specbench engine install llamacpp
+	$(BIN)/specbench engine install vllm
 
 # Headless Chromium and a CJK font for tests/report/test_browser.py (it skips without chromium).
 # Installed with apt-get where we are root on Debian/Ubuntu (CI is); elsewhere a note says how.

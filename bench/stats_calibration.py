@@ -60,8 +60,10 @@ def fit(d: Array, confidence: Array | float) -> tuple[Array, Array, Array]:
     pooled = s2_m <= rss / dof_e / p
     s2 = np.where(pooled, ((r - 1) * s2_m * p + rss) / (r - 1 + dof_e), s2_m * p)
     dof = np.where(pooled, r - 1 + dof_e, r - 1)
-    half = sps.t.ppf(0.5 + np.asarray(confidence) / 2, dof) * np.sqrt(s2 / p / r)
-    mu = means.mean(axis=1)
+    n_even, n_odd = (r + 1) // 2, r // 2  # launch pairs started by each arm (ABBA by parity)
+    c = (1 / n_even + 1 / n_odd) / 4 if n_odd else 1 / r
+    half = sps.t.ppf(0.5 + np.asarray(confidence) / 2, dof) * np.sqrt(s2 / p * c)
+    mu = (means[:, 0::2].mean(axis=1) + means[:, 1::2].mean(axis=1)) / 2 if n_odd else means.mean(axis=1)
     return mu, mu - half, mu + half
 
 

@@ -28,7 +28,7 @@ def test_a_clear_loser_stops_early_an_a_a_arm_never_differs_and_resume_continues
     """α 0, K 8 on the tiny (compute-bound) model is ×0.6; "same" is the baseline again. The run is
     interrupted before the first look (three launch pairs) and resumed from the command line."""
     pair = lab_pair(arch="dense", alpha=0.0)
-    max_repeats = 8
+    max_repeats = 12
     matrix = write_matrix(
         tmp_path,
         pair,

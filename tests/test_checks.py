@@ -172,3 +172,104 @@ def test_toolcall_mismatch_on_name_keys_or_json() -> None:
     broken = call_record("spec", "get_weather", ['{"city": "Lis'])
     (found,) = checks.toolcall_mismatch([base, broken], ["base", "spec"], "base")
     assert found.code == "TOOLCALL_MISMATCH" and "1 with invalid JSON" in found.evidence
+
+
+# -- issue 15: speculation state, comparable sources, self-draft ------------------------------
+NGRAM = ["--spec-type", "ngram-mod"]
+
+
+def test_no_drafts_when_the_server_says_speculation_is_on() -> None:
+    df = frame("ngram", [0.0] * 10, [0.0] * 10)
+    cells = [{"arm": "ngram", "server": {"slots_speculative": [True]}, "log_lines": []}]
+    (found,) = checks.silent_fallback("ngram", NGRAM, df, cells, [])
+    assert found.code == "NO_DRAFTS" and found.severity == "warning"
+    assert "/slots reports speculative=true" in found.evidence and "100% of 10 requests" in found.evidence
+
+
+def test_zero_cell_counters_without_the_servers_word_are_a_fallback() -> None:
+    # vLLM without per-request metrics: the counters exist but never moved in the whole cell.
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}']
+    unknown = frame("ngram", [float("nan")] * 10, [float("nan")] * 10)
+    zero = {"drafts": 5.0, "draft_tokens": 20.0, "accepted": 10.0}
+    cells = [{"arm": "ngram", "metrics_before": {"spec": zero}, "metrics_after": {"spec": zero}}]
+    (found,) = checks.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
+    assert found.code == "SILENT_FALLBACK" and "drafted 0 tokens over 1 cell" in found.evidence
+
+
+def log_line(accepted: int, drafted: int) -> str:
+    head = "slot print_timing: id  0 | task 3 | draft acceptance = 0.5"
+    return f"{head} ({accepted:5d} accepted / {drafted:5d} generated)"
+
+
+def test_a_log_that_misses_the_last_requests_line_is_partial_not_a_disagreement() -> None:
+    df = frame("a", [30.0, 25.0], [20.0, 16.0]).assign(repeat=0)
+    cells = [
+        {
+            "arm": "a",
+            "repeat": 0,
+            "log_window": "measured",
+            "metrics_before": {"spec": {"drafts": 0, "draft_tokens": 0, "accepted": 0}},
+            "metrics_after": {"spec": {"drafts": 20, "draft_tokens": 55, "accepted": 36}},
+            "log_lines": [log_line(20, 30)],  # the second request's line was not written yet
+        }
+    ]
+    sources = checks.acceptance_sources("a", df, cells)
+    assert sources["log"]["partial"] and "lines for 1 of 2 drafting requests" in sources["log"]["coverage"]
+    assert checks.acceptance_artefact("a", df, sources) == []
+    cells[0]["log_lines"] = [log_line(20, 30), log_line(10, 25)]  # complete, and it disagrees
+    (found,) = checks.acceptance_artefact("a", df, checks.acceptance_sources("a", df, cells))
+    assert "disagree over the same measured requests" in found.evidence and "log 0.545" in found.evidence
+
+
+def test_a_log_read_over_the_whole_launch_is_partial() -> None:
+    df = frame("a", [30.0], [20.0]).assign(repeat=0)
+    cells = [{"arm": "a", "repeat": 0, "log_lines": [log_line(20, 30), log_line(9, 9)]}]  # warm-up in
+    sources = checks.acceptance_sources("a", df, cells)
+    assert sources["log"]["partial"] and "warm-ups included" in sources["log"]["coverage"]
+    assert checks.acceptance_artefact("a", df, sources) == []
+
+
+def test_vllm_interval_log_is_partial_and_acceptance_falls_back_to_counters() -> None:
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}']
+    df = frame("ngram", [float("nan")] * 4, [float("nan")] * 4).assign(repeat=0)
+    line = "SpecDecoding metrics: Mean acceptance length: 2.5, Accepted: 72 tokens, Drafted: 100 tokens"
+    cells = [
+        {
+            "arm": "ngram",
+            "repeat": 0,
+            "metrics_before": {"spec": {"drafts": 0, "draft_tokens": 0, "accepted": 0}},
+            "metrics_after": {"spec": {"drafts": 160, "draft_tokens": 642, "accepted": 496}},
+            "log_lines": [line],
+        }
+    ]
+    sources = checks.acceptance_sources("ngram", df, cells, VllmEngine())
+    if "log" in sources:
+        assert sources["log"]["partial"]
+    assert checks.acceptance_artefact("ngram", df, sources) == []
+    assert checks.silent_fallback("ngram", spec, df, cells, [], VllmEngine()) == []
+    from specbench.sources import arm_acceptance
+
+    assert arm_acceptance(sources) == (pytest.approx(496 / 642), "metrics")
+
+
+def test_a_self_draft_is_recognised(tmp_path: Any) -> None:
+    target = tmp_path / "t.gguf"
+    target.write_bytes(b"x")
+    found = checks.self_draft("self", ["-md", str(target), "--spec-type", "draft-simple"], str(target))
+    assert found is not None and found.code == "SELF_DRAFT" and found.severity == "info"
+    assert checks.self_draft("d", ["-md", str(tmp_path / "d.gguf")], str(target)) is None
+
+
+def test_a_large_slowdown_outranks_a_doubtful_acceptance() -> None:
+    from specbench.analysis import spec_loss_severity
+
+    assert spec_loss_severity(0.15) == "error"  # ×0.133 (CI up to 0.15): a 7.5× slowdown
+    assert spec_loss_severity(0.97) == "warning"
+
+
+def test_per_request_spec_metrics_is_a_speculative_only_flag_not_a_confound() -> None:
+    spec = ["--speculative-config", '{"method": "ngram"}', "--per-request-spec-decode-metrics", "summary"]
+    arms = {"baseline": [], "ngram": spec}
+    assert checks.confounds(arms, "baseline", engine=VllmEngine()) == []
+    assert not checks.speculates(["--per-request-spec-decode-metrics", "summary"], VllmEngine())
+    assert checks.speculates(spec, VllmEngine())

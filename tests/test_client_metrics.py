@@ -119,3 +119,44 @@ def test_frame_skips_errors_and_warmups() -> None:
     df = metrics.frame([ok, {**ok, "warmup": True}, {**ok, "error": {"type": "x"}}])
     assert len(df) == 1 and df["e2e_ms"].iloc[0] == 5.0
     assert bool(df["stopped_early"].iloc[0]) is False  # unknown output tokens: not claimed early
+
+
+def test_per_token_itl_from_running_counts_sent_with_each_chunk() -> None:
+    """vLLM's continuous_usage_stats (usage in every chunk) and llama.cpp's timings_per_token
+    (timings in every chunk) both give the running token count: 1, then 3, then 1 token."""
+
+    def counted(content: str, n: int, key: str) -> dict[str, Any]:
+        extra = {"usage": {"completion_tokens": n}} if key == "usage" else {"timings": {"predicted_n": n}}
+        return {**delta(content), **extra}
+
+    for key in ("usage", "timings"):
+        parts = sse(counted("a", 1, key), counted("bcd", 4, key), counted("e", 5, key), "[DONE]")
+        rec = record(parts, pause=0.01)
+        assert [c[5] for c in rec["chunks"]] == [1, 4, 5]
+        assert metrics.chunk_tokens(rec) == [1, 3, 1] and metrics.tokens_per_chunk(rec) == 5 / 3
+        g1, g2 = np.diff([c[0] for c in rec["chunks"]]) / 1e6
+        per_token = [g1 / 3] * 3 + [g2]
+        assert metrics.itl_ms(rec) == pytest.approx(np.median(per_token))
+        assert metrics.itl_p99_ms(rec) == pytest.approx(np.percentile(per_token, 99))
+        assert metrics.chunk_itl_ms(rec) == pytest.approx(np.median([g1, g2]))
+
+
+def test_records_before_schema_2_read_as_before() -> None:
+    """Five-field chunk rows (schema 1): per-token ITL falls back to chunks scaled by tokens."""
+    chunks = [
+        [0, "a", None, None, None],
+        [2_000_000, "bc", None, None, None],
+        [6_000_000, "d", None, None, "stop"],
+    ]
+    rec = {"chunks": chunks, "usage": {"completion_tokens": 4}, "t_end_ns": 7_000_000, "error": None}
+    assert metrics.chunk_tokens(rec) is None
+    assert metrics.itl_ms(rec) == pytest.approx(3.0 * 2 / 3)  # median gap 3 ms × (3−1)/(4−1)
+    assert metrics.tokens_per_chunk(rec) == 4 / 3 and metrics.chunk_itl_ms(rec) == 3.0
+
+
+def test_a_response_read_in_one_go_takes_the_servers_decode_rate() -> None:
+    """All token chunks stamped by one read: the client's window is 0, so it cannot time decode."""
+    chunks = [[5_000_000, t, None, None, None, n] for n, t in enumerate("abcd", start=1)]
+    rec = {"chunks": chunks, "usage": {"completion_tokens": 4}, "timings": {"predicted_per_second": 8000.0}}
+    assert metrics.decode_window_ms(rec) == 0.0 and metrics.decode_tok_s(rec) == 8000.0
+    assert np.isnan(metrics.decode_tok_s({**rec, "timings": None}))

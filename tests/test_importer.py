@@ -313,3 +313,23 @@ def test_round_trip_native_run_through_csv(tmp_path: Path) -> None:
     assert imported.records[0]["category"] == "qa" and imported.records[0]["workload"] == "chat"
     cols = ["tpot_ms", "itl_ms", "output_tokens", "stopped_early"]
     pd.testing.assert_frame_equal(imported.df[cols], native.df[cols])
+
+
+# -- issue 15: imported arms get the speculation checks ------------------------------------------
+def test_a_declared_speculative_arm_that_never_drafts_is_a_silent_fallback(tmp_path: Path) -> None:
+    # No flag column says which arm speculates: the user declares it.
+    data = rows("base", 50.0) + rows("spec", 50.0, seed=1) + rows("rerun", 50.0, seed=2)
+    path = write_csv(tmp_path / "r.csv", data)
+    import_file(path, tmp_path / "run", baseline="base", speculative=["spec"], controls=["rerun"])
+    found = codes(analysis.load_run(tmp_path / "run"))
+    assert found["SILENT_FALLBACK"] == {("spec",)}
+    with pytest.raises(ConfigError, match="--speculative/--control 'nope' is not an arm"):
+        import_file(path, tmp_path / "run2", speculative=["nope"])
+
+
+def test_speculation_is_inferred_from_draft_columns(tmp_path: Path) -> None:
+    data = rows("base", 50.0) + rows("spec", 70.0, drafted=32, accepted=32, seed=1)
+    import_file(write_csv(tmp_path / "r.csv", data), tmp_path / "run")
+    run = analysis.load_run(tmp_path / "run")
+    assert run.baseline == "base" and run.speculates("spec") and not run.speculates("base")
+    assert codes(run)["ACCEPTANCE_ARTEFACT"] == {("spec",)}

@@ -9,10 +9,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import adaptive, bimodality, checks, launches, stability, stats
+from specbench import adaptive, bimodality, checks, evidence, launches, machine, sources, stability, stats
 from specbench.checks import Finding
+from specbench.clientlag import client_lag_findings, schedule_findings
 from specbench.engines import engine_for_analysis
 from specbench.engines.base import Engine
+from specbench.findings import SEVERITY_ORDER
 from specbench.metrics import frame
 from specbench.store import RunStore
 
@@ -70,6 +72,13 @@ def pooled_acceptance(df: pd.DataFrame) -> float:
     return float(df["draft_accepted"].sum() / drafted) if drafted > 0 else float("nan")
 
 
+def arm_acceptance(run: RunData, arm: str) -> tuple[float, str]:
+    """Pooled acceptance and its source: per-request timings, else /metrics counter deltas."""
+    if not run.speculates(arm):
+        return pooled_acceptance(run.df[run.df["arm"] == arm]), "timings"
+    return sources.arm_acceptance(checks.acceptance_sources(arm, run.df, run.cells, run.engine))
+
+
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
     """Each measured arm vs the baseline: ratio, 95 % CI of the launch-level mixed model (prompts
     paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
@@ -88,18 +97,41 @@ def findings(run: RunData) -> list[Finding]:
     engine = run.engine
     patterns = engine.fallback_patterns()
     for arm in run.arms:
-        args = run.arm_args(arm)
-        out += checks.silent_fallback(arm, args, run.df, run.cells, patterns, engine)
-        if checks.speculates(args, engine):
-            sources = checks.acceptance_sources(arm, run.df, run.cells, engine)
-            out += checks.acceptance_artefact(arm, run.df, sources)
+        out += _speculation_findings(run, arm, patterns)
     if run.baseline in run.arms:
         out += checks.confounds({a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine)
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
+    out += _evidence_findings(run)
+    out += client_lag_findings(run.cells, run.df)
+    out += schedule_findings(run.records)
     out += _statistical_findings(run)
-    order = {"error": 0, "warning": 1, "info": 2}
-    return sorted(out, key=lambda f: order.get(f.severity, 3))
+    return sorted(out, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
+def _evidence_findings(run: RunData) -> list[Finding]:
+    """What the records and cells say about the measurement itself: cache, client vs server, load."""
+    arms = run.measured_arms
+    return (
+        evidence.cached_prefill(run.df, arms)
+        + evidence.client_server_disagreement(run.df, arms)
+        + machine.busy_findings(run.cells, arms)
+    )
+
+
+def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[Finding]:
+    """Speculation state, acceptance sources and self-draft for one arm configured to speculate."""
+    args, engine = run.arm_args(arm), run.engine
+    if not checks.speculates(args, engine):
+        return []
+    out = checks.silent_fallback(arm, args, run.df, run.cells, patterns, engine)
+    found = checks.acceptance_sources(arm, run.df, run.cells, engine)
+    artefacts = checks.acceptance_artefact(arm, run.df, found)
+    selfdraft = checks.self_draft(arm, args, str(run.manifest.get("matrix", {}).get("model", "")), engine)
+    if selfdraft is not None:  # 100 % is expected of a self-draft: say so instead of "artefact"
+        artefacts = [f for f in artefacts if "accepted == drafted" not in f.evidence]
+        out.append(selfdraft)
+    return out + artefacts
 
 
 def _statistical_findings(run: RunData) -> list[Finding]:
@@ -113,12 +145,18 @@ def _statistical_findings(run: RunData) -> list[Finding]:
         bimodal = bimodality.bimodality(run.df.loc[run.df["arm"] == arm, "decode_tok_s"].to_numpy())
         if bimodal.bimodal:
             modes = " and ".join(f"{m:.1f}" for m in bimodal.modes)
+            busy = machine.busy_cells(run.cells, arm)
+            why = (
+                f"the machine was busy during {len(busy)} of its cells ({busy[0]}): the modes may be the "
+                "load, not the workload"
+                if busy
+                else "see the per-category breakdown"
+            )
             out.append(
                 Finding(
                     "BIMODAL",
                     (arm,),
-                    f"{arm}: decode tok/s has two modes ({modes}); the mean describes "
-                    "neither — see the per-category breakdown.",
+                    f"{arm}: decode tok/s has two modes ({modes}); the mean describes neither — {why}.",
                 )
             )
     cmps = comparisons(run)
@@ -131,7 +169,7 @@ def _statistical_findings(run: RunData) -> list[Finding]:
                     (arm, run.baseline),
                     f"{arm} is slower than {run.baseline}: decode speed ×{cmp.ratio:.3f} "
                     f"({stats.ci_label(cmp)} CI {cmp.ci_low:.3f}–{cmp.ci_high:.3f}).",
-                    "info",
+                    spec_loss_severity(cmp.ci_high),
                 )
             )
     return out
@@ -153,12 +191,22 @@ def _low_n_findings(run: RunData, cmps: dict[str, stats.Comparison]) -> list[Fin
     ]
 
 
+LARGE_LOSS = 0.8  # CI upper bound below this: at least a 20 % slowdown, whatever the noise
+
+
+def spec_loss_severity(ci_high: float) -> str:
+    """A significant slowdown is a warning; one whose whole CI lies below ×0.8 is an error, above a
+    doubtful acceptance figure (warning) — a user publishing that arm publishes a loss."""
+    return "error" if ci_high < LARGE_LOSS else "warning"
+
+
 def arm_summary(run: RunData) -> pd.DataFrame:
     """One row per arm: counts, medians, acceptance, speedup with CI and verdict."""
     cmps = comparisons(run)
     rows = []
     for arm in run.arms:
         sub = run.df[run.df["arm"] == arm]
+        rate, source = arm_acceptance(run, arm)
         failed = sum(1 for r in run.records if r["arm"] == arm and r.get("error") and not r.get("warmup"))
         rows.append(
             {
@@ -169,7 +217,8 @@ def arm_summary(run: RunData) -> pd.DataFrame:
                 "ttft_ms": sub["ttft_ms"].median(),
                 "decode_tok_s": sub["decode_tok_s"].median(),
                 "e2e_ms": sub["e2e_ms"].median(),
-                "acceptance": pooled_acceptance(sub),
+                "acceptance": rate,
+                "acceptance_source": source,
                 "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
                 "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
                 "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,

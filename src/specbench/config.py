@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from specbench.errors import ConfigError
+from specbench.matrix_files import resolve_matrix_files
 from specbench.tunespec import TuneSpec
 
 EngineKind = Literal["llamacpp", "vllm", "sglang", "openai"]
@@ -47,6 +48,9 @@ class _Frozen(BaseModel):
 class WorkloadSpec(_Frozen):
     """What to send. ``suite`` picks prompts and shapes; the rest override the suite."""
 
+    name: str | None = Field(
+        None, description="names the workload in records and the report (default: the suite's name)"
+    )
     suite: str = "single"
     max_tokens: int | None = Field(None, gt=0, le=MAX_TOKENS, description="default: the suite's")
     temperature: float = Field(0.0, ge=0.0, le=100.0, allow_inf_nan=False)
@@ -72,6 +76,24 @@ class WorkloadSpec(_Frozen):
         default_factory=dict,
         description="merged into every request, e.g. chat_template_kwargs, reasoning budget",
     )
+    request_rate: float | None = Field(
+        None, gt=0.0, description="open loop: requests per second (default: closed loop)"
+    )
+    burstiness: float = Field(1.0, gt=0.0, description="gamma shape of the arrivals: 1 Poisson, <1 burstier")
+    ramp_up_s: float = Field(0.0, ge=0.0, description="open loop: ramp the rate up linearly over this")
+
+    @property
+    def label(self) -> str:
+        return self.name or self.suite
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_a_word(cls, name: str | None) -> str | None:
+        """It keys records and names report sections: a word, like an arm name."""
+        try:
+            return None if name is None else check_arm_name(name)
+        except ValueError:
+            raise ValueError(f"workload names may use letters, digits, '-' and '_' only: {name!r}") from None
 
     @field_validator("lengths", "levels")
     @classmethod
@@ -96,6 +118,9 @@ class Matrix(_Frozen):
     arms: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {"baseline": tuple[str, ...]()})
     baseline: str = "baseline"
     workload: WorkloadSpec = WorkloadSpec()
+    workloads: tuple[WorkloadSpec, ...] = Field(
+        (), description="several workloads on the same arms, each judged on its own (instead of workload)"
+    )
     repeats: int = Field(3, gt=0, le=MAX_REPEATS)
     adaptive: bool = Field(False, description="set by `repeats: auto`: only undecided arms get more launches")
     max_repeats: int = Field(
@@ -171,12 +196,23 @@ class Matrix(_Frozen):
             raise ValueError(f"resources name no arm: {unknown} (arms: {list(self.arms)}, or '*')")
         return self
 
+    @model_validator(mode="after")
+    def _workloads_have_names(self) -> Matrix:
+        if self.workloads and "workload" in self.model_fields_set:
+            raise ValueError("workload and workloads: give one of them (workloads is a list of workloads)")
+        labels = [w.label for w in self.workloads]
+        twice = sorted({label for label in labels if labels.count(label) > 1})
+        if twice:
+            raise ValueError(f"workloads: {twice} named more than once: give each a distinct name")
+        return self
+
+    @property
+    def all_workloads(self) -> tuple[WorkloadSpec, ...]:
+        """The workloads every arm runs, in order: ``workloads``, or the single ``workload``."""
+        return self.workloads or (self.workload,)
+
     def arm_args(self, arm: str) -> list[str]:
         return [*self.common_args, *self.arms[arm]]
-
-
-# Flags whose value is a file that must exist before anything launches.
-FILE_FLAGS = frozenset({"-m", "--model", "-md", "--model-draft", "--spec-draft-model"})
 
 
 def load_matrix(path: Path) -> Matrix:
@@ -199,7 +235,7 @@ def load_matrix(path: Path) -> Matrix:
         matrix = Matrix.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_first_error(path, text, exc)) from exc
-    return resolve_paths(matrix, path.parent)
+    return resolve_matrix_files(matrix, path.parent)
 
 
 def _first_error(path: Path, text: str, exc: ValidationError) -> str:
@@ -215,7 +251,7 @@ def _first_error(path: Path, text: str, exc: ValidationError) -> str:
 
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:
-    model: type[BaseModel] = WorkloadSpec if loc and loc[0] == "workload" else Matrix
+    model: type[BaseModel] = WorkloadSpec if loc and loc[0] in ("workload", "workloads") else Matrix
     if loc and loc[0] == "tune":  # the tune block's own fields (docs/tune.md)
         model = TuneSpec if len(loc) == 2 else type(TuneSpec.model_fields["budget"].default)
     return sorted(model.model_fields)
@@ -242,31 +278,6 @@ def _child(node: Any, key: Any) -> tuple[Any, Any] | None:
     return None
 
 
-def resolve_paths(matrix: Matrix, base: Path) -> Matrix:
-    """Make model and file-flag paths absolute (relative to the matrix file) and check they exist."""
-    if matrix.engine != "llamacpp":
-        return matrix
-    model = _existing(base, matrix.model, "model")
-    arms = {name: _resolve_args(base, args, f"arms.{name}") for name, args in matrix.arms.items()}
-    common = _resolve_args(base, matrix.common_args, "common_args")
-    return matrix.model_copy(update={"model": model, "arms": arms, "common_args": common})
-
-
-def _resolve_args(base: Path, args: tuple[str, ...], where: str) -> tuple[str, ...]:
-    out = list(args)
-    for i, flag in enumerate(args[:-1]):
-        if flag in FILE_FLAGS:
-            out[i + 1] = _existing(base, args[i + 1], f"{where}: {flag}")
-    return tuple(out)
-
-
-def _existing(base: Path, value: str, what: str) -> str:
-    path = (base / value).expanduser() if not Path(value).is_absolute() else Path(value)
-    if not path.is_file():
-        raise ConfigError(f"{what}: model file {path} does not exist")
-    return str(path.resolve())
-
-
 class RequestSpec(_Frozen):
     """One request as sent to every arm and repeat: matched arms get identical requests."""
 
@@ -277,6 +288,7 @@ class RequestSpec(_Frozen):
     temperature: float
     seed: int
     ignore_eos: bool = False
+    workload: str | None = None  # None: the cell's (runs of one workload before names existed)
     phase: str = "main"
     concurrency: int | None = None  # None: the cell's
     target_tokens: int | None = None  # prompt length to reach with /tokenize before the first cell
@@ -323,7 +335,7 @@ def plan_cells(
                 RunSpec(
                     arm=arm,
                     repeat=repeat,
-                    workload=matrix.workload.suite,
+                    workload="+".join(w.label for w in matrix.all_workloads),
                     args=tuple(matrix.arm_args(arm)),
                     requests=requests,
                     warmup=warmup,

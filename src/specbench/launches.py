@@ -8,7 +8,8 @@ both. For prompt i in launch pair r the paired log-ratio is d_ri = log(arm_ri / 
 μ is the effect (exp μ the geometric-mean speedup over the prompt set), p_i the prompt's own
 effect (fixed: the same prompts run in every launch, so it cancels from μ's error), u_r what the
 launch pair shares (page cache, placement, clocks, background load) and e_ri the request's noise.
-The estimate is μ̂ = mean_r d̄_r (d̄_r: launch pair r's mean over its prompts) and
+The estimate is μ̂ = mean_r d̄_r (d̄_r: launch pair r's mean over its prompts; the two ABBA
+launch orders weighted equally, :func:`_order_balanced`) and
 
     Var(μ̂) = (σ_L² + σ_W² · h) / R,   h = mean_r 1 / P_r   (P prompts per launch when balanced)
 
@@ -53,6 +54,7 @@ class LaunchFit:
     pooled: bool
     data_lo: float
     data_hi: float
+    per_launch_sd: float  # sd of one launch pair's mean log-ratio: the noise a new launch adds
 
     @property
     def shown_lo(self) -> float:
@@ -61,11 +63,6 @@ class LaunchFit:
     @property
     def shown_hi(self) -> float:
         return max(min(self.hi, self.data_hi), self.data_lo)
-
-    @property
-    def per_launch_sd(self) -> float:
-        """sd of one launch pair's mean log-ratio (√(R · Var μ̂)): the noise a new launch adds."""
-        return self.se * math.sqrt(self.n_launches)
 
 
 def paired_log_ratios(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: list[str]) -> pd.DataFrame:
@@ -103,15 +100,15 @@ def fit(pairs: pd.DataFrame, confidence: float = 0.95) -> LaunchFit:
         raise ValueError("the launch-level fit needs at least two launch pairs")
     h = float(np.mean(1.0 / counts))
     s2_m = float(np.var(means, ddof=1))
+    mu, c = _order_balanced(pairs.groupby("launch")["d"].mean())
     rss, dof_e = _residual_ss(pairs)
     s2_w = rss / dof_e if dof_e > 0 else math.nan
     pooled = dof_e > 0 and s2_m <= s2_w * h
     if pooled:  # boundary σ̂_L² = 0: pool the launch and residual sums of squares (REML)
-        s2 = ((r - 1) * s2_m / h + rss) / (r - 1 + dof_e)
-        var, dof = s2 * h / r, float(r - 1 + dof_e)
+        unit, dof = ((r - 1) * s2_m / h + rss) / (r - 1 + dof_e) * h, float(r - 1 + dof_e)
     else:
-        var, dof = s2_m / r, float(r - 1)
-    mu, se = float(np.mean(means)), math.sqrt(var)
+        unit, dof = s2_m, float(r - 1)
+    se = math.sqrt(unit * c)
     half = float(sps.t.ppf(0.5 + confidence / 2, dof)) * se if se > 0 else 0.0
     d = pairs["d"].to_numpy(np.float64)
     data_lo, data_hi = float(d.min()), float(d.max())
@@ -119,8 +116,27 @@ def fit(pairs: pd.DataFrame, confidence: float = 0.95) -> LaunchFit:
     return LaunchFit(
         mu=mu, se=se, dof=dof, lo=mu - half, hi=mu + half, n_launches=r, n_pairs=int(d.size),
         sd_launch=sd_launch, sd_within=math.sqrt(s2_w) if not math.isnan(s2_w) else math.nan,
-        pooled=pooled, data_lo=data_lo, data_hi=data_hi,
+        pooled=pooled, data_lo=data_lo, data_hi=data_hi, per_launch_sd=math.sqrt(unit),
     )  # fmt: skip
+
+
+def _order_balanced(means: pd.Series) -> tuple[float, float]:
+    """(μ̂, c): the mean of the two launch orders' means, and Var(μ̂) / Var(one launch mean).
+
+    ABBA interleaving alternates which arm starts a launch pair with the repeat's parity. A
+    machine can favour the first (or second) launch of a pair — A/A runs on a loaded 2-core
+    machine showed the two orders tens of percent apart — and with an odd number of launch pairs
+    one order outweighs the other, which biases a plain mean. Weighting both orders
+    equally cancels that effect for any R: c = (1/n_even + 1/n_odd) / 4 (= 1/R when balanced).
+    The launch variance is still taken around the grand mean, so an order effect widens the
+    interval rather than hiding in it."""
+    parity = np.asarray(means.index, dtype=np.int64) % 2
+    values = means.to_numpy(np.float64)
+    n_even, n_odd = int(np.sum(parity == 0)), int(np.sum(parity == 1))
+    if n_even == 0 or n_odd == 0:
+        return float(values.mean()), 1.0 / values.size
+    mu = (float(values[parity == 0].mean()) + float(values[parity == 1].mean())) / 2
+    return mu, (1 / n_even + 1 / n_odd) / 4
 
 
 def p_value(f: LaunchFit) -> float:

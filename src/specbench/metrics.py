@@ -75,20 +75,87 @@ def tpot_ms(rec: Record) -> float:
     return decode_window_ms(rec) / (n - 1) if n > 1 else np.nan
 
 
-def decode_tok_s(rec: Record) -> float:
-    """(output_tokens − 1) / (t_last − t_first), measured by the client."""
+def client_decode_tok_s(rec: Record) -> float:
+    """(output_tokens − 1) / (t_last − t_first), measured by the client. When every token chunk
+    arrived in one socket read (a tiny model answering in a few ms) the client cannot time the
+    decode at all; the server's own rate (llama.cpp ``timings``) stands in, NaN if it has none."""
     tpot = tpot_ms(rec)
+    if tpot == 0.0:
+        return server_decode_tok_s(rec)
     return 1000.0 / tpot if tpot and tpot > 0 else np.nan
 
 
-def itl_ms(rec: Record) -> float:
-    """Median per-token inter-token latency: chunk gaps scaled by chunks/tokens, so a chunk
-    carrying several speculated tokens counts as several short intervals."""
-    chunks, n = _token_chunks(rec), output_tokens(rec)
-    if len(chunks) < 2 or not n > 1:
+CLIENT_SERVER_TOLERANCE = 0.25  # client and server decode rates may differ this much (relative)
+
+
+def decode_disagrees(rec: Record) -> float:
+    """1.0 when the client's decode rate and the server's own differ by more than the tolerance
+    (a stalled stream: first token late, then every chunk at once), 0.0 when they agree, NaN when
+    the server gives no timing."""
+    client, server = client_decode_tok_s(rec), server_decode_tok_s(rec)
+    if np.isnan(client) or np.isnan(server) or server <= 0:
         return np.nan
+    return float(abs(client / server - 1.0) > CLIENT_SERVER_TOLERANCE)
+
+
+def decode_tok_s(rec: Record) -> float:
+    """The trustworthy decode rate: the client's, unless the server's own timing disagrees with
+    it beyond the tolerance — then the server's (it timed the tokens, not the stream's delivery)."""
+    return server_decode_tok_s(rec) if decode_disagrees(rec) == 1.0 else client_decode_tok_s(rec)
+
+
+def chunk_tokens(rec: Record) -> list[int] | None:
+    """Tokens in each token chunk, from the server's running count sent with every chunk (schema
+    2 rows' sixth field); None when any token chunk lacks it (older records, other servers)."""
+    counts = [c[5] if len(c) > 5 else None for c in _token_chunks(rec)]
+    if not counts or any(n is None for n in counts):
+        return None
+    steps = np.diff([0, *counts])
+    return [int(n) for n in steps] if (steps >= 0).all() else None
+
+
+def _token_gaps_ms(rec: Record) -> np.ndarray:
+    """Per-token inter-token intervals: a chunk carrying k tokens after a gap g counts as k
+    intervals of g/k (a speculative step delivers several tokens at once). Without per-chunk
+    counts, every chunk is assumed to carry the request's mean tokens per chunk."""
+    chunks = _token_chunks(rec)
+    if len(chunks) < 2:
+        return np.array([])
     gaps = np.diff([c[0] for c in chunks]) / NS_PER_MS
-    return float(np.median(gaps) * (len(chunks) - 1) / (n - 1))
+    counts = chunk_tokens(rec)
+    if counts is not None:
+        per = np.asarray(counts[1:], dtype=float)
+        keep = per > 0
+        return np.repeat(gaps[keep] / per[keep], per[keep].astype(int))
+    n = output_tokens(rec)
+    if not n > 1:
+        return np.array([])
+    return gaps * (len(chunks) - 1) / (n - 1)
+
+
+def itl_ms(rec: Record) -> float:
+    """Median per-token inter-token latency (see :func:`_token_gaps_ms`)."""
+    gaps = _token_gaps_ms(rec)
+    return float(np.median(gaps)) if gaps.size else np.nan
+
+
+def itl_p99_ms(rec: Record) -> float:
+    """99th percentile of the per-token inter-token latencies."""
+    gaps = _token_gaps_ms(rec)
+    return float(np.percentile(gaps, 99)) if gaps.size else np.nan
+
+
+def chunk_itl_ms(rec: Record) -> float:
+    """Median gap between token chunks as they arrived, kept beside the per-token figure."""
+    chunks = _token_chunks(rec)
+    return float(np.median(np.diff([c[0] for c in chunks]))) / NS_PER_MS if len(chunks) > 1 else np.nan
+
+
+def tokens_per_chunk(rec: Record) -> float:
+    """Generated tokens per streamed token chunk: 1 for plain decoding, more when a speculative
+    step sends several accepted tokens in one chunk (a spec-decode signal of its own)."""
+    chunks, n = _token_chunks(rec), output_tokens(rec)
+    return n / len(chunks) if chunks and n > 0 else np.nan
 
 
 def server_decode_tok_s(rec: Record) -> float:
@@ -164,7 +231,12 @@ METRICS: dict[str, Callable[[Record], float]] = {
     "e2e_ms": e2e_ms,
     "tpot_ms": tpot_ms,
     "itl_ms": itl_ms,
+    "itl_p99_ms": itl_p99_ms,
+    "chunk_itl_ms": chunk_itl_ms,
+    "tokens_per_chunk": tokens_per_chunk,
     "decode_tok_s": decode_tok_s,
+    "client_decode_tok_s": client_decode_tok_s,
+    "decode_disagrees": decode_disagrees,
     "server_decode_tok_s": server_decode_tok_s,
     "prefill_ms": prefill_ms,
     "prefill_tok_s": prefill_tok_s,

@@ -60,9 +60,17 @@ class Plan:
     output_tokens: int  # at most, warm-ups included
     estimate: Estimate
     commands: dict[str, list[str]] = field(default_factory=dict)
+    #: workload → (requests per launch, requests in flight), when a matrix names several
+    workloads: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def _workload_lines(self) -> list[str]:
+        if not self.workloads:
+            return []
+        each = "; ".join(f"{w} {n} requests, {c} in flight" for w, (n, c) in self.workloads.items())
+        return [f"workloads ({len(self.workloads)}, one after the other in each launch): {each}"]
 
     def lines(self) -> list[str]:
         """The plan for a terminal or a log, one fact per line."""
@@ -73,6 +81,7 @@ class Plan:
             "launches, arms interleaved)",
             f"requests: {self.requests} measured + {self.warmups} warm-up ({self.per_cell} per launch, "
             f"{self.concurrency} in flight, up to {tokens} output tokens each)",
+            *self._workload_lines(),
             f"prompts ({sum(len(v) for v in self.prompts.values())}): "
             + "; ".join(f"{cat} {len(ids)} ({', '.join(ids)})" for cat, ids in self.prompts.items()),
         ]
@@ -80,6 +89,14 @@ class Plan:
             out.append("forward probe: timed prefills of 1..65 tokens in each baseline launch")
         when = f"≈ {clock_text(self.estimate.seconds)}" if self.estimate.seconds is not None else "unknown"
         return [*out, f"estimated wall time: {when} ({self.estimate.basis})"]
+
+
+def _workloads(requests: tuple[RequestSpec, ...], default: int) -> dict[str, tuple[int, int]]:
+    counts = Counter(r.workload for r in requests if r.workload)
+    if len(counts) < 2:
+        return {}
+    flight = {r.workload: r.concurrency or default for r in requests if r.workload}
+    return {name: (n, flight[name]) for name, n in counts.items()}
 
 
 def make_plan(
@@ -109,6 +126,7 @@ def make_plan(
         output_tokens=tokens,
         estimate=estimate(matrix, len(cells), tokens, out, probe),
         commands=commands or {},
+        workloads=_workloads(requests, first.concurrency if first else 1),
     )
 
 

@@ -23,16 +23,21 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from specbench.client import chat_body, stream_chat
+from specbench import serverlog
+from specbench.client import Session, chat_body, open_streamer, stream_chat
+from specbench.clientlag import LoopLag
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
 from specbench.engines.process import ServerProcess, free_port, log_tail
 from specbench.errors import EngineStartError, PortTakenError
+from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
+from specbench.recordwriter import RecordWriter
 from specbench.redact import flag_values
 from specbench.store import RunStore, now_iso
 from specbench.theory.machine import record_machine_probe
-from specbench.workloads.length import estimate_tokens, fit_messages
+from specbench.workloads import arrivals
+from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
 
 if TYPE_CHECKING:
     from specbench.executors import Executor
@@ -41,8 +46,15 @@ PORT_RETRIES = 3
 START_ATTEMPTS = 2  # an engine that dies before answering /health is launched once more
 HEALTH_TIMEOUT = 5.0  # the watchdog's patience after a failed request
 # Transport failures worth one more try on a server that still answers /health.
-_RETRYABLE = frozenset({"RemoteProtocolError", "ReadError", "WriteError", "ConnectError"})
-_TIMEOUTS = frozenset({"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout"})
+# Error type names of both transports (httpx for the fakes, aiohttp for measured requests).
+_RETRYABLE = frozenset(
+    {"RemoteProtocolError", "ReadError", "WriteError", "ConnectError", "ServerDisconnectedError",
+     "ClientOSError", "ClientConnectorError", "ClientPayloadError"}
+)  # fmt: skip
+_TIMEOUTS = frozenset(
+    {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutError",
+     "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
+)  # fmt: skip
 Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
 
 
@@ -52,6 +64,8 @@ class Server:
     process: ServerProcess | None = None
     log_offset: int = 0
     hung: str | None = None  # set by the watchdog: the server stopped answering /health
+    measured_offset: int | None = None  # log offset where the measured requests' lines begin
+    expected_lines: int = 0  # acceptance lines the engine owes for requests finished so far
 
     def alive(self) -> bool:
         return self.hung is None and (self.process is None or self.process.alive())
@@ -69,6 +83,8 @@ class Runner:
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
+    _writer: RecordWriter | None = None  # records written off the event loop (recordwriter.py)
+    _session: Session | None = None  # the streaming session measured requests go through
 
     # -- plan -------------------------------------------------------------------------------
     def todo(self, cell: RunSpec, done: set[tuple[str, str, int]]) -> list[RequestSpec]:
@@ -163,9 +179,10 @@ class Runner:
         for _ in range(PORT_RETRIES):
             port = free_port(self.matrix.host)
             argv = self.engine.command(self.matrix.model, list(cell.args), self.matrix.host, port)
-            self.store.set_arm_status(cell.arm, command=argv)
+            env = {**self.engine.launch_env(self.matrix.model), **self.matrix.env}
+            self.store.set_arm_status(cell.arm, command=argv, env=env)  # env + argv reproduce the launch
             offset = log.stat().st_size if log.exists() else 0
-            proc = ServerProcess(argv, log, env=dict(self.matrix.env))
+            proc = ServerProcess(argv, log, env=env)
             try:
                 proc.start(
                     f"http://{self.matrix.host}:{port}{self.engine.health_path}", self.matrix.startup_timeout
@@ -192,7 +209,18 @@ class Runner:
             "base_url": server.base_url,
             "pid": server.process.pid if server.process else None,
         }
-        asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
+        # Only a plain run directory is written from a thread; a store that relays records
+        # elsewhere (the Ray executor's) keeps its own synchronous append_record.
+        self._writer = RecordWriter(self.store) if type(self.store) is RunStore else None
+        try:
+            asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
+        finally:
+            writer, self._writer = self._writer, None
+            if writer is not None:
+                writer.close()
+        pid = server.process.pid if server.process else None
+        info["machine_load"] = probe.finish(pid, threads_arg(cell.args))
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
@@ -208,19 +236,28 @@ class Runner:
         self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
     ) -> None:
         headers = _auth_headers(self.api_key, cell.args)
-        async with httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client:
+        peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
+        async with (
+            httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client,
+            open_streamer(self.matrix.request_timeout, peak, headers) as self._session,
+        ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
+            await self._log_window(server, cell, info, start=True)
             # After the warm-ups: /metrics deltas must cover exactly the measured requests, so
             # they can be compared with the per-request timings (acceptance sources).
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
+            lag = LoopLag()
+            lag.start()
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
+            info["client_lag"] = await lag.stop()
             if server.hung:
                 info["hung"] = server.hung
             else:
+                await self._log_window(server, cell, info, start=False)
                 info["metrics_after"] = await self._scrape(client, server, cell, "after")
             # Last, after the "after" scrape: extra work before the measured requests would warm the
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
@@ -234,7 +271,11 @@ class Runner:
     async def _run_phase(
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]
     ) -> None:
-        limit = asyncio.Semaphore(phase[0].concurrency or cell.concurrency)
+        cap = phase[0].concurrency or cell.concurrency
+        if self.matrix.workload.request_rate:
+            await self._open_loop(client, server, cell, phase, cap)
+            return
+        limit = asyncio.Semaphore(cap)
 
         async def bounded(req: RequestSpec) -> None:
             async with limit:
@@ -242,6 +283,25 @@ class Runner:
                     await self._one(client, server, cell, req, warmup=False)
 
         await asyncio.gather(*(bounded(r) for r in phase))
+
+    async def _open_loop(
+        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec], cap: int
+    ) -> None:
+        """Send on a seeded arrival schedule (workloads/arrivals.py): the same for every arm of a
+        repeat, stored in the run directory; each record keeps its lateness."""
+        wl = self.matrix.workload
+        rate = float(wl.request_rate or 0.0)
+        seed = self.matrix.seed * 1000 + cell.repeat
+        offsets = arrivals.schedule(len(phase), rate, wl.burstiness, seed, wl.ramp_up_s)
+        name = f"{cell.arm}-r{cell.repeat}-{phase[0].phase}"
+        info = {"rate": rate, "burstiness": wl.burstiness, "ramp_up_s": wl.ramp_up_s, "seed": seed}
+        arrivals.save_schedule(self.store.root, name, {**info, "cap": cap, "offsets_s": offsets})
+
+        async def send(req: RequestSpec, timing: dict[str, Any]) -> None:
+            if server.alive():
+                await self._one(client, server, cell, req, warmup=False, timing={**timing, "arrival": info})
+
+        await arrivals.open_loop(phase, offsets, cap, send)
 
     async def _fit(
         self, client: httpx.AsyncClient, server: Server, requests: tuple[RequestSpec, ...]
@@ -268,6 +328,7 @@ class Runner:
                 list(req.messages), req.target_tokens or 0, count, offset, chars_by_key.get(key)
             )
             chars_by_key.setdefault(key, chars)
+            check_fit(req.prompt_id, req.target_tokens or 0, tokens)
             self._fitted[req.prompt_id] = {
                 "messages": messages,
                 "tokens": tokens,
@@ -279,7 +340,13 @@ class Runner:
         self.store.save_fitted_prompts(self._fitted)
 
     async def _one(
-        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, req: RequestSpec, warmup: bool
+        self,
+        client: httpx.AsyncClient,
+        server: Server,
+        cell: RunSpec,
+        req: RequestSpec,
+        warmup: bool,
+        timing: dict[str, Any] | None = None,
     ) -> None:
         fitted = self._fitted.get(req.prompt_id)
         messages = fitted["messages"] if fitted else list(req.messages)
@@ -289,11 +356,12 @@ class Runner:
         body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
-        result = await self._request(client, server, url, body)
+        session = self._session if self._session is not None else client
+        result = await self._request(session, client, server, url, body)
         record = {
             "arm": cell.arm,
             "repeat": cell.repeat,
-            "workload": cell.workload,
+            "workload": req.workload or cell.workload,
             "phase": req.phase,
             "prompt_id": req.prompt_id,
             "category": req.category,
@@ -303,25 +371,30 @@ class Runner:
             "wall_start": wall0,
             "concurrency": req.concurrency or cell.concurrency,
             "request": req.echo(fitted["tokens"] if fitted else None),
+            **(timing or {}),
             **result,
         }
-        self.store.append_record(record)
+        if self._writer is not None:
+            self._writer.append(record)
+        else:
+            self.store.append_record(record)
+        server.expected_lines += self.engine.expected_log_lines(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
 
     async def _request(
-        self, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
+        self, session: Session, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
     ) -> dict[str, Any]:
         """One streamed request; after a transport failure or timeout the watchdog asks /health:
         no answer marks the server hung (the cell stops), an answer earns a dropped connection
         one more try (the first error is kept in ``retried``)."""
-        result = await stream_chat(client, url, body, self.matrix.request_timeout)
+        result = await stream_chat(session, url, body, self.matrix.request_timeout)
         kind = (result["error"] or {}).get("type")
         if kind not in _RETRYABLE | _TIMEOUTS or not server.alive():
             return result
         if not await self._answers_health(client, server):
             server.hung = f"no /health answer within {HEALTH_TIMEOUT:g} s after {kind}"
         elif kind in _RETRYABLE:
-            again = await stream_chat(client, url, body, self.matrix.request_timeout)
+            again = await stream_chat(session, url, body, self.matrix.request_timeout)
             return {**again, "retried": result["error"]}
         return result
 
@@ -353,17 +426,34 @@ class Runner:
         except (httpx.HTTPError, ValueError) as exc:
             return {"error": str(exc)}
 
+    async def _log_window(self, server: Server, cell: RunSpec, info: dict[str, Any], start: bool) -> None:
+        """Wait for the acceptance lines of the requests finished so far (sources.py); at the start
+        of the measured requests, remember where their lines begin so warm-ups stay out."""
+        if server.process is None:
+            return
+        patterns = self.engine.acceptance_log_patterns()
+        found, size = await serverlog.settle(
+            self.store.log_path(cell.arm),
+            server.measured_offset if server.measured_offset is not None else server.log_offset,
+            lambda ln: any(p in ln for p in patterns),
+            server.expected_lines,
+        )
+        if start:
+            server.measured_offset, server.expected_lines = size, 0
+            info["log_window"] = "measured"
+        else:
+            info["log_lines_expected"], info["log_lines_found"] = server.expected_lines, found
+
     def _new_log_lines(self, arm: str, server: Server) -> list[str]:
-        """Lines this cell's server logged that reveal degraded speculation."""
+        """Failure lines from the launch on, then acceptance lines of the measured requests only."""
         log = self.store.log_path(arm)
         if server.process is None or not log.exists():
             return []
-        with log.open(errors="replace") as fh:
-            fh.seek(server.log_offset)
-            text = fh.read()
-        # Failure lines first, then acceptance lines (capped: SGLang logs one every few steps).
-        lines = [ln.strip() for ln in text.splitlines()]
+        lines = [ln.strip() for ln in serverlog.read_from(log, server.log_offset).splitlines()]
         failures = [ln for ln in lines if any(p in ln for p in self.engine.fallback_patterns())]
+        if server.measured_offset is not None:
+            lines = [ln.strip() for ln in serverlog.read_from(log, server.measured_offset).splitlines()]
+        # Capped: SGLang logs one every few steps.
         accepts = [ln for ln in lines if any(p in ln for p in self.engine.acceptance_log_patterns())]
         return failures[:100] + accepts[:1000]
 

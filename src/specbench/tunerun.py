@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from specbench import api, stats
-from specbench.config import Matrix, RunSpec, WorkloadSpec, check_arm_name, load_matrix, resolve_paths
+from specbench.config import Matrix, RunSpec, WorkloadSpec, check_arm_name, load_matrix
 from specbench.engines.tuning import candidate_args
 from specbench.errors import ConfigError, StoreError
 from specbench.executors.local import LocalExecutor
+from specbench.matrix_files import resolve_matrix_files
 from specbench.metrics import frame
 from specbench.redact import mask_args
 from specbench.store import RunStore, now_iso
@@ -192,11 +193,11 @@ def _lab_alpha(draft: str) -> float | None:
 
 def _workloads(matrix: Matrix, spec: TuneSpec, base: Path) -> dict[str, WorkloadSpec]:
     if not spec.workloads:
-        return {matrix.workload.suite: matrix.workload}
+        return {w.label: w for w in matrix.all_workloads}
     out = {}
     for name, raw in spec.workloads.items():
         try:
-            w = WorkloadSpec.model_validate(raw)
+            w = WorkloadSpec.model_validate({"name": name, **raw})  # records say the tune's name
         except ValueError as exc:
             raise ConfigError(f"tune.workloads.{name}: {str(exc).splitlines()[-1].strip()}") from None
         if w.prompt_file and not Path(w.prompt_file).is_absolute():
@@ -255,6 +256,7 @@ def _tune_workload(
         update={
             "arms": _arms(matrix, state),
             "workload": workload,
+            "workloads": (),
             "adaptive": False,
             "tune": None,
             "repeats": min(2 * spec.max_rounds, 1000),
@@ -262,7 +264,7 @@ def _tune_workload(
     )
     gen = out / "matrices" / f"{name}.yaml"
     gen.parent.mkdir(parents=True, exist_ok=True)
-    gen.write_text(_yaml(resolve_paths(wl_matrix, out)))
+    gen.write_text(_yaml(resolve_matrix_files(wl_matrix, out)))
 
     def save(s: RaceState) -> None:
         log["workloads"][name] = _workload_log(wl_matrix, s, run_dir)

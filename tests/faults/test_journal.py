@@ -16,6 +16,7 @@ import pytest
 from specbench import journal
 from specbench.errors import DiskFullError, StoreError
 from specbench.store import RunStore
+from tests.conftest import Pair
 
 
 def _record(i: int) -> dict[str, object]:
@@ -175,3 +176,31 @@ def test_damaged_json_files_are_one_line_store_errors(tmp_path: Path, name: str,
 def test_an_empty_manifest_object_reads(tmp_path: Path) -> None:
     (tmp_path / "manifest.json").write_text(json.dumps({}))
     assert RunStore(tmp_path).manifest() == {}
+
+
+@pytest.mark.engine
+def test_a_run_resumed_after_a_torn_tail_ends_with_every_record(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    """The issue's case: a hard kill tore the last line; --resume used to glue a record onto it."""
+    from specbench import api
+    from tests.faults.engine_util import kill_all, tag, tagged_matrix
+
+    name = tag()
+    matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=2, forward_probe=False)
+    out = tmp_path / "run"
+    try:
+        api.prepare_run(matrix, out).run()
+        store = RunStore(out)
+        lines = store.records_path.read_bytes().splitlines(keepends=True)
+        last = lines[-1]
+        store.records_path.write_bytes(b"".join(lines[:-1]) + last[: len(last) // 2])  # torn
+        runner = api.prepare_run(matrix, out, resume=True)
+        assert runner.store.repairs and "records.jsonl" in runner.store.repairs[0]
+        runner.run()
+    finally:
+        kill_all(name)
+    records = RunStore(out).records()
+    assert RunStore(out).skipped == {}
+    measured = {(r["arm"], r["prompt_id"], r["repeat"]) for r in records if not r["warmup"]}
+    assert len(measured) == 6 and len(RunStore(out).completed()) == 6

@@ -44,7 +44,7 @@ class Arm:
     decode_tok_s: float = 30.0
     prefill_ms: float = 200.0
     acceptance: float = 0.7  # accepted / drafted, used only when the arm speculates
-    drafts: bool = True  # False: configured to speculate but never drafts (silent fallback)
+    drafts: bool = True  # False: configured to speculate, never drafts, /slots says off (silent fallback)
     drift_every: int = 0  # every n-th (prompt, repeat) output differs from the baseline; 0: never
     positions: int = 0  # > 0: cells carry vLLM-style accepted_pos_<i> counters for this many positions
     category_factor: dict[str, float] = field(default_factory=dict)
@@ -172,7 +172,7 @@ def _cell(name: str, repeat: int, arm: Arm, records: list[dict[str, Any]]) -> di
         "arm": name,
         "repeat": repeat,
         "attempt": 0,
-        "server": {"build_info": "b5000-abc1234", "slots_speculative": [spec]},
+        "server": {"build_info": "b5000-abc1234", "slots_speculative": [spec and arm.drafts]},
         "metrics_before": {"file": f"metrics/{name}-r{repeat}-before.prom", "spec": before if spec else {}},
         "metrics_after": {"file": f"metrics/{name}-r{repeat}-after.prom", "spec": after if spec else {}},
         "log_lines": [],

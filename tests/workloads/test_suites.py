@@ -39,6 +39,25 @@ def test_length_sweep_forces_lengths_in_phases() -> None:
     assert all(r.ignore_eos and r.phase == f"len{r.max_tokens}" for r in requests)
 
 
+def test_length_sweep_never_resends_a_prompt_at_another_length() -> None:
+    # Issue 15: one prompt at every length in one launch read its prefill from the cache.
+    requests, _, _ = build_requests(matrix("length-sweep", prompts=3), Path("."))
+    bases = [r.prompt_id.split("@")[0] for r in requests]
+    assert len(bases) == len(set(bases)) == 3 * 4
+    assert all(len([r for r in requests if r.max_tokens == n]) == 3 for n in (100, 500, 1000, 2000))
+
+
+def test_a_prompt_that_misses_its_target_is_an_error() -> None:
+    from specbench.errors import ConfigError
+    from specbench.workloads.length import check_fit
+
+    check_fit("p", 100, 108)
+    with pytest.raises(ConfigError, match=r"prompt 'chat-1' fitted to 494 tokens, target 51"):
+        check_fit("chat-1", 51, 494)
+    with pytest.raises(ConfigError, match=r"fitted to 3 tokens, target 26.*template"):
+        check_fit("chat-2", 26, 3)
+
+
 def test_concurrency_sweep_has_enough_requests_per_level() -> None:
     requests, _, _ = build_requests(matrix("concurrency-sweep", levels=[1, 4, 16]), Path("."))
     per_level = {c: sum(r.concurrency == c for r in requests) for c in (1, 4, 16)}

@@ -8,8 +8,10 @@ httpx transports plug into one client.
 
 from __future__ import annotations
 
+import json
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import httpx
@@ -25,17 +27,63 @@ class Engine(ABC):
     #: Flags that configure speculation; any other difference between arms is a confound.
     spec_flags: ClassVar[frozenset[str]] = frozenset()
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ()
+    #: Flags that belong to speculative arms only but do not turn speculation on by themselves
+    #: (vLLM's ``--per-request-spec-decode-metrics``): not a confound, not "configured to speculate".
+    spec_auxiliary_flags: ClassVar[frozenset[str]] = frozenset()
     health_path: ClassVar[str] = "/health"
     launches: ClassVar[bool] = True
+    #: Flags whose value is a file (or folder) the engine reads. A matrix's relative values resolve
+    #: against the matrix file's folder, and a missing one is an error before anything launches.
+    file_flags: ClassVar[frozenset[str]] = frozenset()
+    #: Flags whose value is a JSON object with file-valued keys (vLLM's --speculative-config).
+    json_file_keys: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: True where a model or file value may instead be a hub id (vLLM, SGLang): only values that
+    #: look like paths (or exist beside the matrix) are resolved there.
+    hub_ids: ClassVar[bool] = False
+
+    @classmethod
+    def resolve_files(cls, flag: str, value: str, resolve: Callable[[str], str]) -> str:
+        """``value`` of ``flag`` with each file path in it passed through ``resolve``."""
+        if flag in cls.file_flags:
+            return resolve(value)
+        keys = cls.json_file_keys.get(flag)
+        if not keys:
+            return value
+        try:
+            config = json.loads(value)
+        except ValueError:
+            return value  # not JSON: the engine names the problem, and no path can be found in it
+        if not isinstance(config, dict):
+            return value
+        found = {k: resolve(config[k]) for k in keys if isinstance(config.get(k), str)}
+        return json.dumps(config | found) if found else value
+
+    #: What one acceptance log line covers: "request" (one line per finished request, so a cell's
+    #: lines cover exactly its requests) or "interval" (a periodic aggregate over a time window that
+    #: need not line up with a cell: only ever a partial view, never compared with the others).
+    log_acceptance_scope: ClassVar[str] = "request"
 
     @classmethod
     def is_spec_flag(cls, flag: str) -> bool:
         name = flag.split("=", 1)[0]
-        return name in cls.spec_flags or name.startswith(cls.spec_flag_prefixes)
+        return (
+            name in cls.spec_flags
+            or name in cls.spec_auxiliary_flags
+            or name.startswith(cls.spec_flag_prefixes)
+        )
+
+    @classmethod
+    def enables_speculation(cls, flag: str) -> bool:
+        return cls.is_spec_flag(flag) and flag.split("=", 1)[0] not in cls.spec_auxiliary_flags
 
     @abstractmethod
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         """argv (a list, never a shell string) that serves ``model`` with ``args``."""
+
+    def launch_env(self, model: str) -> dict[str, str]:
+        """Environment the server needs on top of the caller's (recorded with its command line);
+        a variable the user already set wins over these defaults."""
+        return {}
 
     def version(self) -> dict[str, Any]:
         """Version and commit of the engine binary, without a server running."""
@@ -52,6 +100,15 @@ class Engine(ABC):
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
         """Speculative counters (drafts, draft_tokens, accepted) from one /metrics scrape."""
         return {}
+
+    def draft_model(self, args: list[str]) -> str | None:
+        """The separate draft model file an arm's flags name (None: no separate draft model)."""
+        return None
+
+    def expected_log_lines(self, record: dict[str, Any]) -> int:
+        """Acceptance log lines the server writes for one finished request (0: none or unknown).
+        The runner waits for them before reading a cell's log, so no line is read too early."""
+        return 0
 
     def fallback_patterns(self) -> list[str]:
         """Log substrings that mean speculation failed or silently degraded."""

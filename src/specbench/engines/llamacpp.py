@@ -54,6 +54,17 @@ class LlamaCppEngine(Engine):
         }
     )
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--spec-",)
+    #: Input files among llama-server's flags (common/arg.cpp: the FNAME arguments); output files
+    #: (--slot-save-path, -lcd) may not exist yet and are left alone.
+    file_flags: ClassVar[frozenset[str]] = frozenset(
+        {
+            "-m", "--model", "-md", "--model-draft", "--spec-draft-model",
+            "--chat-template-file", "--lora", "--lora-scaled", "--control-vector",
+            "--control-vector-scaled", "--grammar-file", "--json-schema-file", "-mm", "--mmproj",
+            "-mv", "--model-vocoder", "-lcs", "--lookup-cache-static", "-f", "--file",
+            "--ssl-key-file", "--ssl-cert-file", "--api-key-file",
+        }
+    )  # fmt: skip
 
     def __init__(self, binary: Path) -> None:
         self.binary = binary
@@ -102,7 +113,10 @@ class LlamaCppEngine(Engine):
         }
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
-        return {"ignore_eos": True} if ignore_eos else {}
+        # timings_per_token: timings (with the running predicted_n) in every streamed chunk, so
+        # each chunk's token count is known and ITL is per token, not per chunk.
+        extras: dict[str, Any] = {"timings_per_token": True}
+        return {**extras, "ignore_eos": True} if ignore_eos else extras
 
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
         names = {
@@ -130,6 +144,16 @@ class LlamaCppEngine(Engine):
         """``print_timing``'s per-request line: accepted / generated draft tokens."""
         match = _LOG_ACCEPT.search(line)
         return {"accepted": int(match[1]), "drafted": int(match[2])} if match else None
+
+    def draft_model(self, args: list[str]) -> str | None:
+        names = {"-md", "--model-draft", "--spec-draft-model"}
+        found = [args[i + 1] for i, a in enumerate(args[:-1]) if a in names]
+        found += [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] in names and "=" in a]
+        return found[-1] if found else None
+
+    def expected_log_lines(self, record: dict[str, Any]) -> int:
+        # print_timing writes "draft acceptance" only when the request drafted (n_draft_total > 0).
+        return 1 if float((record.get("timings") or {}).get("draft_n") or 0) > 0 else 0
 
     def fallback_patterns(self) -> list[str]:
         return [

@@ -71,6 +71,14 @@ class SglangEngine(Engine):
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-",)
     #: 503 while starting, then 200 (SGLang docs).
     health_path: ClassVar[str] = "/health"
+    #: File-valued flags of ``sglang.launch_server`` (python/sglang/srt/server_args.py).
+    file_flags: ClassVar[frozenset[str]] = frozenset(
+        {"--speculative-draft-model-path", "--speculative-draft-model", "--speculative-token-map",
+         "--tokenizer-path", "--chat-template", "--ssl-keyfile", "--ssl-certfile"}
+    )  # fmt: skip
+    hub_ids: ClassVar[bool] = True
+    # SGLang logs accept length every few decode steps: an aggregate, not per request.
+    log_acceptance_scope: ClassVar[str] = "interval"
 
     def __init__(self, python: str = "python") -> None:
         self.python = python

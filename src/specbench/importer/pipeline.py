@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.errors import ConfigError
-from specbench.importer.arms import _arm_flags, _baseline
+from specbench.importer.arms import _arm_flags, _baseline, _declare_speculation
 from specbench.importer.mapping import _resolve
 from specbench.importer.reading import _format, _read_table
 from specbench.importer.rundir import _manifest, _records, _write
@@ -34,6 +34,8 @@ def import_file(
     flags: Sequence[str] = (),
     baseline: str | None = None,
     fmt: str | None = None,
+    speculative: Sequence[str] = (),
+    controls: Sequence[str] = (),
 ) -> ImportResult:
     """Read ``path``, validate everything, then write a run directory at ``out``.
 
@@ -49,6 +51,7 @@ def import_file(
     if table.empty:
         raise ConfigError(f"{path.name}: no row has an arm, a prompt and a measured value")
     arm_flags = _arm_flags(raw.loc[table.index], table, flags, path.name)
+    arm_flags = _declare_speculation(arm_flags, table, speculative, controls, path.name)
     base = _baseline(arm_flags, baseline, path.name)
     records = _records(table, derived, path.name)
     columns = {name: src.describe() for name, src in sources.items()}

@@ -62,22 +62,34 @@ def machine_blocks(env: dict[str, Any], level: int = 2) -> list[Block]:
     ])  # fmt: skip
     mod = _kv([("path", model.get("path")), ("SHA-256", model.get("sha256")), ("bytes", model.get("bytes"))])
     h = level + 1
-    return [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng, Heading("Model", h), mod]
+    blocks: list[Block] = [Heading("Hardware and OS", h), machine, Heading("Engine", h), eng]
+    blocks += [Heading("Model", h), mod]
+    files = [(arm, f) for arm, fs in (env.get("arm_files") or {}).items() for f in fs]
+    if files:
+        rows = [{"arm": a, "flag": f.get("flag"), "path": f.get("path"), "SHA-256": f.get("sha256"),
+                 "bytes": f.get("bytes")} for a, f in files]  # fmt: skip
+        blocks += [Heading("Files the arms use", h), Table(pd.DataFrame(rows))]
+    return blocks
 
 
 def command_blocks(arms: dict[str, Any], level: int = 2) -> list[Block]:
     out: list[Block] = []
     for arm, info in arms.items():
         cmd = (info or {}).get("command")
+        # The environment the engine was given goes in front, so the line pastes into a shell as is.
+        env = [f"{k}={v}" for k, v in sorted(((info or {}).get("env") or {}).items())]
         out.append(Heading(f"{arm} ({(info or {}).get('status', 'not run')})", level + 1))
         out.append(
-            Code(shlex.join(map(str, cmd))) if cmd else Para("not recorded: the arm was never launched.")
+            Code(shlex.join([*env, *map(str, cmd)]))
+            if cmd
+            else Para("not recorded: the arm was never launched.")
         )
     return out
 
 
 def _matrix_blocks(manifest: dict[str, Any]) -> list[Block]:
     matrix = manifest.get("matrix") or {}
+    named = described_workloads(matrix)
     return [
         Heading("Matrix", 2),
         _kv([
@@ -87,7 +99,7 @@ def _matrix_blocks(manifest: dict[str, Any]) -> list[Block]:
             ("engine", matrix.get("engine")),
             ("baseline", matrix.get("baseline")),
             ("common args", shlex.join(map(str, matrix.get("common_args") or []))),
-            ("workload", describe_workload(matrix.get("workload") or {})),
+            *((f"workload {name}" if len(named) > 1 else "workload", text) for name, text in named),
             ("repeats / warm-up", f"{matrix.get('repeats')} / {matrix.get('warmup')}"),
             *_merge_rows(manifest),
         ]),
@@ -121,10 +133,16 @@ def describe_workload(workload: dict[str, Any]) -> str:
     """The matrix's workload in words, e.g. "suite natural: 8 prompts, up to 200 output tokens,
     temperature 0"; fields the matrix left unset (the suite's defaults) are not mentioned."""
     parts = [say(workload[key]) for key, say in _WORDS if workload.get(key) is not None]
-    known = {key for key, _ in _WORDS} | {"suite"}
+    known = {key for key, _ in _WORDS} | {"suite", "name"}
     parts += [f"{key} {value}" for key, value in sorted(workload.items()) if key not in known]
     detail = ", ".join(p for p in parts if p)
     return f"suite {workload.get('suite', 'single')}" + (f": {detail}" if detail else "")
+
+
+def described_workloads(matrix: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, words) of each workload a matrix names: its ``workloads`` list, or its ``workload``."""
+    listed = matrix.get("workloads") or [matrix.get("workload") or {}]
+    return [(str(w.get("name") or w.get("suite") or "single"), describe_workload(w)) for w in listed]
 
 
 def _merge_rows(manifest: dict[str, Any]) -> list[tuple[str, Any]]:

@@ -12,9 +12,9 @@ import pandas as pd
 from specbench import analysis, crossover
 from specbench.analysis import Decision, RunData
 from specbench.checks import Finding
-from specbench.report import fonts, tables
+from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
-from specbench.report.envfile import describe_workload
+from specbench.report.envfile import described_workloads
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
 from specbench.report.tune import tune_blocks
@@ -33,7 +33,32 @@ class Computed:
 
 
 def crossover_frame(run: RunData) -> pd.DataFrame:
-    """Per arm: the crossover formula's inputs, L* and the case it is in (numeric columns)."""
+    """Per workload and arm: the crossover formula's inputs, L* and the case it is in (numeric
+    columns); each workload's from its own requests only."""
+    frames = [
+        _crossover_rows(by_workload.only(run, w)).assign(workload=w) for w in by_workload.workload_names(run)
+    ]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    return out[["workload", *out.columns.drop("workload")]]
+
+
+def _winners(run: RunData) -> pd.DataFrame:
+    """:func:`crossover.wall_clock_winners` per workload, with a workload column first."""
+    frames = [
+        crossover.wall_clock_winners(by_workload.only(run, w)).assign(workload=w)
+        for w in by_workload.workload_names(run)
+    ]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=["workload", "max_tokens", "winner"])
+    out = pd.concat(frames, ignore_index=True)
+    return out[["workload", *out.columns.drop("workload")]]
+
+
+def _crossover_rows(run: RunData) -> pd.DataFrame:
     if run.baseline not in run.measured_arms:
         return pd.DataFrame()
     rows = []
@@ -69,15 +94,16 @@ def compute(run: RunData) -> Computed:
         decisions=analysis.decision_table(run, found=found),
         summary=tables.summary_frame(run),
         crossovers=crossover_frame(run),
-        winners=crossover.wall_clock_winners(run),
+        winners=_winners(run),
     )
 
 
 def _findings(c: Computed) -> list[Block]:
     if not c.found:
         return [Heading("Findings"), Para("No check flagged this run.")]
-    counts = pd.Series([f.severity for f in c.found]).value_counts()
-    line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts.items())
+    severities = [f.severity for f in c.found]
+    counts = [(sev, severities.count(sev)) for sev in ("error", "warning", "info") if sev in severities]
+    line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts)
     return [Heading("Findings"), Para(f"{line}; most serious first."), Table(tables.findings_table(c.found))]
 
 
@@ -101,42 +127,74 @@ def _context(run: RunData, run_dir: Path) -> list[Block]:
         Para(
             f"{run_dir.name}: engine {matrix.get('engine', '?')}, model {matrix.get('model', '?')}, "
             f"{len(run.df)} measured requests ({failed} failed) over {len(run.measured_arms)} arms, "
-            f"each compared with the arm {run.baseline}. Workload: "
-            f"{describe_workload(matrix.get('workload') or {})}. Environment and exact command "
-            "lines: BENCHMARK_ENV.md."
+            f"each compared with the arm {run.baseline}. {_workloads_in_words(matrix)}. Environment "
+            "and exact command lines: BENCHMARK_ENV.md."
         ),
     ]
 
 
-def _crossover(c: Computed) -> list[Block]:
-    if c.crossovers.empty:
+def _workloads_in_words(matrix: dict[str, object]) -> str:
+    named = described_workloads(matrix)
+    if len(named) == 1:
+        return f"Workload: {named[0][1]}"
+    return f"Workloads ({len(named)}): " + "; ".join(f"{name} ({text})" for name, text in named)
+
+
+def _crossover(c: Computed, workload: str | None = None, level: int = 2) -> list[Block]:
+    """The crossover section of one workload (``None``: the run's only one)."""
+    crossovers, winners = c.crossovers, c.winners
+    if workload is not None and not crossovers.empty:
+        crossovers = crossovers[crossovers["workload"] == workload]
+        winners = winners[winners["workload"] == workload]
+    if crossovers.empty:
         return []
     shown = pd.DataFrame({
-        "arm": c.crossovers["arm"],
-        f"prefill ms ({c.crossovers['prefill_column'].iloc[0]}) baseline → arm": [
+        "arm": crossovers["arm"],
+        f"prefill ms ({crossovers['prefill_column'].iloc[0]}) baseline → arm": [
             f"{tables.fmt(b, '.0f')} → {tables.fmt(a, '.0f')}"
-            for b, a in zip(c.crossovers["prefill_baseline_ms"], c.crossovers["prefill_arm_ms"], strict=True)
+            for b, a in zip(crossovers["prefill_baseline_ms"], crossovers["prefill_arm_ms"], strict=True)
         ],
         "decode tok/s baseline → arm": [
             f"{tables.fmt(b)} → {tables.fmt(a)}"
-            for b, a in zip(c.crossovers["decode_baseline_tok_s"], c.crossovers["decode_arm_tok_s"],
-                            strict=True)
+            for b, a in zip(crossovers["decode_baseline_tok_s"], crossovers["decode_arm_tok_s"], strict=True)
         ],
         "L* tokens": [tables.fmt(v, ".0f") if v is not None and not math.isnan(v) else "—"
-                      for v in c.crossovers["crossover_tokens"]],
-        "on wall clock the arm": c.crossovers["regime"],
+                      for v in crossovers["crossover_tokens"]],
+        "on wall clock the arm": crossovers["regime"],
     })  # fmt: skip
     blocks: list[Block] = [
-        Heading("Crossover length"),
-        Para("L* = (prefill_arm − prefill_baseline) / (1/r_baseline − 1/r_arm), medians over the run."),
+        Heading("Crossover length", level),
+        Para("L* = (prefill_arm − prefill_baseline) / (1/r_baseline − 1/r_arm), medians over the "
+             + ("run." if workload is None else "workload's requests.")),
         Table(shown),
-    ]
-    if not c.winners.empty:
-        win = c.winners.copy()
+    ]  # fmt: skip
+    if not winners.empty:
+        win = winners.drop(columns="workload")
         for col in win.columns.drop(["max_tokens", "winner"]):
             win[col] = win[col].map(lambda v: tables.fmt(v, ".0f"))
         win["max_tokens"] = win["max_tokens"].map(lambda v: tables.fmt(v, ".0f"))
         blocks.append(Table(win, "Measured median e2e ms per requested length, and the wall-clock winner"))
+    return blocks
+
+
+def _by_workload(c: Computed, workloads: list[str]) -> list[Block]:
+    """Several workloads: the workload-by-arm table, then one section per workload with its
+    decision, per-arm table, crossover and categories, each from that workload's requests only."""
+    table = by_workload.speedup_table(c.summary, workloads, c.run.arms, c.run.baseline)
+    blocks: list[Block] = [
+        Heading("Workloads by arm"),
+        Table(table, f"decode speedup vs {c.run.baseline} (95 % CI) and verdict, per workload"),
+    ]
+    decided = {d.workload: d for d in c.decisions}
+    words = dict(described_workloads(c.run.manifest.get("matrix") or {}))
+    for workload in workloads:
+        blocks += [Heading(f"Workload {workload}"), Para(words.get(workload, workload) + ".")]
+        if workload in decided:
+            d = decided[workload]
+            blocks.append(Para(f"Decision: {d.recommendation} — {d.reason}."))
+        blocks.append(Table(tables.arm_table(c.summary, workload), "medians with 95 % bootstrap CIs"))
+        blocks += _crossover(c, workload, 3)
+        blocks += _categories(by_workload.only(c.run, workload), 3)
     return blocks
 
 
@@ -156,12 +214,12 @@ def _machines(run: RunData) -> list[Block]:
     return [Heading("Per machine"), Table(table, caption)]
 
 
-def _categories(run: RunData) -> list[Block]:
+def _categories(run: RunData, level: int = 2) -> list[Block]:
     table = tables.category_table(run)
     if table.empty:
         return []
     blocks: list[Block] = [
-        Heading("Per prompt category"),
+        Heading("Per prompt category", level),
         Table(table, "median decode tok/s; × = vs baseline"),
     ]
     splits = tables.category_splits(run)
@@ -224,6 +282,13 @@ def _font_note(run: RunData) -> list[Block]:
     ]
 
 
+def _measured(c: Computed) -> list[Block]:
+    workloads = by_workload.workload_names(c.run)
+    if len(workloads) > 1:
+        return _by_workload(c, workloads)
+    return [*_crossover(c), *_per_arm(c)]
+
+
 def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) -> list[Block]:
     return [
         Heading(f"specbench report: {run_dir.name}", 1),
@@ -232,10 +297,9 @@ def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *tune_blocks(run_dir),
         *predicted_blocks(c.run, run_dir),
         *_context(c.run, run_dir),
-        *_crossover(c),
-        *_per_arm(c),
+        *_measured(c),
         *_machines(c.run),
-        *_categories(c.run),
+        *(_categories(c.run) if len(by_workload.workload_names(c.run)) < 2 else []),
         *_acceptance(c.run),
         *_equivalence(c.run),
         *_plots(c.run, plots),

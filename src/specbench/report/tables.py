@@ -18,7 +18,7 @@ from specbench import analysis, bimodality, checks, stats
 from specbench.analysis import RunData
 from specbench.checks import Finding
 
-METRICS = ("ttft_ms", "decode_tok_s", "e2e_ms", "prefill_ms")
+METRICS = ("ttft_ms", "decode_tok_s", "e2e_ms", "prefill_ms", "itl_ms", "tokens_per_chunk")
 CONFIDENCE = 0.95
 N_RESAMPLES = 2000
 
@@ -106,6 +106,8 @@ def arm_table(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
             "prefill ms": _cell(r, "prefill_ms", ".0f"),
             "decode tok/s": _cell(r, "decode_tok_s", ".1f"),
             "e2e ms": _cell(r, "e2e_ms", ".0f"),
+            "ITL ms (per token)": _cell(r, "itl_ms", ".2f"),
+            "tokens/chunk": _cell(r, "tokens_per_chunk", ".2f"),
             "acceptance": fmt(r["acceptance"], ".3f"),
             "decode speedup": fmt_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], ".3f"),
             "verdict": r["verdict"],

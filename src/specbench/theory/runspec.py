@@ -3,6 +3,7 @@
 Target model, first match wins (``matrix.model`` is the served model path or id)::
 
     lab truth.json next to it   shapes from truth["target"], weights at truth["target"]["dtype"]
+    a .gguf file                its own header (a config.json beside it may describe another file)
     config.json next to it      (or inside it, for a model directory) Hugging Face architecture
     a preset name               the model string (``Qwen/Qwen3.6-27B``) or the longest preset name
                                 contained in its file name (``Qwen3.6-27B-UD-Q4_K_XL.gguf``)
@@ -38,6 +39,7 @@ from specbench.checks import split_flags
 from specbench.errors import ConfigError
 from specbench.store import RunStore
 from specbench.theory.arch import Architecture, architecture_from_mapping, total_params
+from specbench.theory.gguf_header import architecture_from_gguf
 from specbench.theory.hardware import Gpu
 from specbench.theory.hf_config import load_hf_config
 from specbench.theory.machine import stored_cpu
@@ -240,6 +242,8 @@ def _preset_model(model: str) -> Architecture | None:
 
 
 def _architecture(model: str) -> tuple[Architecture, str] | None:
+    if model.endswith(".gguf") and Path(model).is_file():
+        return architecture_from_gguf(model), f"GGUF header ({model})"
     config = _config_next_to(model)
     if config is not None:
         return load_hf_config(config), f"config.json ({config})"
@@ -249,7 +253,7 @@ def _architecture(model: str) -> tuple[Architecture, str] | None:
 
 def _hf_dtype(model: str) -> str | None:
     config = _config_next_to(model)
-    if config is None:
+    if config is None or model.endswith(".gguf"):
         return None
     try:
         raw = json.loads(config.read_text(encoding="utf-8"))

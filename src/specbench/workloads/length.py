@@ -15,11 +15,13 @@ from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any
 
+from specbench.errors import ConfigError
 from specbench.workloads.prompts import load_bundled
 
 FILL = "{{FILL}}"
 CHARS_PER_TOKEN_ESTIMATE = 4.0
 TOLERANCE = 0.01
+FIT_TOLERANCE = 0.10  # a fitted prompt further than this from its target is an error
 MAX_STEPS = 8
 Counter = Callable[[list[dict[str, Any]]], Awaitable[int]]
 
@@ -80,3 +82,18 @@ async def fit_messages(
             break
         chars = max(1, int(chars * (target - base) / max(tokens - base, 1)))
     return fitted, tokens, chars
+
+
+def check_fit(prompt_id: str, target: int, tokens: int) -> None:
+    """A fitted prompt that misses its target by more than :data:`FIT_TOLERANCE` (either way)
+    measures another length than the one reported: stop with the prompt, the target and the count."""
+    if abs(tokens - target) <= FIT_TOLERANCE * target:
+        return
+    if tokens > target:
+        why = "the prompt as written is already longer; raise workload.input_tokens or shorten it"
+    else:
+        why = "the chat template does not grow with the text (does it drop the message content?)"
+    raise ConfigError(
+        f"workload.input_tokens: prompt {prompt_id!r} fitted to {tokens} tokens, target {target} "
+        f"(tolerance ±{FIT_TOLERANCE:.0%}): {why}"
+    )

@@ -165,14 +165,22 @@ def _cache(ctx: Context) -> list[RequestSpec]:
 
 
 def _lengths(ctx: Context) -> list[RequestSpec]:
+    """Each length gets its own prompts: re-sending one prompt at several lengths in one launch
+    serves its prefill from the cache and lets an n-gram drafter learn the earlier outputs, so
+    the sweep would compare a cold request with warm ones. Prompts are reused only when the pool
+    is too small (each reuse still gets its own filler: a distinct prefix per length)."""
     lengths = ctx.spec.lengths or tuple(ctx.tokens(n) for n in ctx.suite.lengths)
-    return [
-        ctx.request(
-            f"{p.id}@len{n}", p.category, p.as_messages(), max_tokens=n, ignore_eos=True, phase=f"len{n}"
-        )
-        for n in lengths
-        for p in ctx.prompts
-    ]
+    per = max(1, len(ctx.prompts) // max(len(lengths), 1))
+    out = []
+    for j, n in enumerate(lengths):
+        block = [ctx.prompts[(j * per + i) % len(ctx.prompts)] for i in range(per)] if ctx.prompts else []
+        out += [
+            ctx.request(
+                f"{p.id}@len{n}", p.category, p.as_messages(), max_tokens=n, ignore_eos=True, phase=f"len{n}"
+            )
+            for p in block
+        ]
+    return out
 
 
 def _levels(ctx: Context) -> list[RequestSpec]:
@@ -199,35 +207,94 @@ BUILDERS: dict[str, Callable[[Context], list[RequestSpec]]] = {
 
 def _prompts(spec: WorkloadSpec, suite: Suite, seed: int, base: Path) -> list[Prompt]:
     n = spec.prompts or suite.prompts
+    if suite.builder == "lengths":  # n distinct prompts per length (see _lengths)
+        n *= len(spec.lengths or suite.lengths) or 1
     if spec.prompt_file:
         path = Path(spec.prompt_file)
         pool = load_prompt_file(path if path.is_absolute() else base / path)
     else:
-        pool = load_bundled()
+        pool = _fitting(load_bundled(), _input_target(spec, suite))
     return select(pool, min(n, len(pool)), seed, spec.categories)
+
+
+def _input_target(spec: WorkloadSpec, suite: Suite) -> int | None:
+    raw = spec.input_tokens or suite.input_tokens
+    return None if raw is None else (spec.input_tokens or max(MIN_TOKENS, round(raw * spec.scale)))
+
+
+def _fitting(pool: list[Prompt], target: int | None) -> list[Prompt]:
+    """Bundled prompts short enough to be filled up to ``target``: a longer one cannot be fitted
+    and would stop the run (length.check_fit). A user's own file is never filtered: its prompts
+    are the workload, and a misfit there is an error naming the prompt."""
+    if target is None:
+        return pool
+    kept = [p for p in pool if _estimate(p) <= FITS_SHARE * target]
+    if not kept:
+        raise ConfigError(
+            f"workload.input_tokens: {target} tokens is shorter than every bundled prompt; "
+            "raise input_tokens or scale"
+        )
+    return kept
+
+
+FITS_SHARE = 0.8  # a bundled prompt's estimated length must leave this much room for the filler
+
+
+def _estimate(prompt: Prompt) -> float:
+    return sum(len(text) for _, text in prompt.messages) / 4.0 + 4 * len(prompt.messages)
 
 
 def build_requests(
     matrix: Matrix, base: Path
 ) -> tuple[tuple[RequestSpec, ...], tuple[RequestSpec, ...], int]:
-    """(requests, warm-up requests, default concurrency); identical for every arm."""
-    spec = matrix.workload
-    suite = get_suite(spec.suite)
-    ctx = Context(suite, spec, matrix.seed, _prompts(spec, suite, matrix.seed, base))
-    requests = _unique(BUILDERS[suite.builder](ctx))
+    """(requests, warm-up requests, default concurrency); identical for every arm. Several
+    workloads run one after the other in each cell, their requests named ``<workload>/<prompt>``."""
+    several = len(matrix.all_workloads) > 1
+    requests: list[RequestSpec] = []
+    for i, spec in enumerate(matrix.all_workloads):
+        suite = _suite(spec, f"workloads.{i}" if several else "workload")
+        ctx = Context(suite, spec, matrix.seed, _prompts(spec, suite, matrix.seed, base))
+        own = _unique(BUILDERS[suite.builder](ctx))
+        concurrency = matrix.concurrency or suite.concurrency
+        requests += [_tagged(req, spec.label, concurrency, several) for req in own]
+    first = matrix.all_workloads[0]
     # Warm-ups use their own prompt: repeating a measured prompt would warm its prompt cache.
     warmup = tuple(
         RequestSpec(
             prompt_id=f"warmup-{i}",
             category="warmup",
             messages=WARMUP_MESSAGES,
-            max_tokens=min(32, ctx.max_tokens),
-            temperature=spec.temperature,
+            max_tokens=min(32, Context(get_suite(first.suite), first, matrix.seed, []).max_tokens),
+            temperature=first.temperature,
             seed=matrix.seed,
         )
         for i in range(matrix.warmup)
     )
-    return requests, warmup, matrix.concurrency or suite.concurrency
+    return tuple(requests), warmup, matrix.concurrency or get_suite(first.suite).concurrency
+
+
+def _suite(spec: WorkloadSpec, where: str) -> Suite:
+    try:
+        return get_suite(spec.suite)
+    except ConfigError as exc:  # name the list entry, not "workload", when there are several
+        raise ConfigError(where + str(exc).removeprefix("workload")) from None
+
+
+def _tagged(req: RequestSpec, workload: str, concurrency: int, several: bool) -> RequestSpec:
+    """``req`` marked with its workload. With several workloads its id, filler key and phase are
+    prefixed too: ids key records (resume, pairing), fillers must not be shared across workloads,
+    and each workload runs as its own phase at its own concurrency."""
+    if not several:
+        return req.model_copy(update={"workload": workload})
+    return req.model_copy(
+        update={
+            "workload": workload,
+            "prompt_id": f"{workload}/{req.prompt_id}",
+            "fill_key": f"{workload}/{req.fill_key}" if req.fill_key else None,
+            "phase": f"{workload}/{req.phase}",
+            "concurrency": req.concurrency or concurrency,
+        }
+    )
 
 
 def _unique(requests: list[RequestSpec]) -> tuple[RequestSpec, ...]:

@@ -1,0 +1,117 @@
+"""The client's own lag, so a harness-bound run can never pass for an engine result.
+
+While a cell's requests stream, :class:`LoopLag` sleeps a fixed period on the same event loop
+and records how late each wake-up came. A loop that wakes late stamps chunks late too: when it
+falls behind, queued chunks drain in a burst, gaps shrink towards zero and TTFT grows — the
+figures then describe the client, not the server. :func:`client_lag_findings` turns the lag kept
+in each cell into a CLIENT_BEHIND finding when it is large next to the arm's time per output token
+(TPOT, not the median ITL: a server that sends in bursts has a median ITL near zero).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench.checks import Finding
+
+PERIOD_S = 0.01  # 100 wake-ups a second: a few µs of CPU, fine enough to see a stall
+LAG_FLOOR_MS = 2.0  # below this, lag is timer and scheduler noise on a shared machine
+LAG_SHARE = 0.5  # lag p99 above half the arm's median TPOT distorts per-token timing
+
+
+class LoopLag:
+    """Measure wake-up lag of the running loop between :meth:`start` and :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.lags_ns: list[int] = []
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        period_ns = int(PERIOD_S * 1e9)
+        while True:
+            t0 = time.perf_counter_ns()
+            await asyncio.sleep(PERIOD_S)
+            self.lags_ns.append(max(0, time.perf_counter_ns() - t0 - period_ns))
+
+    async def stop(self) -> dict[str, Any]:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        lags = np.asarray(self.lags_ns, dtype=float) / 1e6
+        if lags.size == 0:
+            return {"period_ms": PERIOD_S * 1e3, "n": 0}
+        return {
+            "period_ms": PERIOD_S * 1e3,
+            "n": int(lags.size),
+            "p50_ms": float(np.percentile(lags, 50)),
+            "p99_ms": float(np.percentile(lags, 99)),
+            "max_ms": float(lags.max()),
+        }
+
+
+def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[Finding]:
+    """CLIENT_BEHIND per arm whose worst cell's loop-lag p99 is both above the noise floor and a
+    sizeable share of the arm's median TPOT (its timing figures are partly the client's)."""
+    worst: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        lag = cell.get("client_lag") or {}
+        if lag.get("p99_ms") is not None and lag["p99_ms"] > worst.get(cell["arm"], {}).get("p99_ms", -1):
+            worst[cell["arm"]] = {**lag, "repeat": cell.get("repeat")}
+    out = []
+    for arm, lag in sorted(worst.items()):
+        tpot = df.loc[df["arm"] == arm, "tpot_ms"].median() if "tpot_ms" in df and not df.empty else np.nan
+        limit = max(LAG_FLOOR_MS, LAG_SHARE * tpot) if np.isfinite(tpot) else LAG_FLOOR_MS
+        if lag["p99_ms"] > limit:
+            tpot_text = f"{tpot:.2f} ms" if np.isfinite(tpot) else "unknown"
+            out.append(
+                Finding(
+                    "CLIENT_BEHIND",
+                    (arm,),
+                    f"the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
+                    f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median TPOT of {tpot_text}: "
+                    "chunk stamps were late and bunched, so TTFT/ITL partly measure the client "
+                    "(lower the concurrency, or give the client its own cores).",
+                )
+            )
+    return out
+
+
+LATE_FLOOR_MS = 10.0  # sends later than this at p99 mean the schedule was not kept
+
+
+def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
+    """LATE_SENDS per arm whose open-loop sends (records with ``lateness_ms``) ran late at p99:
+    the load offered was not the load asked for. The evidence splits waiting for a free slot
+    under the concurrency cap (the server was slower than the rate) from the client's own delay."""
+    by_arm: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        if rec.get("lateness_ms") is not None and not rec.get("warmup"):
+            by_arm.setdefault(rec["arm"], []).append(rec)
+    out = []
+    for arm, recs in sorted(by_arm.items()):
+        late = np.array([r["lateness_ms"] for r in recs], dtype=float)
+        cap = np.array([r.get("cap_wait_ms") or 0.0 for r in recs], dtype=float)
+        p99 = float(np.percentile(late, 99))
+        if p99 <= LATE_FLOOR_MS:
+            continue
+        asked = (recs[0].get("arrival") or {}).get("rate")
+        asked_text = f" against {asked:g}/s asked" if asked else ""
+        out.append(
+            Finding(
+                "LATE_SENDS",
+                (arm,),
+                f"open-loop sends ran {p99:.1f} ms late at p99 over {len(recs)} requests "
+                f"({float(np.percentile(cap, 99)):.1f} ms of it waiting for a free slot under the "
+                f"concurrency cap, {float(np.percentile(late - cap, 99)):.1f} ms the client's own delay)"
+                f"{asked_text}: the offered load was lower than the schedule.",
+            )
+        )
+    return out

@@ -1,0 +1,64 @@
+"""Checks on what each request's own numbers say about the measurement itself.
+
+* ``CACHED_PREFILL`` — a request meant to be cold took most of its prompt from the server's
+  cache, so its TTFT and prefill are a cache hit, not a prefill;
+* ``CLIENT_SERVER_DISAGREE`` — the client's decode rate and the server's own timing of the same
+  request disagree (a stalled stream delivers every token at once and reads thousands of tok/s);
+  the summary then uses the server's rate for that request (:func:`specbench.metrics.decode_tok_s`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from specbench.findings import Finding
+from specbench.metrics import CLIENT_SERVER_TOLERANCE
+
+CACHED_SHARE = 0.5  # more than this share of a cold request's prompt from the cache is a finding
+#: Categories built to hit the cache (cache-reuse suite) or to share a prefix by design (agents).
+WARM_BY_DESIGN = ("cache-", "agent-")
+
+
+def cached_prefill(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
+    out = []
+    for arm in arms:
+        sub = df[(df["arm"] == arm) & df["cached_tokens"].notna() & (df["prompt_tokens"] > 0)]
+        cold = sub[~sub["category"].fillna("").astype(str).str.startswith(WARM_BY_DESIGN)]
+        hot = cold[cold["cached_tokens"] > CACHED_SHARE * cold["prompt_tokens"]]
+        if len(hot):
+            worst = hot.iloc[int(np.argmax((hot["cached_tokens"] / hot["prompt_tokens"]).to_numpy()))]
+            out.append(
+                Finding(
+                    "CACHED_PREFILL",
+                    (arm,),
+                    f"{arm}: {len(hot)} of {len(cold)} requests meant to be cold took more than "
+                    f"{CACHED_SHARE:.0%} of their prompt from the cache (e.g. {worst['prompt_id']}: "
+                    f"{worst['cached_tokens']:.0f} of {worst['prompt_tokens']:.0f} tokens cached); their "
+                    "TTFT and prefill are cache hits, not prefills.",
+                )
+            )
+    return out
+
+
+def client_server_disagreement(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
+    out = []
+    for arm in arms:
+        sub = df[(df["arm"] == arm) & df["decode_disagrees"].notna()]
+        bad = sub[sub["decode_disagrees"] == 1.0]
+        if len(bad):
+            ratio = (bad["client_decode_tok_s"] / bad["server_decode_tok_s"]).to_numpy(dtype=float)
+            worst = bad.iloc[int(np.argmax(np.abs(np.log(ratio))))]
+            out.append(
+                Finding(
+                    "CLIENT_SERVER_DISAGREE",
+                    (arm,),
+                    f"{arm}: on {len(bad)} of {len(sub)} requests the client's decode rate differs from "
+                    f"the server's own by more than {CLIENT_SERVER_TOLERANCE:.0%} (e.g. "
+                    f"{worst['prompt_id']}: client {worst['client_decode_tok_s']:.1f} vs server "
+                    f"{worst['server_decode_tok_s']:.1f} tok/s); the summary uses the server's rate there.",
+                )
+            )
+    return out

@@ -1,0 +1,126 @@
+"""Did speculation run? The server's own word first, then cell-level counters, then requests.
+
+Two different truths hide behind "nothing was drafted" and a published table must not mix them:
+
+* speculation is **off or broken** — the server says so (llama.cpp ``/slots`` ``speculative:
+  false``, vLLM without its spec counters, SGLang ``speculative_algorithm`` None), it logged a
+  failure line, or the arm's cell-level counters stayed at zero with no word from the server that
+  speculation is on → ``SILENT_FALLBACK`` (error: the arm did not measure what it claims);
+* speculation is **on but the drafter proposed nothing** on this workload — e.g. an n-gram drafter
+  that finds no match in agent traffic, while ``/slots`` says ``speculative: true`` →
+  ``NO_DRAFTS`` (warning: a real, publishable result about the method on this workload).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from specbench.findings import Finding
+
+FALLBACK_SHARE = 0.9  # no drafting on at least this share of requests
+
+
+def spec_deltas(cell: Mapping[str, Any]) -> dict[str, float]:
+    """after − before for every speculative counter the cell's "after" /metrics scrape has."""
+    before = (cell.get("metrics_before") or {}).get("spec") or {}
+    after = (cell.get("metrics_after") or {}).get("spec") or {}
+    return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
+
+
+def server_says_off(servers: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What each engine's ``describe`` says when speculation did not take: llama.cpp /slots
+    ``speculative: false``, vLLM without its spec counters (they exist only with a speculative
+    config), SGLang's own ``speculative_algorithm`` None (docs/engines.md)."""
+    out = []
+    flags = [s for server in servers for s in server.get("slots_speculative", [])]
+    if flags and not any(flags):
+        out.append("/slots reports speculative=false")
+    if any(server.get("spec_metrics_present") is False for server in servers):
+        out.append("/metrics has no vllm:spec_decode counters")
+    sglang = [server["speculative"] for server in servers if isinstance(server.get("speculative"), dict)]
+    if any("speculative_algorithm" in s and s["speculative_algorithm"] is None for s in sglang):
+        out.append("the server info says speculative_algorithm is None")
+    return out
+
+
+def server_says_on(servers: Sequence[Mapping[str, Any]]) -> str | None:
+    """The server's own statement that speculation is enabled, or None when it makes none.
+
+    vLLM's counters existing is *not* such a statement: they exist with any speculative config,
+    and zero deltas over a whole cell are exactly the silent fallback to catch."""
+    flags = [s for server in servers for s in server.get("slots_speculative", [])]
+    if flags and all(flags):
+        return "/slots reports speculative=true"
+    algos = [
+        s["speculative"].get("speculative_algorithm")
+        for s in servers
+        if isinstance(s.get("speculative"), dict)
+    ]
+    if algos and all(algos):
+        return f"the server info says speculative_algorithm is {algos[0]}"
+    return None
+
+
+def counter_drafts(cells: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """(drafted tokens summed over the arm's cells, cells counted) from /metrics deltas; None when
+    no cell scraped a draft-token counter (the engine has none, or /metrics failed)."""
+    deltas = [spec_deltas(c) for c in cells]
+    counted = [d["draft_tokens"] for d in deltas if "draft_tokens" in d]
+    return (float(sum(counted)), len(counted)) if counted else None
+
+
+def failure_lines(cells: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -> list[str]:
+    return [ln for c in cells for ln in c.get("log_lines", []) if any(p in ln for p in patterns)]
+
+
+def speculation_state(
+    arm: str, df: pd.DataFrame, cells: Sequence[Mapping[str, Any]], patterns: Sequence[str]
+) -> list[Finding]:
+    """SILENT_FALLBACK or NO_DRAFTS for an arm *configured* to speculate (the caller decides that)."""
+    mine = [c for c in cells if c.get("arm") == arm]
+    servers = [c.get("server") or {} for c in mine]
+    off = server_says_off(servers)
+    failed = failure_lines(mine, patterns)
+    if failed:
+        off.append(f"the server logged: {failed[0]!r}")
+    # Only requests whose server reports drafts per request: SGLang never does, vLLM only with
+    # --per-request-spec-decode-metrics (NaN), and an unknown count is not a zero.
+    known = df.loc[df["arm"] == arm, "draft_n"].dropna()
+    idle = float((known == 0).mean()) if len(known) else 0.0
+    idle_text = f"no drafting on {idle:.0%} of {len(known)} requests" if idle >= FALLBACK_SHARE else ""
+    counters = counter_drafts(mine)
+    zero_text = (
+        f"its /metrics counters drafted 0 tokens over {counters[1]} cell(s)"
+        if counters and counters[0] == 0
+        else ""
+    )
+    idle_reasons = [t for t in (idle_text, zero_text) if t]
+    if off:
+        return [_fallback(arm, off + idle_reasons)]
+    if not idle_reasons:
+        return []
+    on = server_says_on(servers)
+    if on is None:
+        return [_fallback(arm, idle_reasons)]
+    share = f"{idle:.0%} of {len(known)} requests" if len(known) else "the whole run (by its counters)"
+    return [
+        Finding(
+            "NO_DRAFTS",
+            (arm,),
+            f"{arm}: speculation is on ({on}) but the drafter proposed nothing on {share}"
+            f" ({'; '.join(idle_reasons)}): the method finds nothing to draft on this workload.",
+            "warning",
+        )
+    ]
+
+
+def _fallback(arm: str, reasons: list[str]) -> Finding:
+    return Finding(
+        "SILENT_FALLBACK",
+        (arm,),
+        f"{arm} is configured to speculate but " + "; ".join(reasons) + ".",
+        "error",
+    )

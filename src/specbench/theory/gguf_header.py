@@ -1,0 +1,159 @@
+"""Read a model's architecture from its GGUF header, the file llama-server itself loads.
+
+A GGUF file describes itself: ``general.architecture`` names the llama.cpp architecture and
+``<arch>.*`` keys give its shape (format: https://github.com/ggml-org/ggml/blob/master/docs/gguf.md).
+Reading the header beats a ``config.json`` next to the file, which may belong to another
+quantisation or model in the same folder. Key map::
+
+    layers     <arch>.block_count              hidden     <arch>.embedding_length
+    heads      <arch>.attention.head_count     kv_heads   <arch>.attention.head_count_kv
+    head_dim   <arch>.attention.key_length     vocab      len(tokenizer.ggml.tokens)
+    ffn        <arch>.feed_forward_length      experts    <arch>.expert_count (+ used, ffn, shared)
+    sliding    <arch>.attention.sliding_window; which layers slide is fixed in llama.cpp per arch
+    tied       no ``output.weight`` tensor (the LM head reuses ``token_embd.weight``)
+
+Only the header is parsed (arrays are skipped, not decoded), so a 262k-token vocabulary costs
+milliseconds; the ``gguf`` package's reader decodes everything and takes seconds.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+from pathlib import Path
+from typing import Any
+
+from specbench.errors import ConfigError
+from specbench.theory.arch import Architecture, architecture_from_mapping
+
+# Value types of the GGUF spec: fixed sizes (struct codes) for scalars; 8 string, 9 array.
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_STRING, _ARRAY = 8, 9
+_KEEP_ARRAY = 256  # per-layer arrays are kept; longer ones (vocabularies) only counted
+# Every n-th layer is global, the rest slide: llama.cpp sets this pattern in code, not the file
+# (src/llama-model.cpp, hparams.set_swa_pattern).
+SWA_PATTERN = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "gpt-oss": 2}
+
+
+class _Cursor:
+    def __init__(self, buf: mmap.mmap) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def scalar(self, code: str) -> Any:
+        (value,) = struct.unpack_from("<" + code, self.buf, self.pos)
+        self.pos += struct.calcsize(code)
+        return value
+
+    def string(self) -> str:
+        n = self.scalar("Q")
+        text = self.buf[self.pos : self.pos + n].decode("utf-8", errors="replace")
+        self.pos += n
+        return text
+
+    def value(self, vtype: int) -> Any:
+        if vtype in _SCALARS:
+            return self.scalar(_SCALARS[vtype])
+        if vtype == _STRING:
+            return self.string()
+        if vtype == _ARRAY:
+            return self.array()
+        raise ValueError(f"unknown GGUF value type {vtype}")
+
+    def array(self) -> Any:
+        etype, n = self.scalar("I"), self.scalar("Q")
+        if n <= _KEEP_ARRAY:
+            return [self.value(etype) for _ in range(n)]
+        if etype in _SCALARS:
+            self.pos += n * struct.calcsize(_SCALARS[etype])
+        else:
+            for _ in range(n):
+                self.value(etype)
+        return _Count(n)
+
+
+class _Count(int):
+    """A long array, kept as its length."""
+
+
+def read_header(path: Path) -> tuple[dict[str, Any], list[str]]:
+    """(metadata, tensor names) of a GGUF file; ConfigError naming the file if it is not one."""
+    try:
+        with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            if buf[:4] != b"GGUF":
+                raise ConfigError(f"{path}: not a GGUF file (no GGUF magic)")
+            cur = _Cursor(buf)
+            cur.pos = 4
+            cur.scalar("I")  # version
+            n_tensors, n_kv = cur.scalar("Q"), cur.scalar("Q")
+            meta = {}
+            for _ in range(n_kv):
+                key = cur.string()
+                meta[key] = cur.value(cur.scalar("I"))
+            names = []
+            for _ in range(n_tensors):
+                names.append(cur.string())
+                n_dims = cur.scalar("I")
+                cur.pos += 8 * n_dims + 4 + 8  # dims, type, offset
+            return meta, names
+    except (OSError, ValueError, struct.error) as err:
+        raise ConfigError(f"{path}: cannot read the GGUF header ({err})") from None
+
+
+def _int(value: Any) -> int:
+    """Per-layer arrays (some archs vary heads or FFN by layer) count by their largest entry."""
+    return int(max(value)) if isinstance(value, list) else int(value)
+
+
+def architecture_from_gguf(path: str | Path) -> Architecture:
+    """The Architecture a GGUF file's header describes (see the module docstring)."""
+    p = Path(path)
+    meta, tensors = read_header(p)
+    arch = str(meta.get("general.architecture", ""))
+
+    def get(name: str, default: int | None = None) -> int:
+        value = meta.get(f"{arch}.{name}")
+        if value is None:
+            if default is None:
+                raise ConfigError(f"{p}: GGUF header lacks {arch}.{name}")
+            return default
+        return _int(value)
+
+    layers, hidden, heads = get("block_count"), get("embedding_length"), get("attention.head_count")
+    tokens = meta.get("tokenizer.ggml.tokens")
+    fields: dict[str, Any] = {
+        "layers": layers,
+        "hidden": hidden,
+        "heads": heads,
+        "kv_heads": get("attention.head_count_kv", heads),
+        "head_dim": get("attention.key_length", hidden // max(heads, 1)),
+        "vocab": len(tokens) if isinstance(tokens, list) else int(tokens or get("vocab_size")),
+        "tied_embeddings": "output.weight" not in tensors,
+        "mtp_layers": get("nextn_predict_layers", 0),
+        "source": f"GGUF header ({arch})",
+        **_moe(get),
+    }
+    window, pattern = get("attention.sliding_window", 0), SWA_PATTERN.get(arch)
+    if window and pattern:
+        fields.update(sliding_layers=layers - layers // pattern, sliding_window=window)
+    name = str(meta.get("general.name") or p.stem)
+    return architecture_from_mapping(name, fields)
+
+
+def _moe(get: Any) -> dict[str, Any]:
+    ffn = get("feed_forward_length", 0)
+    experts = get("expert_count", 0)
+    if experts == 0:
+        return {"ffn": ffn}
+    shared = get("expert_shared_count", 0)
+    dense_layers = get("leading_dense_block_count", 0)
+    expert_ffn = get("expert_feed_forward_length", ffn)
+    return {
+        "experts": experts,
+        "top_k": get("expert_used_count"),
+        "expert_ffn": expert_ffn,
+        "shared_experts": shared,
+        "shared_expert_ffn": get("expert_shared_feed_forward_length", expert_ffn) if shared else 0,
+        "dense_layers": dense_layers,
+        "ffn": ffn if dense_layers else 0,
+    }

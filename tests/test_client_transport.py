@@ -1,0 +1,182 @@
+"""The streaming hot path: raw reads kept, parsed after the stream, the same record through aiohttp
+(the runner's transport) and httpx; records written off the loop. The aiohttp server here is a
+FAKE (an in-process aiohttp.web app splitting events at awkward places) and is named so."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiohttp import web
+
+from specbench import SCHEMA_VERSION
+from specbench.client import chat_body, open_streamer, sse_events, stream_chat
+from specbench.recordwriter import RecordWriter
+from specbench.store import RunStore
+
+EVENTS = [
+    {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},
+    {"choices": [{"index": 0, "delta": {"content": "ab"}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {"reasoning_content": "r"}, "finish_reason": None}]},
+    {"choices": [{"index": 0, "delta": {"content": "c"}, "finish_reason": "length"}]},
+    {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4}},
+]
+WIRE = (
+    b"".join(f"data: {json.dumps(e)}\r\n\r\n".encode() for e in EVENTS) + b": keep-alive\n\ndata: [DONE]\n\n"
+)
+
+
+def test_events_are_stamped_by_the_read_that_completed_them() -> None:
+    # Split mid-line, mid-terminator ("\r\n" | "\r\n") and with two events in one read.
+    cut1, cut2 = WIRE.index(b"ab"), WIRE.index(b"\r\n\r\n", WIRE.index(b"ab")) + 2
+    pieces = [(10, WIRE[:cut1]), (20, WIRE[cut1:cut2]), (30, WIRE[cut2:])]
+    events = sse_events(pieces)
+    assert [t for t, _ in events] == [10, 30, 30, 30, 30, 30]
+    assert json.loads(events[1][1]) == EVENTS[1] and events[-1][1] == "[DONE]"
+
+
+def test_a_trailing_partial_event_is_not_an_event() -> None:
+    assert sse_events([(1, b'data: {"a": 1}\n\ndata: {"b"')]) == [(1, '{"a": 1}')]
+
+
+async def _fake_app_client(parts: list[bytes], content_type: str = "text/event-stream") -> Any:
+    async def chat(request: web.Request) -> web.StreamResponse:
+        assert (await request.json())["stream"] is True
+        resp = web.StreamResponse(headers={"content-type": content_type})
+        await resp.prepare(request)
+        for part in parts:
+            await resp.write(part)
+            await asyncio.sleep(0.005)  # separate reads, so stamps differ
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+def _both(
+    parts: list[bytes], content_type: str = "text/event-stream"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
+        runner, url = await _fake_app_client(parts, content_type)
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        try:
+            async with open_streamer(10, 2) as session:
+                fast = await stream_chat(session, url, body, 10)
+            async with httpx.AsyncClient() as client:
+                slow = await stream_chat(client, url, body, 10)
+        finally:
+            await runner.cleanup()
+        return fast, slow
+
+    return asyncio.run(go())
+
+
+def test_aiohttp_and_httpx_record_the_same_stream() -> None:
+    parts = [WIRE[:7], WIRE[7:200], WIRE[200:]]
+    fast, slow = _both(parts)
+    for rec in (fast, slow):
+        assert rec["error"] is None and rec["usage"]["completion_tokens"] == 4
+        assert [c[1:] for c in rec["chunks"]] == [
+            [None, None, None, None, None],
+            ["ab", None, None, None, None],
+            [None, "r", None, None, None],
+            ["c", None, None, "length", None],
+        ]
+        stamps = [c[0] for c in rec["chunks"]]
+        assert stamps == sorted(stamps) and stamps[0] >= rec["t_headers_ns"]
+        assert rec["t_done_ns"] <= rec["t_end_ns"]
+
+
+def test_a_non_stream_reply_is_an_error_not_an_empty_answer() -> None:
+    fast, slow = _both([b'{"choices": []}'], content_type="application/json")
+    assert fast["error"]["type"] == slow["error"]["type"] == "SSEError"
+
+
+def test_the_writer_thread_keeps_every_record_in_order(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    writer = RecordWriter(store)
+    for i in range(200):
+        writer.append({"arm": "a", "prompt_id": f"p{i}", "repeat": 0})
+    writer.close()
+    lines = [json.loads(x) for x in store.records_path.read_text().splitlines()]
+    assert [r["prompt_id"] for r in lines] == [f"p{i}" for i in range(200)]
+    assert {r["schema_version"] for r in lines} == {SCHEMA_VERSION}
+
+
+def test_a_failed_write_is_raised_on_the_loops_side(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "missing" / "dir")  # no folder: the append fails
+    writer = RecordWriter(store)
+    writer.append({"arm": "a"})
+    with pytest.raises(FileNotFoundError):
+        writer.close()
+
+
+def _closing_server(replies: list[bytes | None]) -> Any:
+    """FAKE raw HTTP server: for each connection in turn, send the next reply then close (None:
+    close without a byte, as cpp-httplib does to a keep-alive connection past its request cap)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        reply = replies.pop(0) if replies else None
+        if reply is not None:
+            writer.write(reply)
+            await writer.drain()
+        writer.close()
+
+    return asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def _stream_once(replies: list[bytes | None]) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        server = await _closing_server(replies)
+        port = server.sockets[0].getsockname()[1]
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        async with server, open_streamer(10, 1) as session:
+            return await stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", body, 10)
+
+    return asyncio.run(go())
+
+
+OK_REPLY = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + WIRE
+
+
+def test_a_connection_closed_before_any_reply_is_sent_once_more() -> None:
+    rec = _stream_once([None, OK_REPLY])
+    assert rec["error"] is None and rec["retried"] == "stale connection"
+    assert rec["usage"]["completion_tokens"] == 4
+
+
+def test_a_second_close_is_an_error_not_a_loop() -> None:
+    rec = _stream_once([None, None, OK_REPLY])
+    assert rec["error"]["type"] == "ServerDisconnectedError" and rec["chunks"] == []
+
+
+def test_a_server_silent_past_the_read_timeout_is_an_error_with_what_arrived() -> None:
+    async def go() -> dict[str, Any]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(OK_REPLY[: OK_REPLY.index(b"data: [DONE]")])  # everything but the end
+            await writer.drain()
+            await asyncio.sleep(2.0)
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        async with server, open_streamer(0.3, 1) as session:
+            return await stream_chat(session, f"http://127.0.0.1:{port}/v1/chat/completions", body, 0.3)
+
+    rec = asyncio.run(go())
+    assert rec["error"]["type"] in ("ServerTimeoutError", "SocketTimeoutError", "TimeoutError")
+    assert rec["usage"]["completion_tokens"] == 4 and len(rec["chunks"]) == 4

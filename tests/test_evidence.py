@@ -1,0 +1,82 @@
+"""Cache, client-vs-server and machine-load evidence (issue 15 items 5, 9, 10).
+
+The records here are built by hand (FAKE): a stalled stream and a loaded box are what a real
+engine on a quiet machine cannot be made to produce on demand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from specbench import evidence, machine, metrics
+
+
+def stalled_record() -> dict[str, Any]:
+    """FAKE: the issue's stalled stream — first token at 481 ms, then 95 chunks within 28 ms —
+    while the server timed its decode at 20 tok/s."""
+    chunks = [[481_000_000, "a", None, None, None]]
+    chunks += [[481_000_000 + i * 300_000, "b", None, None, None] for i in range(1, 96)]
+    return {
+        "arm": "draft",
+        "prompt_id": "p1",
+        "repeat": 0,
+        "error": None,
+        "warmup": False,
+        "chunks": chunks,
+        "t_end_ns": 510_000_000,
+        "usage": {"completion_tokens": 96, "prompt_tokens": 40},
+        "timings": {"predicted_per_second": 20.0, "predicted_n": 96, "cache_n": 0},
+    }
+
+
+def test_a_stalled_stream_uses_the_servers_decode_rate_and_is_flagged() -> None:
+    rec = stalled_record()
+    assert metrics.client_decode_tok_s(rec) > 3000  # what the old summary reported
+    assert metrics.decode_disagrees(rec) == 1.0 and metrics.decode_tok_s(rec) == 20.0
+    df = metrics.frame([rec])
+    (found,) = evidence.client_server_disagreement(df, ["draft"])
+    assert found.code == "CLIENT_SERVER_DISAGREE" and "1 of 1 requests" in found.evidence
+
+
+def test_agreeing_rates_keep_the_clients_number() -> None:
+    rec = stalled_record()
+    rec["timings"]["predicted_per_second"] = metrics.client_decode_tok_s(rec) * 1.1
+    assert metrics.decode_disagrees(rec) == 0.0
+    assert metrics.decode_tok_s(rec) == metrics.client_decode_tok_s(rec)
+    assert evidence.client_server_disagreement(metrics.frame([rec]), ["draft"]) == []
+
+
+def test_a_cached_prefill_on_a_cold_request_is_a_finding() -> None:
+    df = pd.DataFrame(
+        {
+            "arm": ["a", "a", "a"],
+            "prompt_id": ["x@len8", "x@len32", "prefix-01"],
+            "category": ["chat", "chat", "cache-prefix"],
+            "prompt_tokens": [214.0, 214.0, 300.0],
+            "cached_tokens": [3.0, 209.0, 290.0],  # the issue's cache_n 209 of 214
+        }
+    )
+    (found,) = evidence.cached_prefill(df, ["a"])
+    assert found.code == "CACHED_PREFILL" and "1 of 2 requests" in found.evidence
+    assert "x@len32: 209 of 214" in found.evidence
+
+
+def test_a_busy_box_is_named_and_a_quiet_one_is_not() -> None:
+    cells = [
+        {"arm": "baseline", "machine_load": {"cpus": 2, "load_start": 8.2, "load_end": 13.0}},
+        {"arm": "baseline", "machine_load": {"cpus": 2, "load_start": 1.0, "load_end": 2.0}},
+        {"arm": "draft", "machine_load": {"cpus": 2, "load_start": 1.0, "load_end": 2.5}},
+    ]
+    (found,) = machine.busy_findings(cells, ["baseline", "draft"])
+    assert found.arms == ("baseline",) and "load average 13.0 on 2 CPUs" in found.evidence
+    assert "1 of 2 cells" in found.evidence
+    assert machine.busy_reason({"cpus": 2, "load_end": 1.0, "steal_share": 0.2}) is not None
+
+
+def test_a_cells_machine_probe_records_load_cpus_and_threads() -> None:
+    import os
+
+    got = machine.MachineProbe().finish(os.getpid(), machine.threads_arg(["-c", "2048", "-t", "1"]))
+    assert got["cpus"] == os.cpu_count() and got["engine_threads"] == "1"
+    assert got["load_end"] >= 0 and got["engine_os_threads"] >= 1

@@ -1,0 +1,76 @@
+"""Several workloads on the same arms, on the real llama-server and a lab pair (issue 22, item 4):
+records carry their workload, `run` decides per workload, and the report gives each workload
+its own section and sets them side by side. The matrix is run from another working directory
+with a relative model path (item 6)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specbench.store import RunStore
+from tests.conftest import Pair
+from tests.test_runner_engine import SHORT_PROMPTS
+
+pytestmark = pytest.mark.engine
+
+SHAPE = {"max_tokens": 12, "prompts": 2, "prompt_file": "prompts.jsonl"}
+
+
+def _matrix(folder: Path, pair: Pair, llama_server: Path) -> Path:
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
+    matrix = {
+        "model": os.path.relpath(pair.target, folder),  # relative to the matrix, not the cwd
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": {
+            "baseline": [],
+            "draft4": ["-md", os.path.relpath(pair.draft, folder), "--spec-type", "draft-simple",
+                       "--spec-draft-n-max", "4"],
+        },
+        "workloads": [{"suite": "natural", **SHAPE}, {"suite": "single", "scale": 0.05, **SHAPE}],
+        "repeats": 2,
+        "warmup": 1,
+        "forward_probe": False,
+        "engine_binary": str(llama_server),
+    }  # fmt: skip
+    path = folder / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix))
+    return path
+
+
+def test_two_workloads_on_the_same_arms(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
+    lab, elsewhere = tmp_path / "lab", tmp_path / "elsewhere"
+    lab.mkdir(), elsewhere.mkdir()
+    matrix, out = _matrix(lab, dense_pair, llama_server), tmp_path / "run"
+    cmd = [sys.executable, "-m", "specbench.cli", "run", str(matrix), "--out", str(out)]
+    done = subprocess.run(cmd, cwd=elsewhere, capture_output=True, text=True, timeout=500, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.rstrip().splitlines()[-2:]
+    assert last[0].startswith("decision for natural: ") and last[1].startswith("decision for single: ")
+
+    measured = [r for r in RunStore(out).records() if not r["warmup"]]
+    by_workload = {w: [r for r in measured if r["workload"] == w] for w in ("natural", "single")}
+    assert len(measured) == 16 and all(len(rs) == 8 for rs in by_workload.values())
+    for workload, records in by_workload.items():
+        assert all(r["prompt_id"].startswith(f"{workload}/short-") for r in records)
+        assert {r["arm"] for r in records} == {"baseline", "draft4"}
+    # single builds each prompt to ~26 tokens (512 × 0.05); natural sends them as written
+    assert all(r["request"]["target_tokens"] == 26 for r in by_workload["single"])
+    assert all(r["request"]["target_tokens"] is None for r in by_workload["natural"])
+    assert all(r["error"] is None for r in measured)
+
+    findings = json.loads((out / "report" / "findings.json").read_text())
+    assert [d["workload"] for d in findings["decisions"]] == ["natural", "single"]
+    assert {c["workload"] for c in findings["crossovers"]} == {"natural", "single"}
+    report = (out / "report" / "report.md").read_text()
+    sections = ["## Workloads by arm", "## Workload natural", "## Workload single"]
+    assert all(s in report for s in sections), report[:3000]
+    assert report.index(sections[0]) < report.index(sections[1]) < report.index(sections[2])
+    assert report.count("### Crossover length") == 2 and "\n## Crossover length" not in report
+    assert "Workloads (2): natural (suite natural: 2 prompts" in report
