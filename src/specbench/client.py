@@ -146,8 +146,10 @@ class _Recorder:
 
 
 def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
-    # Timeouts of both transports carry no message: say what happened instead of an empty string.
-    message = str(exc) or f"no response within {timeout:g} s"
+    # Timeouts say what happened in one wording for both transports (httpx's carry no message,
+    # aiohttp's name a socket read), so a record reads the same whichever transport made it.
+    timed_out = isinstance(exc, TimeoutError | httpx.TimeoutException)
+    message = f"no response within {timeout:g} s" if timed_out else str(exc) or type(exc).__name__
     return {"type": type(exc).__name__, "message": message[:500]}
 
 
