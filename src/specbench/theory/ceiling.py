@@ -94,12 +94,15 @@ def within_roofline(
     )
     note = (
         f"{head}, so the theory drops the fixed latencies and uses the {bigger.bandwidth_gbs:.1f} GB/s"
-        f" the baseline needs (η_bw 1); likely {why}."
+        f" (and {bigger.tflops:.3g} TFLOPS) the baseline needs (η_bw 1); likely {why}."
     )
     return Ceiling(bigger, replace(zero, bandwidth=eff.bandwidth), note)
 
 
 def _with_bandwidth(gpu: Gpu, bandwidth_gbs: float) -> Gpu:
-    """``gpu`` at another bandwidth; a unified-memory device's checkpoint link follows it."""
+    """``gpu`` at another bandwidth; a unified-memory device's checkpoint link follows it, and so
+    does the compute rate: a probe that read a busy machine read both low (a small model on a
+    loaded CPU can be compute-bound at the probed rate, where no bandwidth alone explains it)."""
     link = bandwidth_gbs if gpu.unified else gpu.host_link_gbs
-    return replace(gpu, bandwidth_gbs=bandwidth_gbs, host_link_gbs=link)
+    tflops = gpu.tflops * max(1.0, bandwidth_gbs / gpu.bandwidth_gbs)
+    return replace(gpu, bandwidth_gbs=bandwidth_gbs, host_link_gbs=link, tflops=tflops)
