@@ -1,9 +1,44 @@
-"""specbench: measure whether speculative decoding makes a model faster, with evidence."""
+"""specbench: measure whether speculative decoding makes a model faster, with evidence.
+
+The public API is re-exported here lazily (PEP 562), so ``import specbench`` and ``specbench
+--help`` do not pay for pandas, SciPy and matplotlib::
+
+    import specbench
+    out = specbench.run_matrix("matrix.yaml", "runs/mine")
+    run = specbench.load_run(out)
+    specbench.comparisons(run), specbench.findings(run), specbench.decision_table(run)
+"""
 
 from __future__ import annotations
+
+import importlib
+from typing import Any
+
+#: name -> module that defines it; the only names ``from specbench import *`` gives.
+_EXPORTS = {
+    "run_matrix": "specbench.api",
+    "prepare_run": "specbench.api",
+    "plan_run": "specbench.api",
+    "tune": "specbench.api",
+    "load_run": "specbench.analysis",
+    "comparisons": "specbench.analysis",
+    "findings": "specbench.analysis",
+    "decision_table": "specbench.analysis",
+    "render_report": "specbench.report",
+    "load_matrix": "specbench.config",
+    "SpecbenchError": "specbench.errors",
+}
+__all__ = ["SCHEMA_VERSION", "__version__", *_EXPORTS]
 
 __version__ = "0.1.0"
 
 #: Version of the records written to a run directory; bump on any incompatible change.
 #: 2: each chunk row gains a sixth field, the server's running token count (None if not sent).
 SCHEMA_VERSION = 2
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'specbench' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

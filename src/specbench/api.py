@@ -119,6 +119,14 @@ def prepare_run(
     )
 
 
+def run_matrix(matrix_path: Path | str, out: Path | str, resume: bool = False) -> Path:
+    """Run a matrix file into run directory ``out`` (launching its engines) and return ``out``:
+    the one entry point for scripts and ``bench/``; ``specbench run`` adds progress and a report."""
+    runner = prepare_run(Path(matrix_path), Path(out), resume=resume)
+    runner.run()
+    return Path(out)
+
+
 def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
     """Engines listen on loopback unless the user says otherwise: an engine on 0.0.0.0 answers
     anyone on the network, API key or not."""
