@@ -25,9 +25,10 @@ from rich.table import Table
 from scipy import stats as sps
 
 from specbench import launches as L
-from specbench import stats
+from specbench import stability, stats
 from specbench.analysis import RunData, load_run
 from specbench.errors import StoreError
+from specbench.store import RunStore
 
 COMPARE_COLUMNS = [
     "arm", "n_a", "n_b", "median_a", "median_b", "ratio", "ci_low", "ci_high", "verdict", "p_value",
@@ -52,9 +53,42 @@ def compare_runs(a: Path, b: Path, metric: str = "decode_tok_s") -> pd.DataFrame
     rows += [{"arm": arm, "verdict": "only in a"} for arm in run_a.measured_arms if arm not in common]
     rows += [{"arm": arm, "verdict": "only in b"} for arm in run_b.measured_arms if arm not in common]
     df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    _caveat_unstable(df, run_a, run_b)
     df["args_changed"] = [arm in common and run_a.arm_args(arm) != run_b.arm_args(arm) for arm in df["arm"]]
-    df.attrs.update(metric=metric, a=str(a), b=str(b))
+    df.attrs.update(metric=metric, a=str(a), b=str(b), warnings=run_warnings(a, b))
     return df
+
+
+def _caveat_unstable(df: pd.DataFrame, run_a: RunData, run_b: RunData) -> None:
+    """Flag verdicts resting on an arm (or, for the speedup, a baseline) too noisy for any verdict."""
+    noisy = {"a": stability.unstable_arms(run_a.df), "b": stability.unstable_arms(run_b.df)}
+    for i, arm in df["arm"].items():
+        where = [r for r in ("a", "b") if arm in noisy[r]]
+        if where and isinstance(df.at[i, "verdict"], str):
+            df.at[i, "verdict"] = f"{df.at[i, 'verdict']!s} (UNSTABLE in {'/'.join(where)})"
+        base = [r for r in ("a", "b") if arm in noisy[r] or (run_a, run_b)[r == "b"].baseline in noisy[r]]
+        if base and isinstance(df.at[i, "speedup_verdict"], str):
+            df.at[i, "speedup_verdict"] = f"{df.at[i, 'speedup_verdict']!s} (UNSTABLE in {'/'.join(base)})"
+
+
+def run_warnings(a: Path, b: Path) -> list[str]:
+    """What makes the two runs incomparable as a change of configuration: a different model
+    (env.json's SHA-256; a run without it is not flagged — nothing to compare)."""
+    sha_a, sha_b = _model_sha(a), _model_sha(b)
+    if sha_a and sha_b and sha_a != sha_b:
+        return [
+            f"WARNING: the runs measured different models (sha256 {sha_a[:12]}… vs {sha_b[:12]}…): every "
+            "ratio below compares models, not speculation settings"
+        ]
+    return []
+
+
+def _model_sha(root: Path) -> str:
+    try:
+        model = RunStore(root).env().get("model") or {}
+    except (OSError, ValueError, StoreError):  # a damaged env.json: no identity to compare
+        return ""
+    return str(model.get("sha256") or "") if isinstance(model, dict) else ""
 
 
 def _compare_arm(run_a: RunData, run_b: RunData, arm: str, metric: str) -> dict[str, Any]:
@@ -139,6 +173,8 @@ def format_comparison(df: pd.DataFrame, width: int = 150) -> str:
         )  # fmt: skip
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    for line in df.attrs.get("warnings", []):
+        console.print(line)
     console.print(table)
     console.print(NOISE_NOTE)
     return buffer.getvalue()
