@@ -49,3 +49,13 @@ def test_compare_warns_when_the_models_differ(tmp_path: Path) -> None:
     assert "different models" in text and "abababababab" in text and "cdcdcdcdcdcd" in text
     same = make_run(tmp_path / "same", _plan(noise=0.03))
     assert "different models" not in format_comparison(compare_runs(a, same))
+
+
+def test_an_undetermined_change_of_speedup_says_how_many_launches_would_settle_it(tmp_path: Path) -> None:
+    a = make_run(tmp_path / "a", _plan(noise=0.08))
+    plan_b = _plan(noise=0.08)
+    plan_b.arms["fast"] = spec(61.5)
+    plan_b.seed = 1
+    row = compare_runs(a, make_run(tmp_path / "b", plan_b)).set_index("arm").loc["fast"]
+    assert row["speedup_verdict"].startswith("undetermined (~"), row["speedup_verdict"]
+    assert row["speedup_verdict"].endswith(" launches)")

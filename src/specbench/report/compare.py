@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,12 +135,25 @@ def _speedup_change(run_a: RunData, run_b: RunData, arm: str, metric: str) -> di
     half = float(sps.t.ppf(0.975, dof)) * math.sqrt(var) if var > 0 else 0.0
     lo, hi = sorted((math.exp(sign * (diff - half)), math.exp(sign * (diff + half))))
     low_n = min(fa.n_launches, fb.n_launches) < L.MIN_LAUNCHES
-    verdict = "undetermined (LOW_N)" if low_n else stats.verdict(lo, hi)
+    verdict: str = "undetermined (LOW_N)" if low_n else stats.verdict(lo, hi)
+    if verdict == "undetermined":
+        verdict = _undetermined_change(fa, fb, diff)
     return {
         "speedup_a": math.exp(sign * fa.mu), "speedup_b": math.exp(sign * fb.mu),
         "speedup_change": math.exp(sign * diff), "speedup_ci_low": lo, "speedup_ci_high": hi,
         "speedup_verdict": verdict,
     }  # fmt: skip
+
+
+def _undetermined_change(fa: L.LaunchFit, fb: L.LaunchFit, diff: float) -> str:
+    """ "undetermined (~N launches)": launches per run at which the change of speedup would settle,
+    each run adding its own launch-to-launch noise (the two per-launch variances add)."""
+    both = replace(
+        fa, mu=diff, per_launch_sd=math.hypot(fa.per_launch_sd, fb.per_launch_sd),
+        n_launches=min(fa.n_launches, fb.n_launches),
+    )  # fmt: skip
+    needed = L.launches_needed(both, 0.01)
+    return f"undetermined (~{needed} launches)" if needed is not None else "undetermined"
 
 
 def _x(value: Any, spec: str = ".3f") -> str:
