@@ -141,7 +141,7 @@ def _statistical_findings(run: RunData) -> list[Finding]:
         Finding(w.code, (w.arm,), w.message, "error" if w.severe else "warning")
         for w in stability.stability_warnings(run.df, baseline=run.baseline)
     ]
-    out += stalls.stall_findings(run.records, run.measured_arms)
+    out += stalls.stall_findings(run.records, run.measured_arms, run.df, run.baseline)
     out += stalls.bimodal_findings(run.df, run.records, run.cells, run.measured_arms)
     cmps = comparisons(run)
     out += _low_n_findings(run, cmps)

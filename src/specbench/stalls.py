@@ -15,12 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, machine
+from specbench import bimodality, machine, stats
 from specbench.findings import Finding
 from specbench.metrics import NS_PER_MS
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median chunk gap is a pause, not a step
 STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hiccup is no stall
+
+
+Rows = Sequence[Mapping[str, Any]]
 
 
 def stall_ms(rec: Mapping[str, Any]) -> float:
@@ -51,8 +54,20 @@ def without_stalls(df: pd.DataFrame, records: Sequence[Mapping[str, Any]]) -> pd
     return df[~np.asarray(hit, dtype=bool)]
 
 
-def stall_findings(records: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> list[Finding]:
-    """STALLED per arm with stalled requests: how many, how long."""
+def _without_line(df: pd.DataFrame, records: Rows, arm: str, baseline: str) -> str:
+    """ " Speedup ×a with them, ×b without" for an arm compared with the baseline, else ""."""
+    if arm == baseline or baseline not in set(df["arm"]):
+        return ""
+    try:
+        with_ = stats.speedup(df, arm, baseline).ratio
+        without = stats.speedup(without_stalls(df, records), arm, baseline).ratio
+    except ValueError:  # too few requests left on a side
+        return ""
+    return f" Speedup over {baseline}: ×{with_:.2f} with them, ×{without:.2f} without."
+
+
+def stall_findings(records: Rows, arms: Sequence[str], df: pd.DataFrame, baseline: str) -> list[Finding]:
+    """STALLED per arm with stalled requests: how many, how long, and the speedup without them."""
     keys = stalled(records)
     out = []
     for arm in arms:
@@ -73,7 +88,8 @@ def stall_findings(records: Sequence[Mapping[str, Any]], arms: Sequence[str]) ->
                 (arm,),
                 f"{arm}: {len(pauses)} of {total} requests stalled (one gap of {span}, ≥ {STALL_FACTOR:.0f}× "
                 "the request's usual gap): the engine was paused, not decoding; these requests drag its "
-                "mean and speedup down and are left out of the bimodality and category checks.",
+                "mean and speedup down and are left out of the bimodality and category checks."
+                + _without_line(df, records, arm, baseline),
             )
         )
     return out

@@ -4,6 +4,7 @@ records with the pause written in (a real engine cannot be made to pause on dema
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from specbench import analysis
@@ -38,6 +39,8 @@ def test_stalled_requests_are_named_and_make_no_category_split(tmp_path: Path) -
     found = analysis.findings(run)
     (stall,) = [f for f in found if f.code == "STALLED"]
     assert stall.arms == ("fast",) and "6 of 36 requests stalled" in stall.evidence
+    with_, without = (float(x) for x in re.findall(r"×([0-9.]+) with(?:out)?", stall.evidence))
+    assert with_ < 1.2 < 1.4 < without  # the pauses hide most of the arm's ×1.5
     assert not [f for f in found if f.code == "BIMODAL" and "fast" in f.arms]
     assert not [s for s in tables.category_splits(run) if s.startswith("fast")]
 
