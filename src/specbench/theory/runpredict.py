@@ -34,15 +34,9 @@ from specbench.analysis import RunData, load_run
 from specbench.errors import ConfigError
 from specbench.probe import forward_curve
 from specbench.stats import Comparison
+from specbench.theory import counts as C
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
-from specbench.theory.counts import (
-    draft_counts,
-    measured_round_s,
-    replayed_speedup,
-    round_for_speedup,
-    round_not_measurable,
-)
 from specbench.theory.hardware import Gpu
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
@@ -291,10 +285,10 @@ def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency
     if cmp is None or not cmp.ratio > 0:
         raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
     spec, acceptance = _spec(setup, arm), _acceptance(setup.run, arm)
-    counts = draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max)
+    counts = C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max)
     if counts.rounds > 0:
         step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
-        needed = round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay)
+        needed = C.round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay)
         return replace(eff, round_s=max(0.0, eff.round_s + needed - round_s))
     p = _predict(setup, spec, acceptance, eff)  # no counts: fit the α-prediction
     needed = setup.concurrency * p.breakdown.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
@@ -348,19 +342,19 @@ def _replayed(
     setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, arm: ArmPrediction
 ) -> ArmPrediction:
     """``arm`` with the cost model replayed on its measured draft counts (theory/counts.py)."""
-    counts = draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
+    counts = C.draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
     if not counts.rounds > 0:
         return arm
     step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
     replays = counts.rounds * p_replay
     return replace(
         arm,
-        replayed_speedup=replayed_speedup(counts, step_s, round_s, replays),
+        replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays),
         mean_draft=counts.mean_draft,
         drafting_share=counts.drafting_share,
-        round_ms_measured=measured_round_s(counts, step_s, replays) * 1e3,
+        round_ms_measured=C.measured_round_s(counts, step_s, replays) * 1e3,
         round_ms_model=round_s * 1e3,
-        round_note=round_not_measurable(counts, step_s, replays),
+        round_note=C.round_not_measurable(counts, step_s, replays),
     )
 
 
