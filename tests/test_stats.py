@@ -364,3 +364,17 @@ def test_launch_level_noise_does_not_make_aa_runs_significant() -> None:
                 ]
         false += speedup(pd.DataFrame(rows), "b", "a").verdict in ("faster", "slower")
     assert false / 200 <= 0.07
+
+
+def _undetermined(n_launches: int, needed: int | None) -> S.Comparison:
+    return S.Comparison(
+        "arm", "base", "decode_tok_s", 1.0, 0.96, 1.05, 0.95, True, 24, 24, 24, "undetermined",
+        0.5, "geometric mean", True, n_launches, needed,
+    )  # fmt: skip
+
+
+def test_an_undetermined_verdict_always_says_how_far_it_is_from_settling() -> None:
+    assert S.verdict_text(_undetermined(3, 297)) == "undetermined (~297 launches)"
+    # an effect on the band's edge has no finite count: out of reach, said so (not a bare word)
+    assert S.verdict_text(_undetermined(3, None)) == "undetermined (> 1000 launches)"
+    assert S.verdict_text(_undetermined(2, None)).startswith("undetermined (LOW_N")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import adaptive, bimodality, checks, evidence, launches, machine, sources, stability, stats
+from specbench import adaptive, checks, evidence, launches, machine, sources, stability, stalls, stats
 from specbench.checks import Finding
 from specbench.clientlag import client_lag_findings, schedule_findings
 from specbench.engines import engine_for_analysis
@@ -138,27 +138,11 @@ def _statistical_findings(run: RunData) -> list[Finding]:
     if run.df.empty:
         return []
     out = [
-        Finding(w.code, (w.arm,), w.message)
+        Finding(w.code, (w.arm,), w.message, "error" if w.severe else "warning")
         for w in stability.stability_warnings(run.df, baseline=run.baseline)
     ]
-    for arm in run.measured_arms:
-        bimodal = bimodality.bimodality(run.df.loc[run.df["arm"] == arm, "decode_tok_s"].to_numpy())
-        if bimodal.bimodal:
-            modes = " and ".join(f"{m:.1f}" for m in bimodal.modes)
-            busy = machine.busy_cells(run.cells, arm)
-            why = (
-                f"the machine was busy during {len(busy)} of its cells ({busy[0]}): the modes may be the "
-                "load, not the workload"
-                if busy
-                else "see the per-category breakdown"
-            )
-            out.append(
-                Finding(
-                    "BIMODAL",
-                    (arm,),
-                    f"{arm}: decode tok/s has two modes ({modes}); the mean describes neither — {why}.",
-                )
-            )
+    out += stalls.stall_findings(run.records, run.measured_arms, run.df, run.baseline)
+    out += stalls.bimodal_findings(run.df, run.records, run.cells, run.measured_arms)
     cmps = comparisons(run)
     out += _low_n_findings(run, cmps)
     for arm, cmp in cmps.items():
@@ -201,8 +185,10 @@ def spec_loss_severity(ci_high: float) -> str:
 
 
 def arm_summary(run: RunData) -> pd.DataFrame:
-    """One row per arm: counts, medians, acceptance, speedup with CI and verdict."""
+    """One row per arm: counts, medians, acceptance, speedup with CI and verdict (caveated when the
+    arm or the baseline is UNSTABLE beyond any verdict)."""
     cmps = comparisons(run)
+    unstable = stability.unstable_arms(run.df)
     rows = []
     for arm in run.arms:
         sub = run.df[run.df["arm"] == arm]
@@ -222,12 +208,18 @@ def arm_summary(run: RunData) -> pd.DataFrame:
                 "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
                 "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
                 "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,
-                "verdict": "baseline"
-                if arm == run.baseline
-                else (stats.verdict_text(cmps[arm]) if arm in cmps else ""),
+                "verdict": _verdict(run, cmps, arm, unstable),
             }
         )
     return pd.DataFrame(rows)
+
+
+def _verdict(run: RunData, cmps: dict[str, stats.Comparison], arm: str, unstable: set[str]) -> str:
+    if arm == run.baseline:
+        return "baseline"
+    return (
+        stability.caveated(stats.verdict_text(cmps[arm]), arm, run.baseline, unstable) if arm in cmps else ""
+    )
 
 
 # -- request-level extras ---------------------------------------------------------------------
@@ -305,10 +297,31 @@ def decision_table(
     """Per workload: the significantly faster (verdict "faster"), trusted arm with the largest
     speedup whose wall clock (e2e) is not significantly worse; else keep speculation off.
     ``found`` reuses already computed :func:`findings` (they are recomputed when None)."""
-    untrusted = untrusted_arms(findings(run) if found is None else found)
+    found = findings(run) if found is None else found
+    untrusted = untrusted_arms(found)
     decode = workload_comparisons(run, metric)
     wall = workload_comparisons(run, "e2e_ms")
+    noisy = _noisy_baseline(run.baseline, found)
+    if noisy:  # every ratio divides by the baseline: none of them can be trusted
+        return [_refuse(wl, cmps, noisy) for wl, cmps in decode.items()]
     return [_decide(run, wl, cmps, wall.get(wl, {}), untrusted) for wl, cmps in decode.items()]
+
+
+def _noisy_baseline(baseline: str, found: list[Finding]) -> str:
+    """The evidence that the baseline itself is too unstable for any speedup, or ""."""
+    for f in found:
+        if f.code == "UNSTABLE" and f.severity == "error" and f.arms == (baseline,):
+            cv = f.evidence.split("varies by ", 1)[-1].split(" (", 1)[0]  # "CV 62.6%"
+            return f"{baseline}: decode {cv} across repeats, above {stability.SEVERE_CV:.0%}"
+    return ""
+
+
+def _refuse(workload: str, cmps: dict[str, stats.Comparison], why: str) -> Decision:
+    top = max(cmps.values(), key=lambda c: c.ratio, default=None)
+    nan = float("nan")
+    ratio, lo, hi = (top.ratio, top.ci_low, top.ci_high) if top else (nan, nan, nan)
+    reason = f"no decision: the baseline is UNSTABLE ({why}); rerun on a quiet machine"
+    return Decision(workload, None, ratio, lo, hi, reason)
 
 
 def _decide(

@@ -21,6 +21,9 @@ from specbench._arrays import FloatArray, _finite
 from specbench.stats import describe
 
 WarningCode = Literal["LOW_N", "UNSTABLE", "DRIFT"]
+# Repeat-to-repeat CV above this is not noise around an effect but a different machine from one
+# launch to the next (a busy box swings per-request rates 10x): no speedup from it is publishable.
+SEVERE_CV = 0.25
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class Warning_:
     arm: str
     workload: str
     message: str
+    severe: bool = False  # too noisy for any verdict: the decision refuses to recommend on it
 
 
 def _cells(df: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
@@ -67,7 +71,13 @@ def _unstable(arm: str, wl: str, g: pd.DataFrame, metric: str, max_cv: float) ->
         f"median over {prompts} prompts of the spread across repeats" if prompts else "across all requests"
     )
     msg = f"{arm} on {wl}: {metric} varies by CV {cv:.1%} ({basis}), above the {max_cv:.0%} limit."
-    return Warning_("UNSTABLE", arm, wl, msg)
+    severe = cv > SEVERE_CV
+    if severe:
+        msg += (
+            f" Above {SEVERE_CV:.0%} no verdict or recommendation is trusted: the machine was likely busy,"
+            " rerun on a quiet one."
+        )
+    return Warning_("UNSTABLE", arm, wl, msg, severe)
 
 
 def _drift(arm: str, wl: str, g: pd.DataFrame, metric: str, thr: float, alpha: float) -> Warning_ | None:
@@ -112,3 +122,14 @@ def stability_warnings(
             found.append(_drift(arm, wl, g, metric, drift_threshold, alpha))
         out += [w for w in found if w is not None]
     return out
+
+
+def unstable_arms(df: pd.DataFrame) -> set[str]:
+    """Arms with a cell too noisy for any verdict (repeat CV above SEVERE_CV)."""
+    return {w.arm for w in stability_warnings(df) if w.severe}
+
+
+def caveated(verdict: str, arm: str, baseline: str, unstable: set[str]) -> str:
+    """The verdict, flagged when the arm or its baseline is too unstable for it to mean anything."""
+    noisy = [a for a in (arm, baseline) if a in unstable]
+    return f"{verdict} (UNSTABLE: {', '.join(noisy)})" if noisy else verdict

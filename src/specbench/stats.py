@@ -180,6 +180,8 @@ def verdict_text(c: Comparison) -> str:
         return f"undetermined (LOW_N: {c.n_launches} launch{'es' if c.n_launches != 1 else ''})"
     if c.launches_needed is not None:
         return f"undetermined (~{c.launches_needed} launches)"
+    if c.paired and c.n_launches >= L.MIN_LAUNCHES:  # the effect sits on the band's edge
+        return f"undetermined (> {L.MAX_NEEDED} launches)"
     return "undetermined"
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,10 @@ from rich.table import Table
 from scipy import stats as sps
 
 from specbench import launches as L
-from specbench import stats
+from specbench import stability, stats
 from specbench.analysis import RunData, load_run
 from specbench.errors import StoreError
+from specbench.store import RunStore
 
 COMPARE_COLUMNS = [
     "arm", "n_a", "n_b", "median_a", "median_b", "ratio", "ci_low", "ci_high", "verdict", "p_value",
@@ -52,9 +54,42 @@ def compare_runs(a: Path, b: Path, metric: str = "decode_tok_s") -> pd.DataFrame
     rows += [{"arm": arm, "verdict": "only in a"} for arm in run_a.measured_arms if arm not in common]
     rows += [{"arm": arm, "verdict": "only in b"} for arm in run_b.measured_arms if arm not in common]
     df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    _caveat_unstable(df, run_a, run_b)
     df["args_changed"] = [arm in common and run_a.arm_args(arm) != run_b.arm_args(arm) for arm in df["arm"]]
-    df.attrs.update(metric=metric, a=str(a), b=str(b))
+    df.attrs.update(metric=metric, a=str(a), b=str(b), warnings=run_warnings(a, b))
     return df
+
+
+def _caveat_unstable(df: pd.DataFrame, run_a: RunData, run_b: RunData) -> None:
+    """Flag verdicts resting on an arm (or, for the speedup, a baseline) too noisy for any verdict."""
+    noisy = {"a": stability.unstable_arms(run_a.df), "b": stability.unstable_arms(run_b.df)}
+    for i, arm in df["arm"].items():
+        where = [r for r in ("a", "b") if arm in noisy[r]]
+        if where and isinstance(df.at[i, "verdict"], str):
+            df.at[i, "verdict"] = f"{df.at[i, 'verdict']!s} (UNSTABLE in {'/'.join(where)})"
+        base = [r for r in ("a", "b") if arm in noisy[r] or (run_a, run_b)[r == "b"].baseline in noisy[r]]
+        if base and isinstance(df.at[i, "speedup_verdict"], str):
+            df.at[i, "speedup_verdict"] = f"{df.at[i, 'speedup_verdict']!s} (UNSTABLE in {'/'.join(base)})"
+
+
+def run_warnings(a: Path, b: Path) -> list[str]:
+    """What makes the two runs incomparable as a change of configuration: a different model
+    (env.json's SHA-256; a run without it is not flagged — nothing to compare)."""
+    sha_a, sha_b = _model_sha(a), _model_sha(b)
+    if sha_a and sha_b and sha_a != sha_b:
+        return [
+            f"WARNING: the runs measured different models (sha256 {sha_a[:12]}… vs {sha_b[:12]}…): every "
+            "ratio below compares models, not speculation settings"
+        ]
+    return []
+
+
+def _model_sha(root: Path) -> str:
+    try:
+        model = RunStore(root).env().get("model") or {}
+    except (OSError, ValueError, StoreError):  # a damaged env.json: no identity to compare
+        return ""
+    return str(model.get("sha256") or "") if isinstance(model, dict) else ""
 
 
 def _compare_arm(run_a: RunData, run_b: RunData, arm: str, metric: str) -> dict[str, Any]:
@@ -100,12 +135,25 @@ def _speedup_change(run_a: RunData, run_b: RunData, arm: str, metric: str) -> di
     half = float(sps.t.ppf(0.975, dof)) * math.sqrt(var) if var > 0 else 0.0
     lo, hi = sorted((math.exp(sign * (diff - half)), math.exp(sign * (diff + half))))
     low_n = min(fa.n_launches, fb.n_launches) < L.MIN_LAUNCHES
-    verdict = "undetermined (LOW_N)" if low_n else stats.verdict(lo, hi)
+    verdict: str = "undetermined (LOW_N)" if low_n else stats.verdict(lo, hi)
+    if verdict == "undetermined":
+        verdict = _undetermined_change(fa, fb, diff)
     return {
         "speedup_a": math.exp(sign * fa.mu), "speedup_b": math.exp(sign * fb.mu),
         "speedup_change": math.exp(sign * diff), "speedup_ci_low": lo, "speedup_ci_high": hi,
         "speedup_verdict": verdict,
     }  # fmt: skip
+
+
+def _undetermined_change(fa: L.LaunchFit, fb: L.LaunchFit, diff: float) -> str:
+    """ "undetermined (~N launches)": launches per run at which the change of speedup would settle,
+    each run adding its own launch-to-launch noise (the two per-launch variances add)."""
+    both = replace(
+        fa, mu=diff, per_launch_sd=math.hypot(fa.per_launch_sd, fb.per_launch_sd),
+        n_launches=min(fa.n_launches, fb.n_launches),
+    )  # fmt: skip
+    needed = L.launches_needed(both, 0.01)
+    return f"undetermined (~{needed} launches)" if needed is not None else "undetermined"
 
 
 def _x(value: Any, spec: str = ".3f") -> str:
@@ -139,6 +187,8 @@ def format_comparison(df: pd.DataFrame, width: int = 150) -> str:
         )  # fmt: skip
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    for line in df.attrs.get("warnings", []):
+        console.print(line)
     console.print(table)
     console.print(NOISE_NOTE)
     return buffer.getvalue()

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from specbench import analysis, bimodality, checks, stats
+from specbench import analysis, bimodality, checks, stalls, stats
 from specbench.analysis import RunData
 from specbench.checks import Finding
 
@@ -155,9 +155,9 @@ def category_table(run: RunData) -> pd.DataFrame:
 
 def category_splits(run: RunData) -> list[str]:
     """One sentence per arm whose per-category medians form two clusters (mistake 5 in docs/mistakes.md)."""
-    out = []
+    out, clean = [], stalls.without_stalls(run.df, run.records)  # a paused engine is no category
     for arm in run.measured_arms:
-        cb = bimodality.category_bimodality(run.df, arm)
+        cb = bimodality.category_bimodality(clean, arm)
         if cb.bimodal:
             out.append(
                 f"{arm}: categories split into {', '.join(cb.low)} (≈{cb.modes[0]:.1f} tok/s) and "

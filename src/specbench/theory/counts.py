@@ -142,6 +142,14 @@ def round_not_measurable(counts: DraftCounts, step_s: float, replays: float = 0.
     return None
 
 
+def round_for_speedup(counts: DraftCounts, step_s: float, speedup: float, replays: float = 0.0) -> float:
+    """The t_round at which :func:`replayed_speedup` equals ``speedup`` (its inverse; may be < 0
+    when the speedup is more than the counts allow with free rounds)."""
+    return (
+        (counts.tokens - counts.requests) * step_s / speedup - _plain_passes(counts, replays) * step_s
+    ) / (counts.rounds)
+
+
 def _plain_passes(counts: DraftCounts, replays: float) -> float:
     """S' − R − P: the passes that neither verified a draft nor replayed (never below zero)."""
     return max(0.0, counts.decode_passes - counts.rounds - replays)

@@ -7,12 +7,10 @@ run's concurrency C fixes the bandwidth efficiency::
 
     C / t(target, C × 1; η_bw) = C · r_b                       (brentq, η_bw ∈ (0, 1])
 
-Optionally the fixed per-round overhead is then fitted to one speculative arm with measured
-speedup S, in closed form::
+Optionally the per-round overhead is fitted to one arm's measured speedup S in closed form, on
+its speedup replayed on its measured draft counts (theory/counts.py, clamped at 0)::
 
-    round_s = C · τ / (S · C · r_b) − (t_draft + t_verify + t_checkpoint + t_replay)
-
-(clamped at 0: an arm faster than the model allows with no overhead keeps a visible error).
+    t_round = ((N − n) · t_step / S − (S' − R − P) · t_step) / R
 
 Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's configured K gives
 α = A⁻¹(A, K) (:func:`alpha_from_acceptance`), and the model predicts the speedup::
@@ -36,9 +34,9 @@ from specbench.analysis import RunData, load_run
 from specbench.errors import ConfigError
 from specbench.probe import forward_curve
 from specbench.stats import Comparison
+from specbench.theory import counts as C
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
-from specbench.theory.counts import draft_counts, measured_round_s, replayed_speedup, round_not_measurable
 from specbench.theory.hardware import Gpu
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
@@ -279,18 +277,22 @@ def _spec(setup: RunSetup, arm: str) -> ArmMethod:
 
 
 def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency:
-    """Per-round overhead making ``arm``'s predicted speedup equal its measured one (closed form).
-
-    An arm measured faster than the model allows with no overhead at all gets 0 (its error then
-    shows by how much): a negative host cost would only hide the miss in the other arms.
-    """
+    """Per-round overhead making ``arm``'s replayed speedup (its measured draft counts) equal its
+    measured one; the α-prediction, which drafts every pass, would load an n-gram arm drafting on
+    a sixth of its passes with six rounds' cost per round. Clamped at 0: a negative host cost would
+    only hide the miss in the other arms."""
     cmp = analysis.comparisons(setup.run).get(arm)
     if cmp is None or not cmp.ratio > 0:
         raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
-    p = _predict(setup, _spec(setup, arm), _acceptance(setup.run, arm), eff)
-    b = p.breakdown
-    needed = setup.concurrency * b.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
-    return replace(eff, round_s=max(0.0, needed - (b.round_s - b.overhead_s)))
+    spec, acceptance = _spec(setup, arm), _acceptance(setup.run, arm)
+    counts = C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max)
+    if counts.rounds > 0:
+        step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
+        needed = C.round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay)
+        return replace(eff, round_s=max(0.0, eff.round_s + needed - round_s))
+    p = _predict(setup, spec, acceptance, eff)  # no counts: fit the α-prediction
+    needed = setup.concurrency * p.breakdown.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
+    return replace(eff, round_s=max(0.0, needed - (p.breakdown.round_s - p.breakdown.overhead_s)))
 
 
 def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> ArmPrediction:
@@ -340,19 +342,19 @@ def _replayed(
     setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, arm: ArmPrediction
 ) -> ArmPrediction:
     """``arm`` with the cost model replayed on its measured draft counts (theory/counts.py)."""
-    counts = draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
+    counts = C.draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
     if not counts.rounds > 0:
         return arm
     step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
     replays = counts.rounds * p_replay
     return replace(
         arm,
-        replayed_speedup=replayed_speedup(counts, step_s, round_s, replays),
+        replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays),
         mean_draft=counts.mean_draft,
         drafting_share=counts.drafting_share,
-        round_ms_measured=measured_round_s(counts, step_s, replays) * 1e3,
+        round_ms_measured=C.measured_round_s(counts, step_s, replays) * 1e3,
         round_ms_model=round_s * 1e3,
-        round_note=round_not_measurable(counts, step_s, replays),
+        round_note=C.round_not_measurable(counts, step_s, replays),
     )
 
 

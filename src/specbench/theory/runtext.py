@@ -61,7 +61,21 @@ def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
     """The lines under the table: arms not predicted, and figures not measurable, with the reason."""
     skipped = [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
     rounds = [f"{p.arm}: round time not measurable: {p.round_note}" for p in arms if p.round_note]
-    return skipped + rounds
+    return skipped + rounds + [line for p in arms if (line := rare_drafting_line(p))]
+
+
+RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
+
+
+def rare_drafting_line(p: ArmPrediction) -> str | None:
+    """Why "predicted" cannot be compared with "measured" for an arm that seldom drafted."""
+    if p.skipped or not p.drafting_share < RARE_DRAFTING:
+        return None
+    return (
+        f"{p.arm}: predicted assumes a draft on every pass, but {p.drafting_share:.0%} of its passes "
+        f"drafted; compare measured with replayed ({_fmt(p.replayed_speedup, '.2f')}x), which uses "
+        "the drafting the arm actually did"
+    )
 
 
 def _table(rows: list[dict[str, str]]) -> list[str]:
