@@ -24,7 +24,7 @@ from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
-from specbench.errors import ConfigError, InstallError
+from specbench.errors import ConfigError, InstallError, StoreError
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.plan import Plan, make_plan, write_plan
 from specbench.redact import MASK, SECRET_FILE_FLAGS, Redactor, mask_args, secret_env_name
@@ -231,9 +231,22 @@ def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[st
     return list(_commands(matrix, make_engine(matrix, llama_server)).items())
 
 
-def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, probe: bool = True) -> Plan:
+def plan_run(
+    matrix_path: Path,
+    out: Path,
+    llama_server: str | None = None,
+    probe: bool = True,
+    *,
+    resume: bool = False,
+    retry_failed: bool = False,
+) -> Plan:
     """What ``run`` would do (launches, requests, prompts, commands) and an estimate of its wall
-    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing."""
+    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing.
+    Refuses what ``run`` with the same flags would refuse before its first launch."""
+    if retry_failed and not resume:
+        raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
+    if not resume and (out / "manifest.json").exists():
+        raise StoreError(f"{out} already holds a run: pass --resume to continue it, or another --out")
     matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
@@ -243,7 +256,12 @@ def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, prob
 
 def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
     probes = engine.forward_probe_request([1]) is not None
-    return make_plan(matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes)
+    warnings = [
+        f"arm {arm} {w}" for arm in matrix.arms for w in engine.arm_warnings(list(matrix.arm_args(arm)))
+    ]
+    return make_plan(
+        matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes, warnings=warnings
+    )
 
 
 def finish_lines(run_dir: Path, report: bool = True) -> list[str]:

@@ -262,7 +262,7 @@ def run(
 
     try:
         if dry_run:
-            plan = api.plan_run(matrix, out, llama_server)
+            plan = api.plan_run(matrix, out, llama_server, resume=resume, retry_failed=retry_failed)
             print("\n".join(plan.lines()) + "\ncommands:")
             for name, argv in plan.commands.items():
                 print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
