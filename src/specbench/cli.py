@@ -351,6 +351,12 @@ def report(
         paths = render_report(run_dir, [f.strip() for f in format.split(",") if f.strip()])
     except SpecbenchError as err:
         fail(err)
+    if not (run_dir / "env.json").is_file() and not (run_dir / "envs").is_dir():
+        console.print(
+            f"[yellow]warning: {escape(str(run_dir / 'env.json'))} is missing: the environment is "
+            "reported as unknown",
+            soft_wrap=True,
+        )
     for path in paths:
         print(path)
 
