@@ -58,3 +58,36 @@ def test_help_is_plain_text_with_upper_case_arguments() -> None:
 def test_a_command_group_without_a_command_prints_its_help() -> None:
     done = specbench("lab")
     assert done.returncode == 2 and "make" in done.stderr + done.stdout
+
+
+def test_workloads_list_is_aligned_and_show_omits_unset_fields() -> None:
+    rows = specbench("workloads", "list").stdout.splitlines()
+    starts = {len(row) - len(row.split(maxsplit=1)[1]) for row in rows}
+    assert len(rows) > 5 and len(starts) == 1  # every description starts in the same column
+    shown = specbench("workloads", "show", "natural").stdout
+    assert "name: natural" in shown and "None" not in shown
+
+
+def test_every_option_has_help() -> None:
+    from typer.main import get_command
+
+    from specbench.cli import app
+
+    def walk(command: object, path: str) -> list[str]:
+        subs = getattr(command, "commands", {})
+        found = [f"{path} {p.name}" for p in getattr(command, "params", []) if not getattr(p, "help", "x")]
+        return found + [m for name, sub in subs.items() for m in walk(sub, f"{path} {name}")]
+
+    assert walk(get_command(app), "specbench") == []
+
+
+def test_a_short_gpu_name_with_variants_says_which_it_picked() -> None:
+    done = specbench(
+        "predict", "--model", "Llama-3.1-8B", "--gpu", "h100", "--method", "ngram", "--alpha", "0.7"
+    )
+    assert done.returncode == 0, done.stderr
+    assert "note: --gpu h100 is the H100 SXM preset; also known: H100 PCIe" in done.stderr
+    exact = specbench(
+        "predict", "--model", "Llama-3.1-8B", "--gpu", "H100 PCIe", "--method", "ngram", "--alpha", "0.7"
+    )
+    assert exact.returncode == 0 and "note:" not in exact.stderr

@@ -139,7 +139,7 @@ def lab_make(
     ] = "dense",
     alpha: Annotated[float, typer.Option(help="fraction of tokens where the draft agrees")] = 0.8,
     size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the designed maps and weights")] = 0,
     experts: Annotated[int | None, typer.Option(help="MoE: routed experts (default 128)")] = None,
     top_k: Annotated[int | None, typer.Option(help="MoE: experts per token (default 8)")] = None,
     vocab_extra: Annotated[int, typer.Option(help="extra printable tokens beyond ASCII")] = 512,
@@ -197,8 +197,8 @@ def _lab_make_hf(out: Path, arch: str, alpha: float, size: str, seed: int, vocab
 def lab_check(
     alpha: Annotated[float, typer.Option(help="designed per-token agreement")] = 0.6,
     draft_max: Annotated[int, typer.Option(help="--spec-draft-n-max K")] = 4,
-    max_tokens: Annotated[int, typer.Option()] = 400,
-    llama_server: Annotated[str | None, typer.Option()] = None,
+    max_tokens: Annotated[int, typer.Option(help="tokens to generate")] = 400,
+    llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
     arch: Annotated[str, typer.Option(help="target: dense, moe or hybrid (the draft is dense)")] = "dense",
     size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
     log: Annotated[Path | None, typer.Option(help="keep the server log here")] = None,
@@ -320,7 +320,10 @@ def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run
 @app.command("demo")
 def demo(
     out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
-    llama_server: Annotated[str | None, typer.Option()] = None,
+    llama_server: Annotated[
+        str | None,
+        typer.Option(help="llama-server binary to use (default: the cached build, made if missing)"),
+    ] = None,
     repeats: Annotated[int, typer.Option(help="repeats per arm")] = 3,
     real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
 ) -> None:
@@ -444,8 +447,9 @@ def workloads_list() -> None:
     """The named suites."""
     from specbench.workloads.suites import SUITES
 
+    width = max(len(name) for name in SUITES)  # aligned however long the longest name is
     for suite in SUITES.values():
-        print(f"{suite.name:12} {suite.description}")
+        print(f"{suite.name:{width}}  {suite.description}")
 
 
 @workloads_app.command("show")
@@ -458,7 +462,8 @@ def workloads_show(name: Annotated[str, typer.Argument(metavar="NAME", help="sui
     except SpecbenchError as err:
         fail(err)
     for key, value in vars(suite).items():
-        print(f"{key}: {value}")
+        if value is not None:  # unset: the suite leaves it to the prompts (printing "None" says nothing)
+            print(f"{key}: {value}")
 
 
 @workloads_app.command("prompts")
@@ -543,7 +548,7 @@ def predict(
     acceptance: Annotated[float | None, typer.Option(help="server-style accepted/drafted ratio")] = None,
     alpha: Annotated[float | None, typer.Option(help="per-token acceptance probability")] = None,
     draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
-    concurrency: Annotated[int, typer.Option()] = 1,
+    concurrency: Annotated[int, typer.Option(help="requests in flight")] = 1,
     context: Annotated[int, typer.Option(help="tokens in context")] = 4096,
     calibrate: Annotated[
         Path | None, typer.Option(help="run directory: calibrate on its baseline, predict every arm")
@@ -589,7 +594,24 @@ def predict(
         )
     except SpecbenchError as err:
         fail(err)
+    _note_gpu_alias(gpu)
     print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+
+
+def _note_gpu_alias(gpu: str | None) -> None:
+    """A short name that picks one of several variants (h100: SXM, not PCIe) is said aloud: the
+    variants differ in bandwidth, and so in every predicted rate."""
+    from specbench.theory.presets import gpus, key
+
+    catalog = gpus()
+    if gpu is None or gpu.lower() == "cpu":
+        return
+    chosen = catalog.resolve(gpu)
+    others = [n for n in catalog.names() if n != chosen and key(n).startswith(key(gpu))]
+    if key(chosen) != key(gpu) and others:
+        console.print(
+            f"note: --gpu {gpu} is the {chosen} preset; also known: {', '.join(others)}", highlight=False
+        )
 
 
 def _check_predict_flags(
