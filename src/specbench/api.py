@@ -256,12 +256,19 @@ def plan_run(
 
 def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
     probes = engine.forward_probe_request([1]) is not None
-    warnings = [
-        f"arm {arm} {w}" for arm in matrix.arms for w in engine.arm_warnings(list(matrix.arm_args(arm)))
-    ]
+    warnings = _arm_warnings(matrix, engine)
     return make_plan(
         matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes, warnings=warnings
     )
+
+
+def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
+    """The engine's warnings, one line each, naming every arm it concerns (common_args: all)."""
+    arms: dict[str, list[str]] = {}
+    for arm in matrix.arms:
+        for warning in engine.arm_warnings(list(matrix.arm_args(arm))):
+            arms.setdefault(warning, []).append(arm)
+    return [f"arm{'s' if len(a) > 1 else ''} {', '.join(a)}: {w}" for w, a in arms.items()]
 
 
 def finish_lines(run_dir: Path, report: bool = True) -> list[str]:

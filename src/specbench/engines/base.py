@@ -106,8 +106,8 @@ class Engine(ABC):
         return None
 
     def arm_warnings(self, args: list[str]) -> list[str]:
-        """Flag combinations this engine accepts but that do not do what they seem to (printed
-        in the plan, so a dry run shows them before any launch)."""
+        """Flag combinations this engine accepts but that do not do what they seem to, each a
+        phrase after "arm NAME: " (printed in the plan, so a dry run shows them before a launch)."""
         return []
 
     def expected_log_lines(self, record: dict[str, Any]) -> int:

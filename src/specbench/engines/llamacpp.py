@@ -157,8 +157,7 @@ class LlamaCppEngine(Engine):
         if self.draft_model(args) is None or any(a.split("=", 1)[0] == "--spec-type" for a in args):
             return []
         return [
-            "names a draft model but no --spec-type: llama.cpp will not speculate "
-            "(add --spec-type draft-simple)"
+            "a draft model but no --spec-type: llama.cpp will not speculate (add --spec-type draft-simple)"
         ]
 
     def expected_log_lines(self, record: dict[str, Any]) -> int:
