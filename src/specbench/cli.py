@@ -47,6 +47,8 @@ class _App(typer.Typer):
             sys.exit(exc.exit_code)
         except typer.Abort:
             sys.exit(1)
+        except KeyboardInterrupt:  # one landing outside a command's own handler: still 130
+            sys.exit(130)
         except Exception as exc:
             if os.environ.get("SPECBENCH_DEBUG"):
                 raise
