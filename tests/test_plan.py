@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from pathlib import Path
 
 import pytest
 
-from specbench import plan
+from specbench import api, plan
 from specbench.config import Matrix, plan_cells
+from specbench.errors import ConfigError, StoreError
+from specbench.lab.make import LabSpec, make_pair
+from specbench.theory.arch import active_params, total_params
+from specbench.theory.gguf_header import architecture_from_gguf
 from specbench.workloads.suites import build_requests
 
 
@@ -98,3 +103,79 @@ def test_plan_round_trips_through_the_run_directory(tmp_path: Path) -> None:
     p = _plan(_matrix(tmp_path), tmp_path)
     assert plan.write_plan(p, tmp_path) == tmp_path / "plan.json"
     assert plan.read_plan(tmp_path) == p
+
+
+def test_estimate_names_the_copy_bandwidth_it_measured(tmp_path: Path) -> None:
+    basis = _plan(_matrix(tmp_path), tmp_path / "runs" / "new", probe=True).estimate.basis
+    rate, copy = (
+        float(x) for x in re.findall(r"at ([\d.]+) GB/s \(60 % of the ([\d.]+) GB/s copy", basis)[0]
+    )
+    assert rate == pytest.approx(0.6 * copy, abs=0.1)  # one measurement, both figures from it
+
+
+def test_a_moe_model_reads_only_its_routed_experts_per_token(tmp_path: Path) -> None:
+    make_pair(LabSpec(arch="moe"), tmp_path / "moe")
+    model = tmp_path / "moe" / "target.gguf"
+    arch = architecture_from_gguf(model)
+    read, how = plan.bytes_per_token(model)
+    assert read == pytest.approx(model.stat().st_size * active_params(arch) / total_params(arch))
+    assert read < 0.5 * model.stat().st_size and f"{arch.top_k} of {arch.experts} experts" in how
+    dense = tmp_path / "target.gguf"
+    dense.write_bytes(b"\0" * 1024)  # not a readable GGUF: every byte counts
+    assert plan.bytes_per_token(dense) == (1024.0, "reading every weight per token")
+
+
+def _lab_matrix(tmp_path: Path, arms: str) -> Path:
+    make_pair(LabSpec(), tmp_path / "lab")
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "model: lab/target.gguf\nrepeats: 1\nworkload: {suite: natural, prompts: 1, max_tokens: 8}\n"
+        f"arms:\n{arms}"
+    )
+    return matrix
+
+
+def test_dry_run_warns_of_a_draft_model_without_spec_type(tmp_path: Path, llama_server: Path) -> None:
+    matrix = _lab_matrix(
+        tmp_path,
+        "  baseline: []\n  silent: [-md, lab/draft.gguf]\n"
+        "  draft4: [-md, lab/draft.gguf, --spec-type, draft-simple]\n",
+    )
+    p = api.plan_run(matrix, tmp_path / "run", str(llama_server), probe=False)
+    assert [w for w in p.lines() if w.startswith("warning:")] == [
+        "warning: arm silent: a draft model but no --spec-type: llama.cpp will not speculate "
+        "(add --spec-type draft-simple)"
+    ]
+
+
+def test_dry_run_refuses_what_the_run_would_refuse(tmp_path: Path, llama_server: Path) -> None:
+    matrix = _lab_matrix(tmp_path, "  baseline: []\n")
+    with pytest.raises(ConfigError, match="--retry-failed: only with --resume"):
+        api.plan_run(matrix, tmp_path / "run", str(llama_server), probe=False, retry_failed=True)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "manifest.json").write_text("{}")
+    with pytest.raises(StoreError, match="already holds a run: pass --resume"):
+        api.plan_run(matrix, tmp_path / "run", str(llama_server), probe=False)
+    assert api.plan_run(matrix, tmp_path / "run", str(llama_server), probe=False, resume=True).launches == {
+        "baseline": 1
+    }
+
+
+def test_dry_run_warns_when_gpu_flags_meet_the_vllm_cpu_build(tmp_path: Path) -> None:
+    from specbench.engines.install_vllm import cached_binary, installed, vllm_for_run
+    from specbench.engines.vllm import VllmEngine
+
+    if not installed() or VllmEngine(vllm_for_run())._cpu_build() is None:
+        pytest.skip("needs the managed vLLM CPU build as the vllm a run would use")
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text(
+        "engine: vllm\nmodel: org/model\nrepeats: 1\n"
+        "workload: {suite: natural, prompts: 1, max_tokens: 8}\n"
+        "common_args: [--gpu-memory-utilization, '0.9']\n"
+        "arms:\n  baseline: []\n  mtp: [--max-num-seqs, '4']\n"
+    )
+    p = api.plan_run(matrix, tmp_path / "run", probe=False)
+    assert p.warnings == [
+        f"arms baseline, mtp: GPU flags, but vLLM's CPU build ({cached_binary()}) would serve them: "
+        "put a GPU vLLM on PATH or set engine_binary"
+    ]

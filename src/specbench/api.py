@@ -26,7 +26,7 @@ from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
-from specbench.errors import ConfigError, InstallError
+from specbench.errors import ConfigError, InstallError, StoreError
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.plan import Plan, make_plan, write_plan
 from specbench.redact import MASK, SECRET_FILE_FLAGS, Redactor, mask_args, secret_env_name
@@ -244,9 +244,22 @@ def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[st
     return list(_commands(matrix, make_engine(matrix, llama_server)).items())
 
 
-def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, probe: bool = True) -> Plan:
+def plan_run(
+    matrix_path: Path,
+    out: Path,
+    llama_server: str | None = None,
+    probe: bool = True,
+    *,
+    resume: bool = False,
+    retry_failed: bool = False,
+) -> Plan:
     """What ``run`` would do (launches, requests, prompts, commands) and an estimate of its wall
-    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing."""
+    time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing.
+    Refuses what ``run`` with the same flags would refuse before its first launch."""
+    if retry_failed and not resume:
+        raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
+    if not resume and (out / "manifest.json").exists():
+        raise StoreError(f"{out} already holds a run: pass --resume to continue it, or another --out")
     matrix = load_matrix(matrix_path)
     engine = make_engine(matrix, llama_server)
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
@@ -256,7 +269,19 @@ def plan_run(matrix_path: Path, out: Path, llama_server: str | None = None, prob
 
 def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
     probes = engine.forward_probe_request([1]) is not None
-    return make_plan(matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes)
+    warnings = _arm_warnings(matrix, engine)
+    return make_plan(
+        matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes, warnings=warnings
+    )
+
+
+def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
+    """The engine's warnings, one line each, naming every arm it concerns (common_args: all)."""
+    arms: dict[str, list[str]] = {}
+    for arm in matrix.arms:
+        for warning in engine.arm_warnings(list(matrix.arm_args(arm))):
+            arms.setdefault(warning, []).append(arm)
+    return [f"arm{'s' if len(a) > 1 else ''} {', '.join(a)}: {w}" for w, a in arms.items()]
 
 
 def finish_lines(run_dir: Path, report: bool = True) -> list[str]:

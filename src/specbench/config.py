@@ -247,6 +247,8 @@ def _first_error(path: Path, text: str, exc: ValidationError) -> str:
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = f"unknown field (known: {', '.join(_known_fields(loc))})"
+    if loc == ("repeats",) and err["type"].startswith("int_"):
+        msg = f"a whole number of launches per arm, or auto; not {err['input']!r}"  # both forms it takes
     return f"{where}: {field}: {msg}"
 
 

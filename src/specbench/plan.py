@@ -62,6 +62,8 @@ class Plan:
     commands: dict[str, list[str]] = field(default_factory=dict)
     #: workload → (requests per launch, requests in flight), when a matrix names several
     workloads: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: what the run would do other than the matrix seems to ask (e.g. an arm that cannot speculate)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,7 +90,8 @@ class Plan:
         if self.forward_probe:
             out.append("forward probe: timed prefills of 1..65 tokens in each baseline launch")
         when = f"≈ {clock_text(self.estimate.seconds)}" if self.estimate.seconds is not None else "unknown"
-        return [*out, f"estimated wall time: {when} ({self.estimate.basis})"]
+        warned = [f"warning: {w}" for w in self.warnings]
+        return [*out, f"estimated wall time: {when} ({self.estimate.basis})", *warned]
 
 
 def _workloads(requests: tuple[RequestSpec, ...], default: int) -> dict[str, tuple[int, int]]:
@@ -106,6 +109,7 @@ def make_plan(
     commands: dict[str, list[str]] | None = None,
     probe: bool = True,
     engine_probes: bool = True,
+    warnings: list[str] | None = None,
 ) -> Plan:
     """Count ``cells`` and estimate their wall time (see the module docstring); ``probe`` False
     skips the bandwidth probe, ``engine_probes`` False: the engine has no forward probe."""
@@ -127,6 +131,7 @@ def make_plan(
         estimate=estimate(matrix, len(cells), tokens, out, probe),
         commands=commands or {},
         workloads=_workloads(requests, first.concurrency if first else 1),
+        warnings=warnings or [],
     )
 
 
@@ -165,13 +170,36 @@ def _from_model_size(model: Path, launches: int, tokens: int) -> Estimate:
     from specbench.theory.hardware import probe_cpu
 
     size = model.stat().st_size
-    bandwidth = probe_cpu(PROBE_BYTES, reps=2).bandwidth * DECODE_EFFICIENCY
-    per_token, per_launch = size / bandwidth, LAUNCH_S + size / DISK_BYTES_S
+    per_token_bytes, read = bytes_per_token(model)
+    copy = probe_cpu(PROBE_BYTES, reps=2).bandwidth
+    bandwidth = copy * DECODE_EFFICIENCY
+    per_token, per_launch = per_token_bytes / bandwidth, LAUNCH_S + size / DISK_BYTES_S
     return Estimate(
         launches * per_launch + tokens * per_token,
-        f"CPU decode of a {size / 1e6:.0f} MB model reading weights at {bandwidth / 1e9:.1f} GB/s "
-        "(60 % of this machine's measured copy bandwidth), at baseline speed, prefill not counted: "
-        "a rough guide",
+        f"CPU decode of a {size / 1e6:.0f} MB model, {read}, at {bandwidth / 1e9:.1f} GB/s "
+        f"({DECODE_EFFICIENCY * 100:.0f} % of the {copy / 1e9:.1f} GB/s copy bandwidth measured just now), "
+        "at baseline speed, prefill not counted: a rough guide",
+    )
+
+
+def bytes_per_token(model: Path) -> tuple[float, str]:
+    """Bytes one decoded token reads, and how that was found: a MoE model reads only its routed
+    experts (8 of 128 make a 1 GB file decode like a ~0.1 GB one), so its file size misleads."""
+    from specbench.errors import ConfigError
+    from specbench.theory.arch import active_params, total_params
+    from specbench.theory.gguf_header import architecture_from_gguf
+
+    size = model.stat().st_size
+    try:
+        arch = architecture_from_gguf(model)
+    except (ConfigError, OSError, ValueError):  # not a GGUF we can read: every weight, to be safe
+        return float(size), "reading every weight per token"
+    if not arch.experts:
+        return float(size), "reading every weight per token"
+    share = active_params(arch) / total_params(arch)
+    return (
+        size * share,
+        f"reading {share * 100:.0f} % of its weights per token ({arch.top_k} of {arch.experts} experts)",
     )
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specbench.errors import LabError
+from specbench.errors import ConfigError
 from specbench.lab.hf_make import HfLabSpec, cached_hf_pair, make_hf_pair
 from specbench.lab.hf_model import read_safetensors, tokenizer_json
 from specbench.lab.vocab import build_vocab
@@ -77,7 +77,7 @@ def test_pairs_are_cached_by_their_spec(tmp_path: Path) -> None:
 
 
 def test_bad_alpha_and_size_are_named() -> None:
-    with pytest.raises(LabError, match="--alpha"):
+    with pytest.raises(ConfigError, match="--alpha"):
         HfLabSpec(alpha=1.5).shapes()
-    with pytest.raises(LabError, match="--size"):
+    with pytest.raises(ConfigError, match="--size"):
         HfLabSpec(size="membound").shapes()

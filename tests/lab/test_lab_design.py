@@ -10,7 +10,7 @@ import gguf
 import numpy as np
 import pytest
 
-from specbench.errors import LabError
+from specbench.errors import ConfigError, LabError
 from specbench.lab.acceptance import (
     designed_acceptance,
     expected_accepted,
@@ -174,9 +174,9 @@ def test_checkpoint_walk_starts_each_draft_after_a_replayed_bonus_token() -> Non
 
 
 def test_bad_lab_options_are_clear_errors(tmp_path: Path) -> None:
-    with pytest.raises(LabError, match="--alpha"):
+    with pytest.raises(ConfigError, match="--alpha"):
         make_pair(LabSpec(alpha=1.5), tmp_path)
-    with pytest.raises(LabError, match="--size: unknown preset 'huge'"):
+    with pytest.raises(ConfigError, match="--size: unknown preset 'huge'"):
         make_pair(LabSpec(size="huge"), tmp_path)
-    with pytest.raises(LabError, match="--top-k"):
+    with pytest.raises(ConfigError, match="--top-k"):
         make_pair(LabSpec(arch="moe", n_experts=4, top_k=8), tmp_path)

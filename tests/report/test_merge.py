@@ -31,6 +31,7 @@ def test_merge_refuses_different_models(tmp_path: Path) -> None:
         merge_runs(runs, tmp_path / "out")
     message = str(err.value)
     assert "\n" not in message and "ab" * 32 in message and "cd" * 32 in message
+    assert "pass --force" in message  # the flag as typed
     assert not (tmp_path / "out" / "records.jsonl").exists()
     out = merge_runs(runs, tmp_path / "forced", force=True)
     manifest = json.loads((out / "manifest.json").read_text())

@@ -105,6 +105,11 @@ class Engine(ABC):
         """The separate draft model file an arm's flags name (None: no separate draft model)."""
         return None
 
+    def arm_warnings(self, args: list[str]) -> list[str]:
+        """Flag combinations this engine accepts but that do not do what they seem to, each a
+        phrase after "arm NAME: " (printed in the plan, so a dry run shows them before a launch)."""
+        return []
+
     def expected_log_lines(self, record: dict[str, Any]) -> int:
         """Acceptance log lines the server writes for one finished request (0: none or unknown).
         The runner waits for them before reading a cell's log, so no line is read too early."""

@@ -151,6 +151,15 @@ class LlamaCppEngine(Engine):
         found += [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] in names and "=" in a]
         return found[-1] if found else None
 
+    def arm_warnings(self, args: list[str]) -> list[str]:
+        # llama.cpp loads a draft given with -md alone, then frees it: the arm runs as the
+        # baseline unless --spec-type names a draft method.
+        if self.draft_model(args) is None or any(a.split("=", 1)[0] == "--spec-type" for a in args):
+            return []
+        return [
+            "a draft model but no --spec-type: llama.cpp will not speculate (add --spec-type draft-simple)"
+        ]
+
     def expected_log_lines(self, record: dict[str, Any]) -> int:
         # print_timing writes "draft acceptance" only when the request drafted (n_draft_total > 0).
         return 1 if float((record.get("timings") or {}).get("draft_n") or 0) > 0 else 0

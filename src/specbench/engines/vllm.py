@@ -95,6 +95,18 @@ class VllmEngine(Engine):
         found = shutil.which(self.executable)
         return Path(found) if found is not None and is_cpu_build(Path(found)) else None
 
+    def arm_warnings(self, args: list[str]) -> list[str]:
+        # With no vllm on PATH the managed CPU build serves; flags written for a GPU then start a
+        # CPU server (or fail), which a dry run should say before anyone waits for it.
+        gpu_flags = {"--gpu-memory-utilization", "--tensor-parallel-size", "-tp", "--pipeline-parallel-size"}
+        cpu = self._cpu_build()
+        if cpu is None or not any(a.split("=", 1)[0] in gpu_flags for a in args):
+            return []
+        return [
+            f"GPU flags, but vLLM's CPU build ({cpu}) would serve them: "
+            "put a GPU vLLM on PATH or set engine_binary"
+        ]
+
     def launch_env(self, model: str) -> dict[str, str]:
         """The CPU build's environment (Intel OpenMP preloaded, 1 GiB KV cache, offline hub for a
         local model folder); nothing for other builds. Variables the user set are left alone."""

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import LabError
+from specbench.errors import ConfigError
 from specbench.lab.acceptance import designed_acceptance, mean_accepted_length
 from specbench.lab.gguf_model import ModelShape
 from specbench.lab.hf_model import write_hf_model
@@ -50,9 +50,9 @@ class HfLabSpec:
 
     def shapes(self) -> tuple[ModelShape, ModelShape]:
         if self.size not in HF_PRESETS:
-            raise LabError(f"--size: {self.size!r} has no HF preset; known: {', '.join(HF_PRESETS)}")
+            raise ConfigError(f"--size: {self.size!r} has no HF preset; known: {', '.join(HF_PRESETS)}")
         if not 0.0 <= self.alpha <= 1.0:
-            raise LabError(f"--alpha must be in [0, 1], got {self.alpha}")
+            raise ConfigError(f"--alpha: must be in [0, 1], got {self.alpha}")
         return HF_PRESETS[self.size]
 
     def key(self) -> str:

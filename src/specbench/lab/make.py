@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import LabError
+from specbench.errors import ConfigError
 from specbench.lab.acceptance import designed_acceptance, mean_accepted_length
 from specbench.lab.gguf_model import Arch, ModelShape, weight_bytes, write_model
 from specbench.lab.vocab import Vocab, build_vocab, cycle_text, design_maps
@@ -72,15 +72,15 @@ class LabSpec:
 
     def shapes(self) -> tuple[ModelShape, ModelShape]:
         if self.size not in PRESETS:
-            raise LabError(f"--size: unknown preset {self.size!r}; known: {', '.join(PRESETS)}")
+            raise ConfigError(f"--size: unknown preset {self.size!r}; known: {', '.join(PRESETS)}")
         if not 0.0 <= self.alpha <= 1.0:
-            raise LabError(f"--alpha must be in [0, 1], got {self.alpha}")
+            raise ConfigError(f"--alpha: must be in [0, 1], got {self.alpha}")
         target, draft = PRESETS[self.size][self.arch], PRESETS[self.size]["draft"]
         if self.arch == "moe":
             n_exp = self.n_experts or target.n_expert
             top_k = self.top_k or target.n_expert_used
             if not 0 < top_k <= n_exp:
-                raise LabError(f"--top-k must be in 1..{n_exp} (the expert count), got {top_k}")
+                raise ConfigError(f"--top-k: must be in 1..{n_exp} (the expert count), got {top_k}")
             target = replace(target, n_expert=n_exp, n_expert_used=top_k)
         return target, draft
 

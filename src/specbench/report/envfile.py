@@ -20,14 +20,22 @@ from specbench.report.document import Block, Code, Heading, Para, Table
 from specbench.store import RunStore
 
 GIB = 2**30
+MISSING_ENV = (
+    "Unknown: env.json is missing from the run directory, so the hardware, OS, engine build and "
+    "model checksum of this run cannot be stated. Every run writes it at its start; a run directory "
+    "without it was damaged or assembled by hand."
+)
 
 
 def _kv(pairs: list[tuple[str, Any]]) -> Table:
-    rows = [{"item": k, "value": "—" if v in (None, "", [], {}) else str(v)} for k, v in pairs]
+    # unknown, not "—": a reader must not take a missing record for an empty value
+    rows = [{"item": k, "value": "unknown" if v in (None, "", [], {}) else str(v)} for k, v in pairs]
     return Table(pd.DataFrame(rows, columns=["item", "value"]))
 
 
-def _gpus(env: dict[str, Any]) -> str:
+def _gpus(env: dict[str, Any]) -> str | None:
+    if "gpus" not in env:  # never recorded: "none detected" would claim a CPU-only machine
+        return None
     gpus = env.get("gpus") or []
     if not gpus:
         return "none detected"
@@ -38,13 +46,19 @@ def _gpus(env: dict[str, Any]) -> str:
     )
 
 
+def _pair(a: Any, b: Any) -> str | None:
+    return (
+        None if a is None and b is None else f"{a if a is not None else '?'} / {b if b is not None else '?'}"
+    )
+
+
 def machine_blocks(env: dict[str, Any], level: int = 2) -> list[Block]:
     ram = env.get("ram_bytes")
     engine, model = env.get("engine") or {}, env.get("model") or {}
     build = engine.get("build") or {}
     machine = _kv([
         ("CPU", env.get("cpu")),
-        ("cores (physical / logical)", f"{env.get('cpu_count_physical')} / {env.get('cpu_count_logical')}"),
+        ("cores (physical / logical)", _pair(env.get("cpu_count_physical"), env.get("cpu_count_logical"))),
         ("RAM", f"{ram / GIB:.1f} GiB" if isinstance(ram, int | float) else None),
         ("GPU, driver, CUDA", _gpus(env)),
         ("OS", env.get("platform")),
@@ -169,7 +183,8 @@ def env_blocks(run_dir: Path, manifest: dict[str, Any]) -> list[Block]:
     envs = merged_envs(run_dir)
     if not envs:
         env = RunStore(run_dir).env()  # a damaged env.json: one line naming it, not a traceback
-        blocks += [Heading("Machine", 2), *machine_blocks(env)]
+        blocks += [Heading("Machine", 2)]
+        blocks += machine_blocks(env) if env else [Para(MISSING_ENV)]
         return [*blocks, Heading("Command line of every arm", 2), *command_blocks(manifest.get("arms") or {})]
     sources = {s.get("machine"): s for s in manifest.get("sources") or []}
     for machine, env in envs.items():

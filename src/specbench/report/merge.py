@@ -100,7 +100,7 @@ def merge_runs(runs: Sequence[Path], out: Path, force: bool = False) -> Path:
     sources = [_source(Path(p), i) for i, p in enumerate(runs)]
     problems = check_poolable(sources)
     if problems and not force:
-        raise StoreError(f"refusing to pool runs: {problems[0]}; pass force to merge anyway")
+        raise StoreError(f"refusing to pool runs: {problems[0]}; pass --force to merge anyway")
     store = RunStore(out)
     store.create(_manifest(sources, problems), resume=False)
     (out / "envs").mkdir(exist_ok=True)

@@ -66,7 +66,7 @@ def within_roofline(
     step = forward_cost(target.arch, target.bytes_per_weight, concurrency, 1, context)
     head = (
         f"The baseline's {measured_tok_s:.1f} tok/s is above the roofline of {gpu.name}:"
-        f" {step.bytes / 1e9:.3f} GB per step at the full {gpu.bandwidth_gbs:.1f} GB/s plus"
+        f" {step.bytes / 1e9:.3f} GB per step at the full {gpu.bandwidth_gbs:.1f} GB/s{_probed(gpu)} plus"
         f" {step.kernels} kernels × {eff.kernel_s * 1e6:.1f} µs and {eff.forward_s * 1e3:.2f} ms per pass"
         f" allow {ceiling:.1f} tok/s"
     )
@@ -94,9 +94,15 @@ def within_roofline(
     )
     note = (
         f"{head}, so the theory drops the fixed latencies and uses the {bigger.bandwidth_gbs:.1f} GB/s"
-        f" (and {bigger.tflops:.3g} TFLOPS) the baseline needs (η_bw 1); likely {why}."
+        f" the baseline needs in place of {gpu.bandwidth_gbs:.1f} GB/s (compute scaled alike, to"
+        f" {bigger.tflops:.3g} TFLOPS; η_bw 1 is of the {bigger.bandwidth_gbs:.1f}); likely {why}."
     )
     return Ceiling(bigger, replace(zero, bandwidth=eff.bandwidth), note)
+
+
+def _probed(gpu: Gpu) -> str:
+    # two bandwidths appear in one paragraph: say which one was measured
+    return " (the run's probe)" if gpu.name == "cpu" else ""
 
 
 def _with_bandwidth(gpu: Gpu, bandwidth_gbs: float) -> Gpu:
