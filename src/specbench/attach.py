@@ -56,8 +56,10 @@ async def _version(client: httpx.AsyncClient, base: str, kind: str) -> dict[str,
         props = await get_json(client, f"{base}/props")
         build = props.get("build_info") if isinstance(props, dict) else None
         if isinstance(build, str):
-            number, _, commit = build.partition("-")
-            return {"version": build, "build_info": build, "commit": commit or None, "build_number": number}
+            number, _, commit = build.partition("-")  # as `llama-server --version` gives them
+            digits = number.removeprefix("b")
+            found = {"build_number": int(digits)} if digits.isdigit() else {}
+            return {"version": build, "build_info": build, "commit": commit or None, **found}
         return {}
     path = "/version" if kind == "vllm" else "/get_server_info"
     body = await get_json(client, base + path)
