@@ -19,7 +19,7 @@ from specbench import api
 from specbench.analysis import arm_acceptance, comparisons, findings, load_run
 from specbench.cli import app
 from specbench.engines.process import free_port
-from specbench.errors import EngineError
+from specbench.errors import ConfigError, EngineError
 from tests.conftest import Pair
 from tests.engine_helpers import serve
 from tests.test_runner_engine import SHORT_PROMPTS, draft4
@@ -52,6 +52,8 @@ def test_two_attached_servers_are_one_comparison(llama_server: Path, moe_pair: P
             matrix, out, resume=True, attach=draft.url, arm="draft4", arm_args=tuple(flags)
         )
         runner.run()
+        with pytest.raises(ConfigError, match="--arm draft4"):  # one arm name, other flags: refused
+            api.prepare_run(matrix, out, resume=True, attach=draft.url, arm="draft4", arm_args=())
     run = load_run(out)
     assert run.arms == ["baseline", "draft4"] and run.baseline == "baseline"
     env = json.loads((out / "env.json").read_text())["engine"]

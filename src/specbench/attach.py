@@ -80,8 +80,15 @@ def attach_matrix(
         check_arm_name(name)  # it names files in the run directory: no "../../x"
     except ValueError as exc:
         raise ConfigError(f"--arm: {exc}") from None
-    args = arm_args if arm_args is not None else matrix.arms.get(name, ())
-    arms = {**_earlier_arms(out, resume), name: tuple(args)}
+    args = tuple(arm_args if arm_args is not None else matrix.arms.get(name, ()))
+    earlier = _earlier_arms(out, resume)
+    if name in earlier and earlier[name] != args:
+        # One arm, two servers started differently: its records would mix two configurations.
+        raise ConfigError(
+            f"--arm {name}: {out} measured it with flags {list(earlier[name])}, now {list(args)}; "
+            "name the arm differently"
+        )
+    arms = {**earlier, name: args}
     baseline = matrix.baseline if matrix.baseline in arms else next(iter(arms))
     engine = kind if kind in KNOWN_ENGINES else "openai"
     return matrix.model_copy(update={"arms": arms, "baseline": baseline, "engine": engine})
