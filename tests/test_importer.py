@@ -333,3 +333,22 @@ def test_speculation_is_inferred_from_draft_columns(tmp_path: Path) -> None:
     run = analysis.load_run(tmp_path / "run")
     assert run.baseline == "base" and run.speculates("spec") and not run.speculates("base")
     assert codes(run)["ACCEPTANCE_ARTEFACT"] == {("spec",)}
+
+
+@pytest.mark.parametrize(
+    ("csv", "column"),
+    [
+        ("arm,prompt,decode_tok_s\na,p,20\na,q,-5\n", "'decode_tok_s'"),
+        ("arm,prompt,decode_tok_s\na,p,20\na,q,inf\n", "'decode_tok_s'"),
+        ("arm,prompt,latency_ms\na,p,20\na,q,-1\n", "'latency_ms'"),
+        ("arm,prompt,decode_tok_s,drafted,accepted_tokens\na,p,5,2,2\na,q,5,2,9\n", "'accepted_tokens'"),
+    ],
+    ids=["negative-rate", "infinite-rate", "negative-e2e", "accepted-over-drafted"],
+)
+def test_impossible_values_name_the_row_and_the_column(tmp_path: Path, csv: str, column: str) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text(csv)
+    with pytest.raises(ConfigError, match="row 1") as caught:
+        import_file(path, tmp_path / "run", mapping={"e2e_ms": "latency_ms"} if "latency" in csv else None)
+    assert column in str(caught.value) and "\n" not in str(caught.value)
+    assert not (tmp_path / "run").exists()  # checked before anything is written

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from specbench import adaptive
+from specbench.attach import attach_matrix, probe
 from specbench.config import (
     LOOPBACK,
     Matrix,
     RunSpec,
-    check_arm_name,
     load_matrix,
     plan_cells,
 )
@@ -72,6 +72,7 @@ def prepare_run(
     resume: bool = False,
     attach: str | None = None,
     arm: str | None = None,
+    arm_args: tuple[str, ...] | None = None,
     llama_server: str | None = None,
     observe: Observer | None = None,
     api_key_env: str | None = None,
@@ -83,11 +84,15 @@ def prepare_run(
         raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
     matrix = load_matrix(matrix_path)
     check_host(matrix, matrix_path, allow_remote_host)
+    engine = make_engine(matrix, llama_server) if not attach else None
     if attach:
-        matrix = _attach_matrix(matrix, arm)
-    engine = make_engine(matrix, llama_server, attach)
+        attached = AttachedEngine(*probe(attach))
+        matrix, engine = attach_matrix(matrix, arm, arm_args, attached.kind_name, out, resume), attached
+    assert engine is not None
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
+    if attach:  # the arms attached earlier were measured by earlier calls
+        cells = [c for c in cells if c.arm == (arm or "attached")]
     key = api_key(matrix.api_key_env or api_key_env)
     store = RunStore(out, redactor(matrix, attach, key))
     store.create(
@@ -180,21 +185,13 @@ def redactor(matrix: Matrix, attach: str | None, key: str | None) -> Redactor:
     return found
 
 
-def _attach_matrix(matrix: Matrix, arm: str | None) -> Matrix:
-    name = arm or "attached"
-    try:
-        check_arm_name(name)  # it names files in the run directory: no "../../x"
-    except ValueError as exc:
-        raise ConfigError(f"--arm: {exc}") from None
-    return matrix.model_copy(update={"arms": {name: ()}, "baseline": name, "common_args": ()})
-
-
 def _environment(matrix: Matrix, engine: Engine) -> dict[str, object]:
     try:
         version = engine.version()
     except OSError as exc:  # not a program at all (a data file, another architecture)
         raise ConfigError(f"engine binary cannot run: {exc.strerror or exc}") from exc
-    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind, **version}}
+    kind = engine.kind_name if isinstance(engine, AttachedEngine) else engine.kind
+    env: dict[str, object] = {**environment(), "engine": {"kind": kind, **version}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
         env["model"] = _file_record(matrix.model)
     if matrix.engine == "llamacpp":

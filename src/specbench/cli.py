@@ -246,6 +246,12 @@ def run(
     no_report: Annotated[bool, typer.Option("--no-report", help="skip writing the report")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
+    arm_args: Annotated[
+        str | None,
+        typer.Option(
+            help='with --attach: the flags the server was started with, e.g. "--spec-type ngram-simple"'
+        ),
+    ] = None,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
     executor: Annotated[str, typer.Option(help="local, or ray (pip install 'specbench[ray]')")] = "local",
     address: Annotated[str | None, typer.Option(help="with --executor ray: the cluster address")] = None,
@@ -257,6 +263,8 @@ def run(
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import adaptive, api
     from specbench.analysis import load_run
+    from specbench.attach import parse_arm_args
+    from specbench.errors import ConfigError
     from specbench.executors import make_executor
     from specbench.plan import read_plan
     from specbench.progress import RunProgress
@@ -269,6 +277,8 @@ def run(
             for name, argv in plan.commands.items():
                 print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
             return
+        if arm_args is not None and not attach:
+            fail(ConfigError("--arm-args: only with --attach (a launched arm's flags are in the matrix)"))
         if attach and executor != "local":
             fail(ConfigError("--attach measures one running server: use the default --executor local"))
         runner = api.prepare_run(
@@ -277,6 +287,7 @@ def run(
             resume=resume,
             attach=attach,
             arm=arm,
+            arm_args=parse_arm_args(arm_args),
             llama_server=llama_server,
             api_key_env=api_key_env,
             retry_failed=retry_failed,

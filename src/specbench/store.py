@@ -64,6 +64,10 @@ def _read_json(path: Path) -> Any:
         raise StoreError(f"{path}: damaged or unreadable ({type(exc).__name__}): {exc}") from exc
 
 
+#: Matrix fields an attached run adds to on --resume: its arms, and the baseline once attached.
+_GROWING = ("arms", "baseline")
+
+
 class RunStore:
     def __init__(self, root: Path, redactor: Redactor | None = None) -> None:
         self.root = root
@@ -90,6 +94,8 @@ class RunStore:
         self.lock()
         if resume and self.manifest_path.exists():
             self._check_same_matrix(manifest)
+            if manifest.get("attach"):  # another attached server joins the comparison as an arm
+                self.update_manifest(matrix=manifest["matrix"], attach=manifest["attach"])
             self.repairs = [r for p in (self.records_path, self.cells_path) if (r := repair(p))]
             fixed = {"repairs": [*self.manifest().get("repairs", []), *self.repairs]} if self.repairs else {}
             self.update_manifest(resumed_at=now_iso(), finished_at=None, **fixed)
@@ -149,7 +155,11 @@ class RunStore:
     def _check_same_matrix(self, manifest: dict[str, Any]) -> None:
         old = self.manifest().get("matrix")
         new = json.loads(self.redactor.scrub(json.dumps(manifest.get("matrix"), default=str)))
-        if old is not None and json.loads(json.dumps(old, default=str)) != new:
+        old = json.loads(json.dumps(old, default=str))
+        if manifest.get("attach") and isinstance(old, dict) and isinstance(new, dict):
+            # Attached servers are measured one per call: each adds its arm (api.attach_matrix).
+            old, new = ({k: v for k, v in m.items() if k not in _GROWING} for m in (old, new))
+        if old is not None and old != new:
             raise StoreError(
                 f"{self.root}: --resume with a different matrix than the one this run started with"
             )

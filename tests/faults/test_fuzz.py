@@ -215,20 +215,7 @@ IMPORTS: dict[str, str] = {
 }
 
 
-# Values the importer still takes without a word (its validation is outside the fault work):
-# strict xfail, so the day it refuses them this list must shrink.
-IMPORT_ACCEPTED = {"accepted-over-drafted", "infinite-rate", "negative-e2e", "negative-rate"}
-
-
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason="importer accepts it silently"))
-        if n in IMPORT_ACCEPTED
-        else n
-        for n in sorted(IMPORTS)
-    ],
-)
+@pytest.mark.parametrize("name", sorted(IMPORTS))
 def test_a_malformed_import_is_one_line(tmp_path: Path, name: str) -> None:
     path = tmp_path / "in.csv"
     path.write_bytes(IMPORTS[name].encode("latin-1"))

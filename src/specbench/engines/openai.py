@@ -153,8 +153,18 @@ class AttachedEngine(Engine):
     kind = "openai"
     launches = False
 
-    def __init__(self, engine: str | None = None) -> None:
+    def __init__(self, engine: str | None = None, server_version: dict[str, Any] | None = None) -> None:
         self.detected = engine
+        self.server_version = server_version or {}
+
+    @property
+    def kind_name(self) -> str:
+        """The engine that answers (recorded in env.json), "openai" while unknown."""
+        return self.detected or UNKNOWN
+
+    def version(self) -> dict[str, Any]:
+        """What the server said about its version when attach mode probed it (no binary here)."""
+        return dict(self.server_version)
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return []

@@ -27,6 +27,7 @@ def _fields(
             table[fld] = raw[src.column].map(lambda v, s=src.scale: _window_ms(v, s))
         else:
             table[fld] = raw[src.column].map(lambda v: None if _missing(v) else _text(v)).astype(object)
+    _check_drafts(table, sources, name)
     return _derive(table)
 
 
@@ -49,7 +50,32 @@ def _numeric(col: pd.Series, fld: str, column: str, name: str) -> pd.Series:
         row = int(np.argmax(bad.to_numpy()))
         value = col.iloc[row]
         raise ConfigError(f"{name}: column {column!r} ({fld}) holds {value!r} in row {row}, not a number")
+    # Every imported field is a rate, a time, a count or a setting: a negative or infinite one is
+    # a broken export, and taken in silently it would move a median or a speedup.
+    wrong = values.notna() & ~(np.isfinite(values) & (values >= 0))
+    if wrong.any():
+        row = int(np.argmax(wrong.to_numpy()))
+        value = col.iloc[row]
+        raise ConfigError(
+            f"{name}: column {column!r} ({fld}) holds {value!r} in row {row}, not a finite number >= 0"
+        )
     return values.astype(float)
+
+
+def _check_drafts(table: pd.DataFrame, sources: dict[str, _Source], name: str) -> None:
+    """A request cannot accept more draft tokens than were drafted: such a row is two columns
+    mapped the wrong way round, or counters of different things."""
+    if "draft_n" not in table or "draft_accepted" not in table:
+        return
+    over = (table["draft_accepted"] > table["draft_n"]).to_numpy()
+    if over.any():
+        row = int(np.argmax(over))
+        accepted, drafted = (sources[f].describe() for f in ("draft_accepted", "draft_n"))
+        a, d = table["draft_accepted"].iloc[row], table["draft_n"].iloc[row]
+        raise ConfigError(
+            f"{name}: row {row}: column {accepted!r} (draft_accepted) = {a:g} "
+            f"is more than column {drafted!r} (draft_n) = {d:g}"
+        )
 
 
 def _window_ms(value: Any, scale: float) -> float:
