@@ -30,7 +30,7 @@ _EXPORTS = {
 }
 __all__ = ["SCHEMA_VERSION", "__version__", *_EXPORTS]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 #: Version of the records written to a run directory; bump on any incompatible change.
 #: 2: each chunk row gains a sixth field, the server's running token count (None if not sent).
