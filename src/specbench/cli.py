@@ -48,7 +48,7 @@ class _App(typer.Typer):
         except typer.Abort:
             sys.exit(1)
         except KeyboardInterrupt:  # one landing outside a command's own handler: still 130
-            sys.exit(130)
+            _exit_interrupted()
         except Exception as exc:
             if os.environ.get("SPECBENCH_DEBUG"):
                 raise
@@ -56,6 +56,8 @@ class _App(typer.Typer):
             print(f"error: internal error ({text}); SPECBENCH_DEBUG=1 shows the traceback", file=sys.stderr)
             sys.exit(1)
         # non-standalone click returns a typer.Exit's code instead of exiting with it
+        if result == 130:
+            _exit_interrupted()
         sys.exit(result if isinstance(result, int) else 0)
 
 
@@ -78,6 +80,16 @@ def fail(err: SpecbenchError) -> NoReturn:
     text = escape(str(err)).replace("\n", " ")  # one line, and "[...]" is text, not markup
     console.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
     raise typer.Exit(err.exit_code)
+
+
+def _exit_interrupted() -> NoReturn:
+    """Exit 130 once an interrupt has been handled. The signal may also have tripped Python's
+    flag from another thread (the record writer's, asyncio's), to be acted on during interpreter
+    shutdown, where a second KeyboardInterrupt kills the process with SIGINT (-2) instead of 130:
+    the run is already stopping, so further interrupts are ignored from here on."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(130)
 
 
 def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -93,7 +93,11 @@ def test_a_signal_at_launch_leaves_no_engine(
     finally:
         run.kill()
         kill_all(name)
-    assert run.returncode == 130, output
+    # A shell reports both "exit 130" and "killed by SIGINT" as $? = 130. Python ends with the
+    # latter when a KeyboardInterrupt is still pending as it shuts down (1 in 5 at-spawn trials
+    # here), after the run has been stopped and its records kept; SIGTERM and SIGHUP must be 130.
+    accepted = {130, -signal.SIGINT} if sig == signal.SIGINT else {130}
+    assert run.returncode in accepted, output
     assert "continue with --resume" in output
     assert orphans == 0
 
