@@ -75,7 +75,7 @@ def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[F
                 Finding(
                     "CLIENT_BEHIND",
                     (arm,),
-                    f"the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
+                    f"{arm}: the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
                     f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median TPOT of {tpot_text}: "
                     "chunk stamps were late and bunched, so TTFT/ITL partly measure the client "
                     "(lower the concurrency, or give the client its own cores).",
@@ -108,7 +108,7 @@ def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
             Finding(
                 "LATE_SENDS",
                 (arm,),
-                f"open-loop sends ran {p99:.1f} ms late at p99 over {len(recs)} requests "
+                f"{arm}: open-loop sends ran {p99:.1f} ms late at p99 over {len(recs)} requests "
                 f"({float(np.percentile(cap, 99)):.1f} ms of it waiting for a free slot under the "
                 f"concurrency cap, {float(np.percentile(late - cap, 99)):.1f} ms the client's own delay)"
                 f"{asked_text}: the offered load was lower than the schedule.",
