@@ -1,0 +1,123 @@
+"""Time to verdict on the real llama-server (prints figures; asserts nothing): for designed effects
+on lab models, the launches and requests ``repeats: auto`` (budget 10 launches) uses vs a fixed
+protocol of 10 launches, and the verdict each reaches (goal: at most half on average, same verdicts).
+
+Design: *replay*. Each effect is measured once with 10 fixed launch pairs; the fixed verdict is the
+run's own (95 %, all 10 pairs), and the adaptive verdict replays the adaptive rule on the prefix of
+launch pairs 1 … n for n = 3 … 10 (the same statistic, ``stats.speedup`` on decode tok/s at the
+nominal confidence 1 − α′ of :func:`specbench.adaptive.nominal_alpha` for a budget of 10), stopping at
+the first n whose verdict is not undetermined. With one arm and its baseline per run this is what
+``repeats: auto`` would do: the adaptive executor runs the same cells launch pair by launch pair in
+the same planned ABBA order and looks after each pair at exactly this prefix, so the launches it
+would make are the first n of the fixed run. Replay lets one set of launches serve both designs
+(no second machine-noise draw between them) and halves the run time on a 2-core machine.
+
+    flock /tmp/specbench-engine.lock .venv/bin/python bench/stats_time_to_verdict.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from specbench import api, stats
+from specbench.adaptive import ALPHA, METRIC, nominal_alpha
+from specbench.analysis import load_run
+from specbench.demo import ensure_llama_server
+from specbench.lab.check import lab_dir
+from specbench.lab.make import LabSpec, cached_pair
+from specbench.launches import MIN_LAUNCHES
+
+BUDGET = 10
+
+
+def effects() -> list[tuple[str, LabSpec, int | None]]:
+    """(label, lab pair, draft K or None for an A/A arm)."""
+    return [
+        ("loss: dense tiny α0 K8", LabSpec(arch="dense", alpha=0.0), 8),
+        ("A/A: dense tiny α0.8", LabSpec(arch="dense", alpha=0.8), None),
+        ("win: dense membound α0.9 K4", LabSpec(arch="dense", alpha=0.9, size="membound"), 4),
+    ]
+
+
+def measure(folder: Path, pair: Path, binary: Path, k: int | None, prompts: int, tokens: int) -> Path:
+    """One run with BUDGET fixed launch pairs of the arm "arm" vs "baseline"."""
+    (folder / "prompts.jsonl").write_text(
+        "".join(json.dumps({"id": f"p{i}", "prompt": f"Write note {i}."}) + "\n" for i in range(prompts))
+    )
+    arm = (
+        []
+        if k is None
+        else ["-md", str(pair / "draft.gguf"), "--spec-type", "draft-simple", "--spec-draft-n-max", str(k)]
+    )
+    body: dict[str, object] = {
+        "model": str(pair / "target.gguf"),
+        "engine_binary": str(binary),
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": {"baseline": [], "arm": arm},
+        "repeats": BUDGET,
+        "forward_probe": False,
+        "workload": {"suite": "natural", "max_tokens": tokens, "prompt_file": "prompts.jsonl"},
+    }
+    (folder / "matrix.yaml").write_text(yaml.safe_dump(body))
+    api.prepare_run(folder / "matrix.yaml", folder / "run").run()
+    return folder / "run"
+
+
+def decide(run: Path) -> dict[str, tuple[int, int, str]]:
+    """{design: (launch pairs, requests, verdict)} for the fixed protocol and the adaptive replay."""
+    df = load_run(run).df
+    df = df[df["arm"].isin(["arm", "baseline"])]
+    fixed = stats.speedup(df, "arm", "baseline", METRIC, confidence=1 - ALPHA)
+    out = {"fixed": (BUDGET, len(df), fixed.verdict)}
+    a = nominal_alpha(BUDGET)
+    for n in range(MIN_LAUNCHES, BUDGET + 1):
+        part = df[df["repeat"] < n]
+        try:
+            c = stats.speedup(part, "arm", "baseline", METRIC, confidence=1 - a)
+        except ValueError:
+            continue
+        if c.verdict != "undetermined" or n == BUDGET:
+            out["adaptive"] = (n, len(part), c.verdict)
+            break
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--prompts", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=12)
+    args = ap.parse_args()
+    binary = ensure_llama_server(None)
+    started = time.monotonic()
+    print(
+        f"replay of the adaptive rule (looks {MIN_LAUNCHES}…{BUDGET}, α′ {nominal_alpha(BUDGET):.4f}) "
+        f"on the prefixes of one fixed {BUDGET}-launch run per effect; "
+        f"{args.prompts} prompts, {args.max_tokens} tokens"
+    )
+    print("| effect | fixed: launches / requests / verdict | adaptive: same | ratio |")
+    print("|---|---|---|---|")
+    ratios, same = [], 0
+    for label, spec, k in effects():
+        pair = cached_pair(spec, lab_dir())
+        with tempfile.TemporaryDirectory() as tmp:
+            res = decide(measure(Path(tmp), pair, binary, k, args.prompts, args.max_tokens))
+        fl, fr, fv = res["fixed"]
+        al, ar, av = res["adaptive"]
+        ratios.append(al / fl)
+        same += fv == av
+        ratio = f"{al / fl:.2f} (requests {ar / fr:.2f})"
+        print(f"| {label} | {fl} / {fr} / {fv} | {al} / {ar} / {av} | {ratio} |", flush=True)
+    print(
+        f"mean ratio adaptive/fixed {sum(ratios) / len(ratios):.2f}; same verdict in {same}/{len(ratios)} "
+        f"({(time.monotonic() - started) / 60:.1f} min)"
+    )
+
+
+if __name__ == "__main__":
+    main()
