@@ -19,7 +19,7 @@ import bisect
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -153,13 +153,20 @@ def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
     return {"type": type(exc).__name__, "message": message[:500]}
 
 
-def _is_event_stream(content_type: str | None) -> bool:
-    return "text/event-stream" in (content_type or "")
-
-
-def _not_sse(content_type: str | None) -> dict[str, Any]:
-    # Same type name as the httpx-sse error earlier records carry, so old and new runs group alike.
-    return {"type": "SSEError", "message": f"expected text/event-stream, got {content_type!r}"}
+async def _refused(
+    rec: _Recorder, status: int, content_type: str | None, read: Callable[[], Awaitable[bytes]]
+) -> bool:
+    """Record why a response is not a stream to time (an HTTP error, another content type), for
+    both transports alike; False when it is one."""
+    if status != 200:
+        text = (await read()).decode(errors="replace")
+        rec.error = {"type": "http_status", "status": status, "message": text[:500]}
+        return True
+    if "text/event-stream" not in (content_type or ""):
+        # Same type name as the httpx-sse error earlier records carry, so old and new runs group alike.
+        rec.error = {"type": "SSEError", "message": f"expected text/event-stream, got {content_type!r}"}
+        return True
+    return False
 
 
 async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -198,12 +205,7 @@ async def _aiohttp_once(
     perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
     async with session.post(url, json=body) as resp:
         rec.t_headers = perf() - t0
-        if resp.status != 200:
-            text = (await resp.read()).decode(errors="replace")
-            rec.error = {"type": "http_status", "status": resp.status, "message": text[:500]}
-            return
-        if not _is_event_stream(resp.headers.get("content-type")):
-            rec.error = _not_sse(resp.headers.get("content-type"))
+        if await _refused(rec, resp.status, resp.headers.get("content-type"), resp.read):
             return
         async for data in resp.content.iter_any():
             keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
@@ -217,12 +219,7 @@ async def _httpx_stream(
     try:
         async with client.stream("POST", url, json=body, timeout=timeout) as resp:
             rec.t_headers = perf() - t0
-            if resp.status_code != 200:
-                text = (await resp.aread()).decode(errors="replace")
-                rec.error = {"type": "http_status", "status": resp.status_code, "message": text[:500]}
-                return
-            if not _is_event_stream(resp.headers.get("content-type")):
-                rec.error = _not_sse(resp.headers.get("content-type"))
+            if await _refused(rec, resp.status_code, resp.headers.get("content-type"), resp.aread):
                 return
             async for data in resp.aiter_bytes():
                 keep((perf() - t0, data))

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,7 @@ from specbench.errors import ConfigError
 from specbench.lab.acceptance import designed_acceptance, mean_accepted_length
 from specbench.lab.gguf_model import ModelShape
 from specbench.lab.hf_model import write_hf_model
-from specbench.lab.make import LAST_TEMPLATE_CHAR
+from specbench.lab.make import LAST_TEMPLATE_CHAR, build_once
 from specbench.lab.prompts import cycle_prompt
 from specbench.lab.vocab import TokenMaps, build_vocab, cycle_text, design_maps
 
@@ -118,23 +115,9 @@ def _truth(spec: HfLabSpec, maps: TokenMaps, tgt: ModelShape, dft: ModelShape) -
 
 
 def cached_hf_pair(spec: HfLabSpec, root: Path) -> Path:
-    """The pair for ``spec`` under ``root/hf-…-<key>``, made once (built beside, renamed into place
-    so parallel sessions never read a half-written pair); returns its directory."""
-    out = root / f"hf-a{spec.alpha:g}-{spec.size}-{spec.key()}"
-    if (out / "truth.json").exists():
-        return out
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=root))
-    try:
-        make_hf_pair(spec, tmp)
-        try:
-            os.rename(tmp, out)
-        except OSError:
-            if not (out / "truth.json").exists():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    """The pair for ``spec`` under ``root/hf-…-<key>``, made once (:func:`make.build_once`);
+    returns its directory."""
+    return build_once(root / f"hf-a{spec.alpha:g}-{spec.size}-{spec.key()}", lambda d: make_hf_pair(spec, d))
 
 
 def vllm_walk(truth: dict[str, Any], max_tokens: int, k: int) -> dict[str, Any]:

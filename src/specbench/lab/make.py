@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -109,14 +110,19 @@ def make_pair(spec: LabSpec, out: Path) -> Path:
 def cached_pair(spec: LabSpec, root: Path) -> Path:
     """The pair for ``spec`` under ``root/<key>``, made once; returns its directory."""
     out = root / f"{spec.arch}-a{spec.alpha:g}-{spec.size}-{spec.key()}"
+    return build_once(out, lambda folder: make_pair(spec, folder))
+
+
+def build_once(out: Path, make: Callable[[Path], object]) -> Path:
+    """``out``, made by ``make(folder)`` unless its ``truth.json`` exists. Built beside and renamed
+    into place: two processes (parallel test sessions, a demo next to a test run) never read a
+    half-written pair; the loser of the race drops its copy."""
     if (out / "truth.json").exists():
         return out
-    # Built beside and renamed into place: two processes (parallel test sessions, a demo next to
-    # a test run) never read a half-written pair; the loser of the race drops its copy.
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=root))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        make_pair(spec, tmp)
+        make(tmp)
         try:
             os.rename(tmp, out)
         except OSError:
