@@ -11,7 +11,7 @@ slowed ×0.7, the heavy tail of a shared machine), request noise e (sd --request
 
 Two designs decide each experiment: the fixed protocol (K launches, 95 % interval) and the
 adaptive rule of specbench.adaptive (looks after launch 3 … K at nominal 1 − α′, stop when
-faster / slower / equivalent). Both use the launch-level mixed model of specbench.launches,
+faster / slower / equivalent). Both use the launch-level mixed model of specbench.analysis.launches,
 vectorised here for balanced data; the script first checks that it matches the library's fit.
 
     .venv/bin/python bench/stats_calibration.py --experiments 2000
@@ -27,8 +27,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
-from specbench import launches as L
 from specbench.adaptive import nominal_alpha
+from specbench.analysis import launches as L
 
 Array = npt.NDArray[np.float64]
 BAND = math.log1p(0.01), math.log(1 - 0.01)
@@ -92,7 +92,7 @@ def adaptive(d: Array) -> tuple[Array, Array]:
 
 
 def check_against_library(rng: np.random.Generator, args: argparse.Namespace) -> float:
-    """Largest |difference| of the bounds between this vectorised fit and specbench.launches.fit."""
+    """Largest |difference| of the bounds between this vectorised fit and specbench.analysis.launches.fit."""
     d = simulate(rng, 20, 5, 5, 1.1, args)
     _, lo, hi = fit(d, 0.95)
     worst = 0.0
@@ -116,7 +116,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    print(f"vectorised fit vs specbench.launches.fit: max |Δ bound| = {check_against_library(rng, args):.2e}")
+    print(
+        "vectorised fit vs specbench.analysis.launches.fit: "
+        f"max |Δ bound| = {check_against_library(rng, args):.2e}"
+    )
     k, m = args.max_launches, args.experiments
     print(
         f"{m} experiments per effect, {args.prompts} prompts, launch sd {args.launch_sd}, request sd "

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import yaml
 
-from specbench import api, stats
+from specbench import api
 from specbench.adaptive import ALPHA, METRIC, nominal_alpha
-from specbench.analysis import load_run
+from specbench.analysis import load_run, stats
+from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.demo import ensure_llama_server
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
-from specbench.launches import MIN_LAUNCHES
 
 BUDGET = 10
 

@@ -26,13 +26,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from specbench import api, stats
-from specbench.analysis import comparisons, load_run
+from specbench import api
+from specbench.analysis import comparisons, load_run, stats
+from specbench.analysis.metrics import frame
 from specbench.demo import ensure_llama_server
 from specbench.engines.tuning import candidate_args
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
-from specbench.metrics import frame
 from specbench.store import RunStore
 from specbench.theory.formulas import leviathan_speedup
 from specbench.tune import answer, initial_state, race

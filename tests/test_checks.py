@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from specbench import checks
+from specbench.analysis import checks
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 
@@ -247,7 +247,7 @@ def test_vllm_interval_log_is_partial_and_acceptance_falls_back_to_counters() ->
         assert sources["log"]["partial"]
     assert checks.acceptance_artefact("ngram", df, sources) == []
     assert checks.silent_fallback("ngram", spec, df, cells, [], VllmEngine()) == []
-    from specbench.sources import arm_acceptance
+    from specbench.analysis.sources import arm_acceptance
 
     assert arm_acceptance(sources) == (pytest.approx(496 / 642), "metrics")
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specbench import api, metrics
+from specbench import api
+from specbench.analysis import metrics
 from specbench.store import RunStore
 from tests.conftest import Pair
 from tests.test_runner_engine import draft4, write_matrix

@@ -12,7 +12,7 @@ import httpx
 import numpy as np
 import pytest
 
-from specbench import metrics
+from specbench.analysis import metrics
 from specbench.client import chat_body, stream_chat
 
 

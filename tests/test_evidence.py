@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from specbench import evidence, machine, metrics
+from specbench import machine
+from specbench.analysis import evidence, metrics
 
 
 def stalled_record() -> dict[str, Any]:

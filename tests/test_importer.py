@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench import analysis, metrics
+from specbench import analysis
+from specbench.analysis import metrics
 from specbench.errors import ConfigError
 from specbench.importer import import_file, parse_columns, parse_map
 from specbench.store import RunStore

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench import api, checks
-from specbench.analysis import findings, load_run
+from specbench import api
+from specbench.analysis import checks, findings, load_run
 from specbench.errors import ConfigError
 from specbench.store import RunStore
 from tests.conftest import Pair

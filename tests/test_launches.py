@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench import launches as L
-from specbench import stats as S
+from specbench.analysis import launches as L
+from specbench.analysis import stats as S
 
 
 def run_frame(

@@ -1,4 +1,4 @@
-"""Tests for specbench.stats on seeded synthetic data with known properties."""
+"""Tests for specbench.analysis.stats on seeded synthetic data with known properties."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import numpy.typing as npt
 import pandas as pd
 import pytest
 
-from specbench import bimodality as B
-from specbench import stability as W
-from specbench import stats as S
+from specbench.analysis import bimodality as B
+from specbench.analysis import stability as W
+from specbench.analysis import stats as S
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -300,7 +300,7 @@ def test_drift_fires_on_baseline_slowdown_only() -> None:
 def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> None:
     import pandas as pd
 
-    from specbench.stability import repeat_cv, stability_warnings
+    from specbench.analysis.stability import repeat_cv, stability_warnings
 
     rows = [
         {
@@ -325,7 +325,7 @@ def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> Non
 def test_three_wild_pairs_in_one_launch_are_undetermined_with_no_interval() -> None:
     import pandas as pd
 
-    from specbench.stats import speedup
+    from specbench.analysis.stats import speedup
 
     rows = [
         {"arm": a, "workload": "w", "prompt_id": f"p{i}", "repeat": 0, "decode_tok_s": v}
@@ -343,7 +343,7 @@ def test_launch_level_noise_does_not_make_aa_runs_significant() -> None:
     import numpy as np
     import pandas as pd
 
-    from specbench.stats import speedup
+    from specbench.analysis.stats import speedup
 
     rng = np.random.default_rng(7)
     false = 0

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench import stats
+from specbench.analysis import stats
 from specbench.tune import RaceState, answer, initial_state, race
 from specbench.tunespec import Candidate, TuneSpec, candidate_name
 

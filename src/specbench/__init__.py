@@ -6,7 +6,7 @@ The public API is re-exported here lazily (PEP 562), so ``import specbench`` and
     import specbench
     out = specbench.run_matrix("matrix.yaml", "runs/mine")
     run = specbench.load_run(out)
-    specbench.comparisons(run), specbench.findings(run), specbench.decision_table(run)
+    specbench.comparisons(run), specbench.analysis.findings(run), specbench.decision_table(run)
 """
 
 from __future__ import annotations

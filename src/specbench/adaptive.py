@@ -1,7 +1,7 @@
 """Adaptive repeats (``repeats: auto``): launches continue only for arms still undetermined.
 
 After every launch pair from the third on, each arm still running is compared with the baseline
-(decode tok/s, the launch-level mixed model of :mod:`specbench.launches`) at a *nominal*
+(decode tok/s, the launch-level mixed model of :mod:`specbench.analysis.launches`) at a *nominal*
 confidence 1 − α′ chosen so that looking after every launch keeps the chance of any false
 faster/slower verdict at α = 5 % overall: a Pocock-type group-sequential boundary (the same α′ at
 every look), calibrated by simulating the t statistics of i.i.d. normal launch means under no
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import stats as sps
 
-from specbench import stats
+from specbench.analysis import stats
+from specbench.analysis.launches import MIN_LAUNCHES
+from specbench.analysis.metrics import frame
 from specbench.config import RunSpec
 from specbench.executors.local import LocalExecutor
-from specbench.launches import MIN_LAUNCHES
-from specbench.metrics import frame
 
 if TYPE_CHECKING:
     from specbench.executors import Executor

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.checks import Finding
+from specbench.analysis.checks import Finding
 
 PERIOD_S = 0.01  # 100 wake-ups a second: a few µs of CPU, fine enough to see a stall
 LAG_FLOOR_MS = 2.0  # below this, lag is timer and scheduler noise on a shared machine

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from specbench.findings import Finding
+from specbench.analysis.finding import Finding
 
 BUSY_FACTOR = 1.5  # 1-minute load above this many times the logical CPUs: the box was oversubscribed
 STEAL_LIMIT = 0.10  # a hypervisor took at least this share of CPU time during the cell

@@ -24,8 +24,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.metrics import output_tokens
 from specbench.config import Matrix, RequestSpec, RunSpec
-from specbench.metrics import output_tokens
 from specbench.progress import clock_text
 
 LAUNCH_S = 3.0  # server start, health checks and /metrics scrapes, beyond reading the weights

@@ -4,7 +4,8 @@ Candidates enter in the theory's order (highest predicted speedup first) and are
 rounds: one launch of the baseline and of every candidate still racing, interleaved (the order
 reverses every round, as ABBA does for ``run``). Each round is an ordinary repeat of the run
 directory, so candidates measured in the same round are paired by prompt and launch exactly like
-an arm and its baseline. From the third round a candidate has (:data:`~specbench.launches.MIN_LAUNCHES`)
+an arm and its baseline. From the third round a candidate has
+(:data:`~specbench.analysis.launches.MIN_LAUNCHES`)
 it is compared with the leader (the best point estimate over the baseline) by the launch-level
 estimator, at the sequential rule's nominal confidence (:func:`specbench.adaptive.nominal_alpha`):
 
@@ -27,8 +28,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from specbench.adaptive import nominal_alpha
-from specbench.launches import MIN_LAUNCHES
-from specbench.stats import Comparison, ci_label
+from specbench.analysis.launches import MIN_LAUNCHES
+from specbench.analysis.stats import Comparison, ci_label
 from specbench.tunespec import Budget, Candidate, TuneSpec, candidate_name, neighbours
 
 

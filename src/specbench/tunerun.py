@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from specbench import api, stats
+from specbench import api
+from specbench.analysis import stats
+from specbench.analysis.metrics import frame
 from specbench.config import Matrix, RunSpec, WorkloadSpec, check_arm_name, load_matrix
 from specbench.engines.tuning import candidate_args
 from specbench.errors import ConfigError, StoreError
 from specbench.executors.local import LocalExecutor
 from specbench.matrix_files import resolve_matrix_files
-from specbench.metrics import frame
 from specbench.redact import mask_args
 from specbench.store import RunStore, now_iso
 from specbench.theory.formulas import leviathan_speedup

@@ -21,7 +21,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from specbench import analysis, checks
+from specbench import analysis
+from specbench.analysis import checks
 from specbench.cli import app
 from specbench.engines.process import ServerProcess, free_port
 from specbench.engines.sglang import SglangEngine

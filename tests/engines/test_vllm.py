@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from specbench.checks import split_flags
+from specbench.analysis.checks import split_flags
 from specbench.client import chat_body, stream_chat
 from specbench.config import load_matrix
 from specbench.engines.base import parse_metrics

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import yaml
 
-from specbench import api, metrics
+from specbench import api
+from specbench.analysis import metrics
 from specbench.engines.base import parse_metrics
 from specbench.engines.install_vllm import find_vllm, install_vllm
 from specbench.engines.process import ServerProcess, free_port

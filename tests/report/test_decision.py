@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench import analysis, crossover
-from specbench.analysis import KEEP_OFF
-from specbench.crossover import crossover_length, crossover_regime
+from specbench import analysis
+from specbench.analysis import KEEP_OFF, crossover
+from specbench.analysis.crossover import crossover_length, crossover_regime
 from specbench.report import sections
 from tests.report.synth import Arm, Plan, make_run, spec
 

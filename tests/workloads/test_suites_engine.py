@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from specbench import api
-from specbench.metrics import frame
+from specbench.analysis.metrics import frame
 from specbench.store import RunStore
 from specbench.workloads.suites import SUITES
 from tests.conftest import Pair

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from specbench import checks
+from specbench.analysis import checks
 from specbench.errors import ConfigError
 from specbench.importer.values import _missing, _text
 

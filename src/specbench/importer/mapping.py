@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from specbench.analysis.metrics import METRICS
 from specbench.errors import ConfigError
-from specbench.metrics import METRICS
 
 #: Default columns for each field, tried in order after the field's own name. A column nested in
 #: JSON (``timings.draft_n``) also matches by its last segment (``draft_n``).

@@ -12,9 +12,9 @@ from typing import Any
 import pandas as pd
 
 from specbench import SCHEMA_VERSION
+from specbench.analysis.metrics import METRICS
 from specbench.importer.mapping import NUMERIC
 from specbench.importer.values import _int, _num, _str_or
-from specbench.metrics import METRICS
 from specbench.store import RunStore, now_iso
 
 

@@ -1,6 +1,6 @@
 """Compare two runs of the same matrix (``specbench compare A B``): what changed, per arm.
 
-Two questions per arm, both with the launch-level mixed model (:mod:`specbench.launches`):
+Two questions per arm, both with the launch-level mixed model (:mod:`specbench.analysis.launches`):
 
 * the absolute rate: the arm in run B vs the same arm in run A, prompts paired inside launch
   pairs (launch r of A with launch r of B: independent launches, so any pairing by index is
@@ -25,9 +25,8 @@ from rich.console import Console
 from rich.table import Table
 from scipy import stats as sps
 
-from specbench import launches as L
-from specbench import stability, stats
-from specbench.analysis import RunData, load_run
+from specbench.analysis import RunData, load_run, stability, stats
+from specbench.analysis import launches as L
 from specbench.errors import StoreError
 from specbench.store import RunStore
 

@@ -18,8 +18,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from specbench import analysis, checks, crossover
-from specbench.analysis import RunData
+from specbench import analysis
+from specbench.analysis import RunData, checks, crossover
 from specbench.report import fonts
 from specbench.report.tables import median_ci, position_frame
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench import analysis, crossover
-from specbench.analysis import Decision, RunData
-from specbench.checks import Finding
+from specbench import analysis
+from specbench.analysis import Decision, RunData, crossover
+from specbench.analysis.checks import Finding
 from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads

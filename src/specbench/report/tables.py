@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from specbench import analysis, bimodality, checks, stalls, stats
-from specbench.analysis import RunData
-from specbench.checks import Finding
+from specbench import analysis
+from specbench.analysis import RunData, bimodality, checks, stalls, stats
+from specbench.analysis.checks import Finding
 
 METRICS = ("ttft_ms", "decode_tok_s", "e2e_ms", "prefill_ms", "itl_ms", "tokens_per_chunk")
 CONFIDENCE = 0.95

@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.checks import spec_deltas
+from specbench.analysis.checks import spec_deltas
 
 
 @dataclass(frozen=True)

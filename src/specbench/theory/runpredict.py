@@ -31,9 +31,9 @@ import pandas as pd
 
 from specbench import analysis
 from specbench.analysis import RunData, load_run
+from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
 from specbench.probe import forward_curve
-from specbench.stats import Comparison
 from specbench.theory import counts as C
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency

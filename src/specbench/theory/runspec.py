@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.checks import split_flags
+from specbench.analysis.checks import split_flags
 from specbench.errors import ConfigError
 from specbench.store import RunStore
 from specbench.theory.arch import Architecture, architecture_from_mapping, total_params

@@ -2,7 +2,7 @@
 
 Each check returns :class:`Finding` objects: a code, the arm(s), and one sentence of evidence.
 Codes: SILENT_FALLBACK, NO_DRAFTS, ACCEPTANCE_ARTEFACT, SELF_DRAFT, CONFOUND, OUTPUT_DRIFT, TOOLCALL_MISMATCH
-(statistical ones — LOW_N, UNSTABLE, DRIFT, BIMODAL, SPEC_LOSS — come from :mod:`specbench.stats`
+(statistical ones — LOW_N, UNSTABLE, DRIFT, BIMODAL, SPEC_LOSS — come from :mod:`specbench.analysis.stats`
 via :mod:`specbench.analysis`).
 """
 
@@ -17,12 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import sources
+from specbench.analysis import sources
+from specbench.analysis.finding import Finding
+from specbench.analysis.sources import SOURCE_TOLERANCE, Source
+from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 from specbench.engines.base import Engine
 from specbench.engines.llamacpp import LlamaCppEngine
-from specbench.findings import Finding
-from specbench.sources import SOURCE_TOLERANCE, Source
-from specbench.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 
 _LLAMACPP = LlamaCppEngine(Path("llama-server"))
 __all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas"]
@@ -74,7 +74,7 @@ def silent_fallback(
     engine: Engine = _LLAMACPP,
 ) -> list[Finding]:
     """SILENT_FALLBACK (speculation off or broken) or NO_DRAFTS (on, but nothing proposed) for an
-    arm configured to speculate (:mod:`specbench.speculation`)."""
+    arm configured to speculate (:mod:`specbench.analysis.speculation`)."""
     if not speculates(args, engine):
         return []
     return speculation_state(arm, df, cells, patterns)
@@ -83,7 +83,8 @@ def silent_fallback(
 def acceptance_sources(
     arm: str, df: pd.DataFrame, cells: list[dict[str, Any]], engine: Engine = _LLAMACPP
 ) -> dict[str, Source]:
-    """Acceptance from every source, each with its numbers and coverage (:mod:`specbench.sources`)."""
+    """Acceptance from every source, each with its numbers and coverage
+    (:mod:`specbench.analysis.sources`)."""
     return sources.acceptance_sources(arm, df, cells, engine)
 
 
@@ -197,7 +198,7 @@ def output_equivalence(texts: pd.DataFrame, arm: str, baseline: str) -> Equivale
 
 
 def output_texts(records: list[dict[str, Any]]) -> pd.DataFrame:
-    from specbench.metrics import output_text
+    from specbench.analysis.metrics import output_text
 
     rows = [
         {

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import bimodality, machine, stats
-from specbench.findings import Finding
-from specbench.metrics import NS_PER_MS
+from specbench import machine
+from specbench.analysis import bimodality, stats
+from specbench.analysis.finding import Finding
+from specbench.analysis.metrics import NS_PER_MS
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median chunk gap is a pause, not a step
 STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hiccup is no stall

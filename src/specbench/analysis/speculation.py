@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.findings import Finding
+from specbench.analysis.finding import Finding
 
 FALLBACK_SHARE = 0.9  # no drafting on at least this share of requests
 

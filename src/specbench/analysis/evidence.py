@@ -4,7 +4,7 @@
   cache, so its TTFT and prefill are a cache hit, not a prefill;
 * ``CLIENT_SERVER_DISAGREE`` — the client's decode rate and the server's own timing of the same
   request disagree (a stalled stream delivers every token at once and reads thousands of tok/s);
-  the summary then uses the server's rate for that request (:func:`specbench.metrics.decode_tok_s`).
+  the summary then uses the server's rate for that request (:func:`specbench.analysis.metrics.decode_tok_s`).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from specbench.findings import Finding
-from specbench.metrics import CLIENT_SERVER_TOLERANCE
+from specbench.analysis.finding import Finding
+from specbench.analysis.metrics import CLIENT_SERVER_TOLERANCE
 
 CACHED_SHARE = 0.5  # more than this share of a cold request's prompt from the cache is a finding
 #: Categories built to hit the cache (cache-reuse suite) or to share a prefix by design (agents).

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
-from specbench._arrays import FloatArray, _finite, _median
+from specbench.analysis._arrays import FloatArray, _finite, _median
 
 SARLE_UNIFORM = 5 / 9  # b of a uniform distribution; above it suggests bimodality
 

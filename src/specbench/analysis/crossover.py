@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench import stats
-from specbench.analysis import RunData, detail_frame
+from specbench.analysis import RunData, detail_frame, stats
 
 
 def _crossover_terms(

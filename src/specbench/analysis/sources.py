@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.finding import Finding
+from specbench.analysis.speculation import spec_deltas
 from specbench.engines.base import Engine
-from specbench.findings import Finding
-from specbench.speculation import spec_deltas
 
 Source = dict[str, Any]  # drafted, accepted, rate, [mean_accepted_length], coverage, partial
 SOURCE_TOLERANCE = 0.02  # comparable sources may differ by this much before it is a finding

@@ -4,7 +4,7 @@ LOW_N: fewer samples than a cell needs. UNSTABLE: the same prompt varies across 
 median over prompts of its coefficient of variation) above a limit. DRIFT: the baseline measured
 early and late in the run disagree (Mann-Whitney U on the first and last thirds by completion
 order), i.e. the machine changed while the run was going on. Input is the frame described in
-:mod:`specbench.stats`.
+:mod:`specbench.analysis.stats`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from specbench._arrays import FloatArray, _finite
-from specbench.stats import describe
+from specbench.analysis._arrays import FloatArray, _finite
+from specbench.analysis.stats import describe
 
 WarningCode = Literal["LOW_N", "UNSTABLE", "DRIFT"]
 # Repeat-to-repeat CV above this is not noise around an effect but a different machine from one

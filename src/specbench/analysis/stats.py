@@ -11,9 +11,9 @@ lower-is-better ones (``*_ms``). Two estimators:
 
 * paired (same ``workload``, ``prompt_id``, ``repeat`` measured under both arms): the geometric
   mean of per-pair ratios, with the interval of the launch-level mixed model
-  (:mod:`specbench.launches`): each repeat is one server launch per arm, the launch pair is the
+  (:mod:`specbench.analysis.launches`): each repeat is one server launch per arm, the launch pair is the
   unit of replication and prompts are paired inside it. Fewer than
-  :data:`~specbench.launches.MIN_LAUNCHES` launch pairs give no verdict ("undetermined", LOW_N);
+  :data:`~specbench.analysis.launches.MIN_LAUNCHES` launch pairs give no verdict ("undetermined", LOW_N);
 * unpaired: the ratio of medians ``median(a) / median(b)``, with a two-sample bootstrap
   percentile CI (``scipy.stats.bootstrap``, each arm resampled independently) and a
   Mann-Whitney U p-value.
@@ -37,8 +37,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
-from specbench import launches as L
-from specbench._arrays import FloatArray, _finite
+from specbench.analysis import launches as L
+from specbench.analysis._arrays import FloatArray, _finite
 
 Statistic = Callable[..., Any]
 Verdict = Literal["faster", "slower", "equivalent", "undetermined"]
@@ -193,7 +193,7 @@ def _arm_rows(df: pd.DataFrame, arm: str, metric: str) -> pd.DataFrame:
 
 
 def _pairs(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Paired log-ratios (:func:`specbench.launches.paired_log_ratios`); a frame without a
+    """Paired log-ratios (:func:`specbench.analysis.launches.paired_log_ratios`); a frame without a
     ``repeat`` column is one launch. Empty when requests cannot be paired by prompt."""
     if "prompt_id" not in a.columns or "prompt_id" not in b.columns:
         return pd.DataFrame({"launch": [], "prompt": [], "d": []})
@@ -260,7 +260,7 @@ class _Estimate:
 
 
 def _launch_estimate(pairs: pd.DataFrame, confidence: float, threshold: float) -> _Estimate:
-    """The launch-level mixed model over ≥ 2 launch pairs (:mod:`specbench.launches`); the verdict
+    """The launch-level mixed model over ≥ 2 launch pairs (:mod:`specbench.analysis.launches`); the verdict
     uses the model's interval, the interval shown stays within the paired ratios' range."""
     f = L.fit(pairs, confidence)
     how = "pooled with within-launch noise" if f.pooled else "t"

@@ -1,0 +1,92 @@
+"""From a run directory to conclusions, apart from how they are rendered.
+
+:mod:`run` loads a run directory (:class:`RunData`) and computes per-arm summaries and speedups,
+:mod:`judge` gathers every finding, :mod:`decision` says what to run per workload. The statistics
+(:mod:`stats`, :mod:`launches`, :mod:`stability`, :mod:`bimodality`), the per-request metrics
+(:mod:`metrics`), the checks (:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`,
+:mod:`stalls`) and the length crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specbench.analysis.decision import (
+        KEEP_OFF as KEEP_OFF,
+    )
+    from specbench.analysis.decision import (
+        Decision as Decision,
+    )
+    from specbench.analysis.decision import (
+        decision_table as decision_table,
+    )
+    from specbench.analysis.decision import (
+        untrusted_arms as untrusted_arms,
+    )
+    from specbench.analysis.judge import (
+        LARGE_LOSS as LARGE_LOSS,
+    )
+    from specbench.analysis.judge import (
+        findings as findings,
+    )
+    from specbench.analysis.judge import (
+        spec_loss_severity as spec_loss_severity,
+    )
+    from specbench.analysis.run import (
+        ByWorkload as ByWorkload,
+    )
+    from specbench.analysis.run import (
+        RunData as RunData,
+    )
+    from specbench.analysis.run import (
+        arm_acceptance as arm_acceptance,
+    )
+    from specbench.analysis.run import (
+        arm_summary as arm_summary,
+    )
+    from specbench.analysis.run import (
+        comparisons as comparisons,
+    )
+    from specbench.analysis.run import (
+        detail_frame as detail_frame,
+    )
+    from specbench.analysis.run import (
+        load_run as load_run,
+    )
+    from specbench.analysis.run import (
+        pooled_acceptance as pooled_acceptance,
+    )
+    from specbench.analysis.run import (
+        workload_comparisons as workload_comparisons,
+    )
+
+# Lazy (PEP 562): a leaf such as ``analysis.findings`` (the Finding model, used by the client's
+# lag check) must be importable without loading the whole analysis, or the two import each other.
+_EXPORTS = {
+    "KEEP_OFF": "specbench.analysis.decision",
+    "Decision": "specbench.analysis.decision",
+    "decision_table": "specbench.analysis.decision",
+    "untrusted_arms": "specbench.analysis.decision",
+    "LARGE_LOSS": "specbench.analysis.judge",
+    "findings": "specbench.analysis.judge",
+    "spec_loss_severity": "specbench.analysis.judge",
+    "ByWorkload": "specbench.analysis.run",
+    "RunData": "specbench.analysis.run",
+    "arm_acceptance": "specbench.analysis.run",
+    "arm_summary": "specbench.analysis.run",
+    "comparisons": "specbench.analysis.run",
+    "detail_frame": "specbench.analysis.run",
+    "load_run": "specbench.analysis.run",
+    "pooled_acceptance": "specbench.analysis.run",
+    "workload_comparisons": "specbench.analysis.run",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'specbench.analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,103 @@
+"""Every finding about a run, most serious first: what a reader must know before trusting a number."""
+
+from __future__ import annotations
+
+from specbench import machine
+from specbench.analysis import checks, evidence, launches, stability, stalls, stats
+from specbench.analysis.checks import Finding
+from specbench.analysis.finding import SEVERITY_ORDER
+from specbench.analysis.run import RunData, comparisons
+from specbench.clientlag import client_lag_findings, schedule_findings
+
+
+def findings(run: RunData) -> list[Finding]:
+    """Every finding, most serious first: what a reader must know before trusting a number."""
+    out: list[Finding] = []
+    engine = run.engine
+    patterns = engine.fallback_patterns()
+    for arm in run.arms:
+        out += _speculation_findings(run, arm, patterns)
+    if run.baseline in run.arms:
+        out += checks.confounds({a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine)
+        out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
+        out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
+    out += _evidence_findings(run)
+    out += client_lag_findings(run.cells, run.df)
+    out += schedule_findings(run.records)
+    out += _statistical_findings(run)
+    return sorted(out, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
+
+
+def _evidence_findings(run: RunData) -> list[Finding]:
+    """What the records and cells say about the measurement itself: cache, client vs server, load."""
+    arms = run.measured_arms
+    return (
+        evidence.cached_prefill(run.df, arms)
+        + evidence.client_server_disagreement(run.df, arms)
+        + machine.busy_findings(run.cells, arms)
+    )
+
+
+def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[Finding]:
+    """Speculation state, acceptance sources and self-draft for one arm configured to speculate."""
+    args, engine = run.arm_args(arm), run.engine
+    if not checks.speculates(args, engine):
+        return []
+    out = checks.silent_fallback(arm, args, run.df, run.cells, patterns, engine)
+    found = checks.acceptance_sources(arm, run.df, run.cells, engine)
+    artefacts = checks.acceptance_artefact(arm, run.df, found)
+    selfdraft = checks.self_draft(arm, args, str(run.manifest.get("matrix", {}).get("model", "")), engine)
+    if selfdraft is not None:  # 100 % is expected of a self-draft: say so instead of "artefact"
+        artefacts = [f for f in artefacts if "accepted == drafted" not in f.evidence]
+        out.append(selfdraft)
+    return out + artefacts
+
+
+def _statistical_findings(run: RunData) -> list[Finding]:
+    if run.df.empty:
+        return []
+    out = [
+        Finding(w.code, (w.arm,), w.message, "error" if w.severe else "warning")
+        for w in stability.stability_warnings(run.df, baseline=run.baseline)
+    ]
+    out += stalls.stall_findings(run.records, run.measured_arms, run.df, run.baseline)
+    out += stalls.bimodal_findings(run.df, run.records, run.cells, run.measured_arms)
+    cmps = comparisons(run)
+    out += _low_n_findings(run, cmps)
+    for arm, cmp in cmps.items():
+        if cmp.verdict == "slower":
+            out.append(
+                Finding(
+                    "SPEC_LOSS",
+                    (arm, run.baseline),
+                    f"{arm} is slower than {run.baseline}: decode speed ×{cmp.ratio:.3f} "
+                    f"({stats.ci_label(cmp)} CI {cmp.ci_low:.3f}–{cmp.ci_high:.3f}).",
+                    spec_loss_severity(cmp.ci_high),
+                )
+            )
+    return out
+
+
+def _low_n_findings(run: RunData, cmps: dict[str, stats.Comparison]) -> list[Finding]:
+    """An arm paired with the baseline over fewer launch pairs than a verdict needs: its ratio is
+    printed, but launch-to-launch noise cannot be told from the effect, so it decides nothing."""
+    return [
+        Finding(
+            "LOW_N",
+            (arm, run.baseline),
+            f"{arm} vs {run.baseline}: only {c.n_launches} launch pair(s); a verdict needs "
+            f"≥ {launches.MIN_LAUNCHES} (the server launch is the unit of replication) — "
+            "undetermined, raise repeats.",
+        )
+        for arm, c in cmps.items()
+        if c.low_n
+    ]
+
+
+LARGE_LOSS = 0.8  # CI upper bound below this: at least a 20 % slowdown, whatever the noise
+
+
+def spec_loss_severity(ci_high: float) -> str:
+    """A significant slowdown is a warning; one whose whole CI lies below ×0.8 is an error, above a
+    doubtful acceptance figure (warning) — a user publishing that arm publishes a loss."""
+    return "error" if ci_high < LARGE_LOSS else "warning"

@@ -1,0 +1,160 @@
+"""A run directory loaded once, per-arm summary and speedups vs the baseline arm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from specbench import adaptive
+from specbench.analysis import checks, sources, stability, stats
+from specbench.analysis.metrics import frame
+from specbench.engines import engine_for_analysis
+from specbench.engines.base import Engine
+from specbench.store import RunStore
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Everything analysis needs, loaded once from the run directory."""
+
+    manifest: dict[str, Any]
+    records: list[dict[str, Any]]
+    cells: list[dict[str, Any]]
+    df: pd.DataFrame
+
+    @property
+    def baseline(self) -> str:
+        return str(self.manifest.get("matrix", {}).get("baseline", "baseline"))
+
+    @property
+    def arms(self) -> list[str]:
+        return list(self.manifest.get("matrix", {}).get("arms", {})) or sorted(self.df["arm"].unique())
+
+    def arm_args(self, arm: str) -> list[str]:
+        matrix = self.manifest.get("matrix", {})
+        return [*matrix.get("common_args", []), *matrix.get("arms", {}).get(arm, [])]
+
+    @property
+    def engine(self) -> Engine:
+        """The run's engine, for reading its flags and logs (nothing is launched)."""
+        return engine_for_analysis(str(self.manifest.get("matrix", {}).get("engine", "llamacpp")))
+
+    def speculates(self, arm: str) -> bool:
+        """The arm is configured to speculate, by the run's engine's flag rules."""
+        return checks.speculates(self.arm_args(arm), self.engine)
+
+    @property
+    def confidence(self) -> float:
+        """0.95, or the sequential rule's nominal level when launches were added adaptively."""
+        return adaptive.confidence(self.manifest)
+
+    @property
+    def measured_arms(self) -> list[str]:
+        present = set(self.df["arm"].unique())
+        return [a for a in self.arms if a in present]
+
+
+def load_run(root: Path) -> RunData:
+    store = RunStore(root)
+    records = store.records()
+    return RunData(manifest=store.manifest(), records=records, cells=store.cells(), df=frame(records))
+
+
+def pooled_acceptance(df: pd.DataFrame) -> float:
+    """Σ accepted / Σ drafted over requests: the per-token acceptance of the whole arm."""
+    drafted = df["draft_n"].sum()
+    return float(df["draft_accepted"].sum() / drafted) if drafted > 0 else float("nan")
+
+
+def arm_acceptance(run: RunData, arm: str) -> tuple[float, str]:
+    """Pooled acceptance and its source: per-request timings, else /metrics counter deltas."""
+    if not run.speculates(arm):
+        return pooled_acceptance(run.df[run.df["arm"] == arm]), "timings"
+    return sources.arm_acceptance(checks.acceptance_sources(arm, run.df, run.cells, run.engine))
+
+
+def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
+    """Each measured arm vs the baseline: ratio, 95 % CI of the launch-level mixed model (prompts
+    paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
+    if run.baseline not in run.measured_arms:
+        return {}
+    return {
+        arm: stats.speedup(run.df, arm, run.baseline, metric, confidence=run.confidence)
+        for arm in run.measured_arms
+        if arm != run.baseline and run.df.loc[run.df["arm"] == arm, metric].notna().sum() >= 2
+    }
+
+
+def arm_summary(run: RunData) -> pd.DataFrame:
+    """One row per arm: counts, medians, acceptance, speedup with CI and verdict (caveated when the
+    arm or the baseline is UNSTABLE beyond any verdict)."""
+    cmps = comparisons(run)
+    unstable = stability.unstable_arms(run.df)
+    rows = []
+    for arm in run.arms:
+        sub = run.df[run.df["arm"] == arm]
+        rate, source = arm_acceptance(run, arm)
+        failed = sum(1 for r in run.records if r["arm"] == arm and r.get("error") and not r.get("warmup"))
+        rows.append(
+            {
+                "arm": arm,
+                "status": run.manifest.get("arms", {}).get(arm, {}).get("status", "not run"),
+                "requests": len(sub),
+                "errors": failed,
+                "ttft_ms": sub["ttft_ms"].median(),
+                "decode_tok_s": sub["decode_tok_s"].median(),
+                "e2e_ms": sub["e2e_ms"].median(),
+                "acceptance": rate,
+                "acceptance_source": source,
+                "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
+                "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
+                "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,
+                "verdict": _verdict(run, cmps, arm, unstable),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _verdict(run: RunData, cmps: dict[str, stats.Comparison], arm: str, unstable: set[str]) -> str:
+    if arm == run.baseline:
+        return "baseline"
+    return (
+        stability.caveated(stats.verdict_text(cmps[arm]), arm, run.baseline, unstable) if arm in cmps else ""
+    )
+
+
+# -- request-level extras ---------------------------------------------------------------------
+def detail_frame(run: RunData) -> pd.DataFrame:
+    """``run.df`` plus the request fields sweeps vary: ``max_tokens``, ``concurrency`` and the
+    ``machine`` a merged run's record came from (NaN / None where a record lacks them)."""
+    kept = [r for r in run.records if r.get("error") is None and not r.get("warmup")]
+    df = run.df.copy()
+    if len(kept) != len(df):  # frame() changed its filter: fall back to no extras rather than misalign
+        return df.assign(max_tokens=np.nan, concurrency=np.nan, machine=None)
+    df["max_tokens"] = pd.to_numeric(pd.Series([(r.get("request") or {}).get("max_tokens") for r in kept]))
+    df["concurrency"] = pd.to_numeric(pd.Series([r.get("concurrency") for r in kept]))
+    df["machine"] = [r.get("machine") for r in kept]
+    return df
+
+
+ByWorkload = dict[str, dict[str, stats.Comparison]]
+
+
+def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorkload:
+    """:func:`comparisons` within each workload: speedups never pool different request shapes."""
+    out: ByWorkload = {}
+    for workload, sub in run.df.groupby("workload", sort=True):
+        present = set(sub["arm"])
+        if run.baseline not in present:
+            out[str(workload)] = {}
+            continue
+        out[str(workload)] = {
+            arm: stats.speedup(sub, arm, run.baseline, metric, confidence=run.confidence)
+            for arm in run.measured_arms
+            if arm != run.baseline and sub.loc[sub["arm"] == arm, metric].notna().sum() >= 2
+        }
+    return out
