@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -12,6 +12,9 @@ from specbench.cli._app import EXIT_CODES, _interrupt_on_signals, app
 from specbench.config import LOOPBACK
 from specbench.errors import ConfigError, RunIncompleteError, SpecbenchError
 from specbench.progress import console
+
+if TYPE_CHECKING:
+    from specbench.runner import Runner
 
 
 def _finish_partial(out: Path, no_report: bool) -> None:
@@ -23,6 +26,22 @@ def _finish_partial(out: Path, no_report: bool) -> None:
         print("\n".join(api.finish_lines(out, report=not no_report)))
     except SpecbenchError as err:
         console.print(f"[yellow]no report: {err}", soft_wrap=True)
+
+
+def _announce(runner: Runner) -> None:
+    """Before anything is launched: exposure, repairs, the plan; signals act like Ctrl-C from here."""
+    from specbench.plan import read_plan
+
+    if runner.matrix.host not in LOOPBACK:
+        console.print(
+            f"[yellow]warning: engines listen on {runner.matrix.host}, reachable from other machines"
+        )
+    for line in runner.store.repairs:
+        console.print(f"[yellow]repaired: {line}", soft_wrap=True)
+    _interrupt_on_signals()
+    console.print(
+        "\n".join(read_plan(runner.store.root).lines()), markup=False, highlight=False, soft_wrap=True
+    )
 
 
 @app.command("run", epilog=EXIT_CODES)
@@ -53,11 +72,9 @@ def run(
     ] = None,
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
-    from specbench import adaptive, api
+    from specbench import api
     from specbench.analysis import load_run
     from specbench.attach import parse_arm_args
-    from specbench.executors import make_executor
-    from specbench.plan import read_plan
     from specbench.progress import RunProgress
     from specbench.summary import print_summary
 
@@ -72,7 +89,7 @@ def run(
             raise ConfigError("--arm-args: only with --attach (a launched arm's flags are in the matrix)")
         if attach and executor != "local":
             raise ConfigError("--attach measures one running server: use the default --executor local")
-        runner = api.prepare_run(
+        api.run_matrix(
             matrix,
             out,
             resume=resume,
@@ -83,19 +100,11 @@ def run(
             api_key_env=api_key_env,
             retry_failed=retry_failed,
             allow_remote_host=allow_remote_host,
+            executor=executor,
+            address=address,
+            on_ready=_announce,
+            progress=lambda runner: RunProgress(runner.total_todo(), matrix.stem),
         )
-        if runner.matrix.host not in LOOPBACK:
-            host = runner.matrix.host
-            console.print(f"[yellow]warning: engines listen on {host}, reachable from other machines")
-        for line in runner.store.repairs:
-            console.print(f"[yellow]repaired: {line}", soft_wrap=True)
-        chosen = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
-        runner.executor = adaptive.wrap(runner.matrix.adaptive, chosen)
-        _interrupt_on_signals()
-        console.print("\n".join(read_plan(out).lines()), markup=False, highlight=False, soft_wrap=True)
-        with RunProgress(runner.total_todo(), matrix.stem) as bar:
-            runner.observe = bar
-            runner.run()
         print_summary(load_run(out))
         problems = api.run_problems(out)
         if problems:  # after the summary: the reason is the console's last line
