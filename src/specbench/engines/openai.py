@@ -148,8 +148,9 @@ class AttachedEngine(Engine):
         delegate = _delegate(detect_from_metrics(samples) or self.detected)
         return delegate.spec_counters(samples) if delegate is not None else {}
 
-    def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
-        return (_delegate(self.detected) or LlamaCppEngine())._speculation(flags)
+    def speculation(self, args: Sequence[str]) -> Speculation | None:
+        delegate = _delegate(self.detected)
+        return delegate.speculation(args) if delegate is not None else LlamaCppEngine().speculation(args)
 
     def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
         delegate = _delegate(self.detected)
