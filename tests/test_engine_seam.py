@@ -19,6 +19,7 @@ from specbench.analysis import checks
 from specbench.analysis.run import RunData
 from specbench.engines import ENGINES, engine_for, request_draft_counts
 from specbench.engines.base import Engine
+from specbench.engines.openai import AttachedEngine
 from specbench.errors import ConfigError
 from specbench.theory.runspec import arm_method
 
@@ -128,8 +129,7 @@ def test_a_speculative_config_vllm_would_refuse_names_the_flag(argv: tuple[str, 
 
 
 def test_an_attached_server_is_read_by_the_engine_it_was_detected_as() -> None:
-    attached = ENGINES["openai"]
-    sglang = attached(engine="sglang")  # type: ignore[call-arg]
+    sglang = AttachedEngine(engine="sglang")
     off = [{"speculative": {"speculative_algorithm": None}}]
     assert sglang.server_says_off(off) == ["the server info says speculative_algorithm is None"]
     assert engine_for("openai").server_says_off(off) == []  # unknown engine: no word from the server
