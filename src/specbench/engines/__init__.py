@@ -12,9 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from specbench.engines.base import Engine
-from specbench.engines.imported import ImportedEngine
 from specbench.engines.llamacpp import LlamaCppEngine
-from specbench.engines.openai import AttachedEngine
+from specbench.engines.openai import AttachedEngine, ImportedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError

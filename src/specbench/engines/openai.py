@@ -1,5 +1,5 @@
-"""An already running OpenAI-compatible server (attach mode), and the probing helpers every
-engine's ``describe`` shares.
+"""The engines specbench launches nothing for: an already running OpenAI-compatible server
+(attach mode), and a run imported from another harness.
 
 Attach mode launches nothing, so it must find out which engine answers before it can read that
 engine's speculative counters: the three engines name and shape them differently
@@ -167,3 +167,21 @@ def _delegate(kind: str | None) -> Engine | None:
     from specbench.engines import engine_for
 
     return engine_for(kind) if kind in KNOWN_ENGINES else None
+
+
+# -- imported runs ----------------------------------------------------------------------------
+class ImportedEngine(LlamaCppEngine):
+    """Per-request results imported from another harness (``specbench import``): nothing is
+    launched and no file is read. Arm flags read with llama.cpp's spelling; an arm that speculates
+    by declaration or by its draft columns carries the importer's ``--spec-imported`` flag, so every
+    check that asks "does this arm speculate?" runs on it."""
+
+    kind = "imported"
+    launches = False
+    file_flags: ClassVar[frozenset[str]] = frozenset()
+
+    def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
+        return []
+
+    def version(self) -> dict[str, Any]:
+        return {}
