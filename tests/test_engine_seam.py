@@ -38,6 +38,9 @@ ARMS: list[tuple[str, tuple[str, ...], str | None, int | None]] = [
     ("llamacpp", ("--spec-type", "draft-mtp", "--spec-draft-n-max", "2"), "mtp", 2),
     ("llamacpp", ("--spec-type=ngram-mod",), "ngram", 64),
     ("llamacpp", ("--spec-type", "none"), None, None),
+    ("llamacpp", ("-md", "d.gguf"), "draft", 3),  # configured, though llama.cpp will not run it (plan warns)
+    ("llamacpp", ("-md", "d.gguf", "--spec-type", "none"), "draft", 3),
+    ("llamacpp", ("--spec-type", "suffix-tree"), "suffix-tree", 3),  # a method the theory cannot model
     ("llamacpp", ("-c", "4096"), None, None),
     ("vllm", ("--speculative-config", EAGLE3_JSON), "eagle3", 5),
     ("vllm", ("--speculative-config", NGRAM_JSON), "ngram", 4),
@@ -47,6 +50,7 @@ ARMS: list[tuple[str, tuple[str, ...], str | None, int | None]] = [
      "ngram", 3),
     ("vllm", ("-sc", json.dumps({"model": "/models/draft", "num_speculative_tokens": 2})), "draft", 2),
     ("vllm", ("-sc", json.dumps({"method": "deepseek_mtp", "num_speculative_tokens": 1})), "mtp", 1),
+    ("vllm", ("-sc", json.dumps({"method": "suffix"})), "suffix", None),
     ("vllm", ("--per-request-spec-decode-metrics", "summary"), None, None),
     ("vllm", ("--max-model-len", "4096"), None, None),
     ("sglang", SGLANG_EAGLE3, "eagle3", 3),

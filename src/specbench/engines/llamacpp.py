@@ -87,6 +87,7 @@ class LlamaCppEngine(Engine):
         ngram-mod, ngram-simple/ngram); a draft model given without it reads as a draft method,
         which :meth:`arm_warnings` says llama.cpp will not run."""
         spec_type = (flags.get("--spec-type") or "").strip().lower()
+        spec_type = "" if spec_type == "none" else spec_type  # none with a draft: as if not given
         draft = next((flags[f] for f in DRAFT_FLAGS if flags.get(f)), None)
         if spec_type in NGRAM_K or spec_type == "ngram":
             flag, default = NGRAM_K["ngram-mod" if spec_type == "ngram-mod" else "ngram-simple"]
