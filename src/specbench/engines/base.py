@@ -18,6 +18,8 @@ from typing import Any, ClassVar
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specbench.errors import ConfigError
+
 MetricSamples = dict[str, float]
 
 #: The speculation methods every engine's flags are mapped to (the theory models each of them);
@@ -71,8 +73,6 @@ def _is_number(text: str) -> bool:
 def int_value(flags: Mapping[str, str | None], names: Sequence[str]) -> int | None:
     """The first of ``names`` present in ``flags`` as an int (None: none given); a value that is
     not an integer is a ConfigError naming the flag (the engine would refuse it too)."""
-    from specbench.errors import ConfigError
-
     for name in names:
         value = flags.get(name)
         if value is not None:

@@ -24,6 +24,7 @@ import httpx
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
 from specbench.engines.http import get_json, get_metrics, get_status, model_cards
 from specbench.engines.install_vllm import cpu_env, is_cpu_build
+from specbench.errors import ConfigError
 
 _PREFIX = "vllm:spec_decode_"
 #: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire).
@@ -43,12 +44,13 @@ _LOG_FIELDS = {
     "logged_rate_pct": re.compile(r"Draft acceptance rate: ([\d.]+)%"),
 }
 #: The JSON flag's spellings: ``add_argument("--speculative-config", "-sc", ...)`` in
-#: vllm/engine/arg_utils.py, and the underscore form argparse also accepts in vLLM's parser.
+#: vllm/engine/arg_utils.py, and the underscore form of vLLM's v0.10 docs (see spec_flags).
 CONFIG_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
 #: ``method`` values of vllm/config/speculative.py (``SpeculativeMethod``) → specbench's methods;
 #: every ``*_mtp`` name is MTP (vLLM rewrites them to ``mtp``), the rest keep their own name.
 METHODS = {"draft_model": "draft", "ngram": "ngram", "ngram_gpu": "ngram", "eagle": "eagle",
            "eagle3": "eagle3", "mtp": "mtp", "dflash": "dflash"}  # fmt: skip
+_K = "num_speculative_tokens"
 _LOG_PER_POS = re.compile(r"Per-position acceptance rate: ((?:[\d.]+(?:, )?)+)")
 
 
@@ -102,14 +104,15 @@ class VllmEngine(Engine):
         if not config and flags.get("--speculative-model"):
             old = str(flags["--speculative-model"])
             config = {"method": "ngram"} if old == "[ngram]" else {"model": old}
-            k = int_value(flags, ("--num-speculative-tokens",))
-            config |= {} if k is None else {"num_speculative_tokens": k}
+            config[_K] = flags.get("--num-speculative-tokens")
         name = str(config.get("method") or ("draft_model" if config.get("model") else "")).lower()
         if not name:
             return None
         method = "mtp" if name.endswith("_mtp") else METHODS.get(name, name)
-        k = int_value({"num_speculative_tokens": _text(config.get("num_speculative_tokens"))},
-                      ("num_speculative_tokens",))  # fmt: skip
+        tokens = config.get("num_speculative_tokens")
+        k = int_value(
+            {"num_speculative_tokens": None if tokens is None else str(tokens)}, ("num_speculative_tokens",)
+        )
         draft = str(config["model"]) if method == "draft" and config.get("model") else None
         return Speculation(method, k, draft, name)
 
@@ -232,8 +235,6 @@ class VllmEngine(Engine):
 
 def _config(flags: Mapping[str, str | None]) -> dict[str, Any]:
     """The speculative config the flags give: the JSON flag, then dotted keys over it."""
-    from specbench.errors import ConfigError
-
     raw = next((flags[f] for f in CONFIG_FLAGS if flags.get(f)), None)
     config: Any = {}
     if raw is not None:
@@ -248,10 +249,6 @@ def _config(flags: Mapping[str, str | None]) -> dict[str, Any]:
             if flag.startswith(prefix) and value is not None:
                 config[flag.removeprefix(prefix)] = value
     return dict(config)
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
 
 
 def _names(samples: MetricSamples) -> set[str]:
