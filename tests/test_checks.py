@@ -8,8 +8,11 @@ import pandas as pd
 import pytest
 
 from specbench.analysis import checks
+from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
+
+LLAMA = LlamaCppEngine()  # the checks ask the run's engine; these arms are llama.cpp's
 
 DRAFT = ["-md", "d.gguf", "--spec-type", "draft-simple", "--spec-draft-n-max", "8"]
 
@@ -28,10 +31,10 @@ def test_flags_pair_with_values_including_negative_numbers() -> None:
 
 
 def test_what_counts_as_speculating() -> None:
-    assert checks.speculates(DRAFT)
-    assert checks.speculates(["--spec-type", "ngram-mod"])
-    assert not checks.speculates(["--spec-type", "none"])
-    assert not checks.speculates(["-c", "4096"])
+    assert checks.speculates(DRAFT, LLAMA)
+    assert checks.speculates(["--spec-type", "ngram-mod"], LLAMA)
+    assert not checks.speculates(["--spec-type", "none"], LLAMA)
+    assert not checks.speculates(["-c", "4096"], LLAMA)
 
 
 def test_silent_fallback_from_idle_drafting_slots_and_logs() -> None:
@@ -44,7 +47,7 @@ def test_silent_fallback_from_idle_drafting_slots_and_logs() -> None:
         }
     ]
     (found,) = checks.silent_fallback(
-        "draft8", DRAFT, df, cells, ["failed to initialize speculative decoding"]
+        "draft8", DRAFT, df, cells, ["failed to initialize speculative decoding"], LLAMA
     )
     assert found.code == "SILENT_FALLBACK" and found.severity == "error"
     assert "no drafting on 100% of 10 requests" in found.evidence and "/slots" in found.evidence
@@ -52,8 +55,10 @@ def test_silent_fallback_from_idle_drafting_slots_and_logs() -> None:
 
 def test_no_fallback_when_drafting_or_not_configured() -> None:
     busy = frame("draft8", [40.0] * 10, [30.0] * 10)
-    assert checks.silent_fallback("draft8", DRAFT, busy, [], []) == []
-    assert checks.silent_fallback("baseline", [], frame("baseline", [0.0] * 10, [0.0] * 10), [], []) == []
+    assert checks.silent_fallback("draft8", DRAFT, busy, [], [], LLAMA) == []
+    assert (
+        checks.silent_fallback("baseline", [], frame("baseline", [0.0] * 10, [0.0] * 10), [], [], LLAMA) == []
+    )
 
 
 def test_unknown_draft_counts_are_not_zero_and_the_engine_decides_what_speculates() -> None:
@@ -61,7 +66,9 @@ def test_unknown_draft_counts_are_not_zero_and_the_engine_decides_what_speculate
     unknown = frame("ngram", [float("nan")] * 10, [float("nan")] * 10)  # no per-request metrics
     assert checks.silent_fallback("ngram", spec, unknown, [], [], VllmEngine()) == []
     cells = [{"arm": "ngram", "server": {"spec_metrics_present": False}, "log_lines": ["x failed"]}]
-    assert checks.silent_fallback("ngram", spec, unknown, cells, ["failed"]) == []  # llama.cpp: no spec flag
+    assert (
+        checks.silent_fallback("ngram", spec, unknown, cells, ["failed"], LLAMA) == []
+    )  # llama.cpp: no spec flag
     (found,) = checks.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
     assert "no vllm:spec_decode counters" in found.evidence and "no drafting" not in found.evidence
 
@@ -99,7 +106,7 @@ def test_acceptance_sources_are_compared() -> None:
             ],
         }
     ]
-    sources = checks.acceptance_sources("a", df, cells)
+    sources = checks.acceptance_sources("a", df, cells, LLAMA)
     assert sources["timings"]["rate"] == 0.55 and sources["log"]["rate"] == 0.55
     assert sources["metrics"]["rate"] == 0.9 and sources["metrics"]["mean_accepted_length"] == pytest.approx(
         4.6
@@ -114,7 +121,7 @@ def test_confound_names_the_differing_flags() -> None:
         "draft": ["-c", "4096", "-np", "1", *DRAFT],
         "mtp": ["-c", "8192", "-np", "1", "--spec-type", "draft-mtp"],
     }
-    (found,) = checks.confounds(arms, "baseline")
+    (found,) = checks.confounds(arms, "baseline", LLAMA)
     assert found.arms == ("baseline", "mtp") and "-c" in found.evidence
 
 
@@ -181,7 +188,7 @@ NGRAM = ["--spec-type", "ngram-mod"]
 def test_no_drafts_when_the_server_says_speculation_is_on() -> None:
     df = frame("ngram", [0.0] * 10, [0.0] * 10)
     cells = [{"arm": "ngram", "server": {"slots_speculative": [True]}, "log_lines": []}]
-    (found,) = checks.silent_fallback("ngram", NGRAM, df, cells, [])
+    (found,) = checks.silent_fallback("ngram", NGRAM, df, cells, [], LLAMA)
     assert found.code == "NO_DRAFTS" and found.severity == "warning"
     assert "/slots reports speculative=true" in found.evidence and "100% of 10 requests" in found.evidence
 
@@ -213,18 +220,18 @@ def test_a_log_that_misses_the_last_requests_line_is_partial_not_a_disagreement(
             "log_lines": [log_line(20, 30)],  # the second request's line was not written yet
         }
     ]
-    sources = checks.acceptance_sources("a", df, cells)
+    sources = checks.acceptance_sources("a", df, cells, LLAMA)
     assert sources["log"]["partial"] and "lines for 1 of 2 drafting requests" in sources["log"]["coverage"]
     assert checks.acceptance_artefact("a", df, sources) == []
     cells[0]["log_lines"] = [log_line(20, 30), log_line(10, 25)]  # complete, and it disagrees
-    (found,) = checks.acceptance_artefact("a", df, checks.acceptance_sources("a", df, cells))
+    (found,) = checks.acceptance_artefact("a", df, checks.acceptance_sources("a", df, cells, LLAMA))
     assert "disagree over the same measured requests" in found.evidence and "log 0.545" in found.evidence
 
 
 def test_a_log_read_over_the_whole_launch_is_partial() -> None:
     df = frame("a", [30.0], [20.0]).assign(repeat=0)
     cells = [{"arm": "a", "repeat": 0, "log_lines": [log_line(20, 30), log_line(9, 9)]}]  # warm-up in
-    sources = checks.acceptance_sources("a", df, cells)
+    sources = checks.acceptance_sources("a", df, cells, LLAMA)
     assert sources["log"]["partial"] and "warm-ups included" in sources["log"]["coverage"]
     assert checks.acceptance_artefact("a", df, sources) == []
 
@@ -255,9 +262,9 @@ def test_vllm_interval_log_is_partial_and_acceptance_falls_back_to_counters() ->
 def test_a_self_draft_is_recognised(tmp_path: Any) -> None:
     target = tmp_path / "t.gguf"
     target.write_bytes(b"x")
-    found = checks.self_draft("self", ["-md", str(target), "--spec-type", "draft-simple"], str(target))
+    found = checks.self_draft("self", ["-md", str(target), "--spec-type", "draft-simple"], str(target), LLAMA)
     assert found is not None and found.code == "SELF_DRAFT" and found.severity == "info"
-    assert checks.self_draft("d", ["-md", str(tmp_path / "d.gguf")], str(target)) is None
+    assert checks.self_draft("d", ["-md", str(tmp_path / "d.gguf")], str(target), LLAMA) is None
 
 
 def test_a_large_slowdown_outranks_a_doubtful_acceptance() -> None:

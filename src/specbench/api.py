@@ -20,7 +20,7 @@ from specbench.config import (
     load_matrix,
     plan_cells,
 )
-from specbench.engines import engine_class
+from specbench.engines import ENGINES
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 
 def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | None = None) -> Engine:
+    """The engine that will serve ``matrix``: the registry's class (specbench.engines.ENGINES) with
+    what only a launch needs, the binary to run (or nothing, for an attached server)."""
     if attach:
         return AttachedEngine()
     if matrix.engine == "llamacpp":
@@ -254,7 +256,7 @@ def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
     target = file_sha256(Path(matrix.model)) if os.path.isfile(matrix.model) else None
     out: dict[str, list[dict[str, object]]] = {}
     # The engine's file flags less the secret ones: a key file's hash has no place in a manifest.
-    flags = engine_class(matrix.engine).file_flags - SECRET_FILE_FLAGS
+    flags = ENGINES[matrix.engine].file_flags - SECRET_FILE_FLAGS
     for arm in matrix.arms:
         args = matrix.arm_args(arm)
         records = [

@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 
 from specbench.config import Matrix, check_arm_name
-from specbench.engines.openai import KNOWN_ENGINES, detect_engine, get_json
+from specbench.engines.http import get_json
+from specbench.engines.openai import KNOWN_ENGINES, detect_engine
 from specbench.errors import ConfigError, EngineError, StoreError
 from specbench.store import RunStore
 

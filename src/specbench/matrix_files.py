@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from specbench.engines import engine_class
+from specbench.engines import ENGINES
 from specbench.engines.base import Engine
 from specbench.errors import ConfigError
 
@@ -26,7 +26,7 @@ ENV_PREFIXES = ("./", "../")  # only explicitly relative env values are paths: P
 
 def resolve_matrix_files(matrix: Matrix, base: Path) -> Matrix:
     """``matrix`` with every file path absolute; ConfigError naming the field for a missing one."""
-    cls = engine_class(matrix.engine)
+    cls = ENGINES[matrix.engine]
     if not cls.launches:
         return matrix  # attach mode: the server runs elsewhere, with its own files
     model = _resolver(cls, base, "model")(matrix.model) if matrix.model else matrix.model

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from tests.report.synth import SPEC_ARGS, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
+from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture, kv_cache_bytes, linear_conv_channels, recurrent_state_bytes
 from specbench.theory.cost import forward_cost, sampling_time
@@ -81,14 +83,15 @@ def lab_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_arm_method_reads_llamacpp_and_vllm_argv(argv: tuple[str, ...], method: str, k: int) -> None:
-    got = arm_method(list(argv))
+    engine = VllmEngine() if argv[0].startswith("--speculative") else LlamaCppEngine()
+    got = arm_method(list(argv), engine)
     assert got is not None and (got.method, got.draft_max) == (method, k)
     assert (got.draft_path is not None) == (method == "draft")
 
 
 @pytest.mark.parametrize("argv", [(), ("-c", "4096"), ("--spec-type", "none")])
 def test_arm_method_is_none_without_speculation(argv: tuple[str, ...]) -> None:
-    assert arm_method(list(argv)) is None
+    assert arm_method(list(argv), LlamaCppEngine()) is None
 
 
 @pytest.mark.parametrize(
@@ -101,7 +104,7 @@ def test_arm_method_is_none_without_speculation(argv: tuple[str, ...]) -> None:
 )
 def test_arm_method_refuses_what_it_cannot_model(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
-        arm_method(list(argv))
+        arm_method(list(argv), LlamaCppEngine())
 
 
 # -- models and device ------------------------------------------------------------------------

@@ -21,47 +21,23 @@ from specbench.analysis import sources
 from specbench.analysis.finding import Finding
 from specbench.analysis.sources import SOURCE_TOLERANCE, Source
 from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
-from specbench.engines.base import Engine
-from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.engines.base import Engine, split_flags
 
-_LLAMACPP = LlamaCppEngine(Path("llama-server"))
-__all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas"]
+__all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas", "split_flags"]
 
 
-# -- which arms speculate ---------------------------------------------------------------------
-def split_flags(args: Sequence[str]) -> list[tuple[str, str | None]]:
-    """argv → [(flag, value or None)]: a flag takes the next item unless that is another flag."""
-    out: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(args):
-        flag = args[i]
-        nxt = args[i + 1] if i + 1 < len(args) else None
-        takes = nxt is not None and (not nxt.startswith("-") or _is_number(nxt))
-        out.append((flag, nxt if takes else None))
-        i += 2 if takes else 1
-    return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def is_spec_flag(flag: str, engine: Engine = _LLAMACPP) -> bool:
+# -- which arms speculate: the engine decides (engines/base.py) ------------------------------
+def is_spec_flag(flag: str, engine: Engine) -> bool:
     return engine.is_spec_flag(flag)
 
 
-def speculates(args: Sequence[str], engine: Engine = _LLAMACPP) -> bool:
-    """Configured to speculate: any speculative flag other than ``--spec-type none``."""
-    pairs = [(f, v) for f, v in split_flags(args) if engine.enables_speculation(f)]
-    return bool(pairs) and not all(f == "--spec-type" and v == "none" for f, v in pairs)
+def speculates(args: Sequence[str], engine: Engine) -> bool:
+    """Configured to speculate, by ``engine``'s flag rules (llama.cpp: not ``--spec-type none``)."""
+    return engine.speculates(args)
 
 
-def non_spec_flags(args: Sequence[str], engine: Engine = _LLAMACPP) -> set[tuple[str, str | None]]:
-    return {(f, v) for f, v in split_flags(args) if not engine.is_spec_flag(f)}
+def non_spec_flags(args: Sequence[str], engine: Engine) -> set[tuple[str, str | None]]:
+    return engine.non_spec_flags(args)
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -71,17 +47,17 @@ def silent_fallback(
     df: pd.DataFrame,
     cells: list[dict[str, Any]],
     patterns: Sequence[str],
-    engine: Engine = _LLAMACPP,
+    engine: Engine,
 ) -> list[Finding]:
     """SILENT_FALLBACK (speculation off or broken) or NO_DRAFTS (on, but nothing proposed) for an
     arm configured to speculate (:mod:`specbench.analysis.speculation`)."""
     if not speculates(args, engine):
         return []
-    return speculation_state(arm, df, cells, patterns)
+    return speculation_state(arm, df, cells, patterns, engine)
 
 
 def acceptance_sources(
-    arm: str, df: pd.DataFrame, cells: list[dict[str, Any]], engine: Engine = _LLAMACPP
+    arm: str, df: pd.DataFrame, cells: list[dict[str, Any]], engine: Engine
 ) -> dict[str, Source]:
     """Acceptance from every source, each with its numbers and coverage
     (:mod:`specbench.analysis.sources`)."""
@@ -92,7 +68,7 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, found: Mapping[str, Source])
     return sources.acceptance_artefact(arm, df, found)
 
 
-def self_draft(arm: str, args: Sequence[str], model: str, engine: Engine = _LLAMACPP) -> Finding | None:
+def self_draft(arm: str, args: Sequence[str], model: str, engine: Engine) -> Finding | None:
     """The draft model is the target model itself: 100 % acceptance is expected, not an artefact."""
     draft = engine.draft_model(list(args))
     if draft is None or not model or not _same_file(draft, model):
@@ -117,8 +93,8 @@ def _same_file(a: str, b: str) -> bool:
 def confounds(
     arms: dict[str, Sequence[str]],
     baseline: str,
+    engine: Engine,
     env_by_arm: dict[str, dict[str, Any]] | None = None,
-    engine: Engine = _LLAMACPP,
 ) -> list[Finding]:
     """Arms that differ from the baseline in anything but speculative flags."""
     out = []

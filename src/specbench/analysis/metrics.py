@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.engines import request_draft_counts
+
 Record = dict[str, Any]
 NS_PER_MS = 1e6
 
@@ -178,17 +180,9 @@ def prefill_tok_s(rec: Record) -> float:
 
 
 def _spec_counts(rec: Record) -> dict[str, float] | None:
-    """Per-request draft counts: llama.cpp ``timings`` (absent fields mean none drafted), else
-    vLLM's ``metrics.speculative_decoding``; None when the server reports neither."""
-    timings = rec.get("timings")
-    if timings is not None:
-        return {
-            "draft_n": float(timings.get("draft_n", 0)),
-            "draft_accepted": float(timings.get("draft_n_accepted", 0)),
-        }
-    from specbench.engines.vllm import request_spec_metrics
-
-    return request_spec_metrics(rec)
+    """Per-request draft counts, as whichever engine's fields the record holds give them
+    (llama.cpp ``timings``, vLLM ``metrics.speculative_decoding``); None when none does."""
+    return request_draft_counts(rec)
 
 
 def draft_n(rec: Record) -> float:

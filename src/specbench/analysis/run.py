@@ -12,7 +12,7 @@ import pandas as pd
 from specbench import adaptive
 from specbench.analysis import checks, sources, stability, stats
 from specbench.analysis.metrics import frame
-from specbench.engines import engine_for_analysis
+from specbench.engines import engine_for
 from specbench.engines.base import Engine
 from specbench.store import RunStore
 
@@ -41,11 +41,11 @@ class RunData:
     @property
     def engine(self) -> Engine:
         """The run's engine, for reading its flags and logs (nothing is launched)."""
-        return engine_for_analysis(str(self.manifest.get("matrix", {}).get("engine", "llamacpp")))
+        return engine_for(str(self.manifest.get("matrix", {}).get("engine", "llamacpp")))
 
     def speculates(self, arm: str) -> bool:
         """The arm is configured to speculate, by the run's engine's flag rules."""
-        return checks.speculates(self.arm_args(arm), self.engine)
+        return self.engine.speculates(self.arm_args(arm))
 
     @property
     def confidence(self) -> float:

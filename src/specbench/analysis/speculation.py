@@ -2,8 +2,9 @@
 
 Two different truths hide behind "nothing was drafted" and a published table must not mix them:
 
-* speculation is **off or broken** — the server says so (llama.cpp ``/slots`` ``speculative:
-  false``, vLLM without its spec counters, SGLang ``speculative_algorithm`` None), it logged a
+* speculation is **off or broken** — the server says so (each engine's ``server_says_off``:
+  llama.cpp ``/slots`` ``speculative: false``, vLLM without its spec counters, SGLang
+  ``speculative_algorithm`` None), it logged a
   failure line, or the arm's cell-level counters stayed at zero with no word from the server that
   speculation is on → ``SILENT_FALLBACK`` (error: the arm did not measure what it claims);
 * speculation is **on but the drafter proposed nothing** on this workload — e.g. an n-gram drafter
@@ -19,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.finding import Finding
+from specbench.engines.base import Engine
 
 FALLBACK_SHARE = 0.9  # no drafting on at least this share of requests
 
@@ -28,40 +30,6 @@ def spec_deltas(cell: Mapping[str, Any]) -> dict[str, float]:
     before = (cell.get("metrics_before") or {}).get("spec") or {}
     after = (cell.get("metrics_after") or {}).get("spec") or {}
     return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
-
-
-def server_says_off(servers: Sequence[Mapping[str, Any]]) -> list[str]:
-    """What each engine's ``describe`` says when speculation did not take: llama.cpp /slots
-    ``speculative: false``, vLLM without its spec counters (they exist only with a speculative
-    config), SGLang's own ``speculative_algorithm`` None (docs/engines.md)."""
-    out = []
-    flags = [s for server in servers for s in server.get("slots_speculative", [])]
-    if flags and not any(flags):
-        out.append("/slots reports speculative=false")
-    if any(server.get("spec_metrics_present") is False for server in servers):
-        out.append("/metrics has no vllm:spec_decode counters")
-    sglang = [server["speculative"] for server in servers if isinstance(server.get("speculative"), dict)]
-    if any("speculative_algorithm" in s and s["speculative_algorithm"] is None for s in sglang):
-        out.append("the server info says speculative_algorithm is None")
-    return out
-
-
-def server_says_on(servers: Sequence[Mapping[str, Any]]) -> str | None:
-    """The server's own statement that speculation is enabled, or None when it makes none.
-
-    vLLM's counters existing is *not* such a statement: they exist with any speculative config,
-    and zero deltas over a whole cell are exactly the silent fallback to catch."""
-    flags = [s for server in servers for s in server.get("slots_speculative", [])]
-    if flags and all(flags):
-        return "/slots reports speculative=true"
-    algos = [
-        s["speculative"].get("speculative_algorithm")
-        for s in servers
-        if isinstance(s.get("speculative"), dict)
-    ]
-    if algos and all(algos):
-        return f"the server info says speculative_algorithm is {algos[0]}"
-    return None
 
 
 def counter_drafts(cells: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
@@ -77,12 +45,17 @@ def failure_lines(cells: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -
 
 
 def speculation_state(
-    arm: str, df: pd.DataFrame, cells: Sequence[Mapping[str, Any]], patterns: Sequence[str]
+    arm: str,
+    df: pd.DataFrame,
+    cells: Sequence[Mapping[str, Any]],
+    patterns: Sequence[str],
+    engine: Engine,
 ) -> list[Finding]:
-    """SILENT_FALLBACK or NO_DRAFTS for an arm *configured* to speculate (the caller decides that)."""
+    """SILENT_FALLBACK or NO_DRAFTS for an arm *configured* to speculate (the caller decides that);
+    what the server's self-description means is the engine's to say."""
     mine = [c for c in cells if c.get("arm") == arm]
     servers = [c.get("server") or {} for c in mine]
-    off = server_says_off(servers)
+    off = engine.server_says_off(servers)
     failed = failure_lines(mine, patterns)
     if failed:
         off.append(f"the server logged: {failed[0]!r}")
@@ -102,7 +75,7 @@ def speculation_state(
         return [_fallback(arm, off + idle_reasons)]
     if not idle_reasons:
         return []
-    on = server_says_on(servers)
+    on = engine.server_says_on(servers)
     if on is None:
         return [_fallback(arm, idle_reasons)]
     share = f"{idle:.0%} of {len(known)} requests" if len(known) else "the whole run (by its counters)"

@@ -1,37 +1,49 @@
-"""Inference engines behind one small seam (:class:`specbench.engines.base.Engine`)."""
+"""Inference engines behind one small seam (:class:`specbench.engines.base.Engine`).
+
+:data:`ENGINES` is the one registry of engine kinds (a matrix's ``engine`` field, a run's
+recorded engine) and :func:`engine_for` the one way to get an engine for reading a run's flags,
+server answers and logs. Launching adds what a registry entry cannot know (the binary to run, an
+attached URL): :func:`specbench.api.make_engine` builds those from a matrix.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from typing import Any
 
 from specbench.engines.base import Engine
+from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.engines.openai import AttachedEngine, ImportedEngine
+from specbench.engines.sglang import SglangEngine
+from specbench.engines.vllm import VllmEngine
+from specbench.errors import ConfigError
+
+#: Every engine kind: the three launched engines, an attached server whose engine is unknown
+#: ("openai"), and a run imported from another harness.
+ENGINES: dict[str, type[Engine]] = {
+    "llamacpp": LlamaCppEngine,
+    "vllm": VllmEngine,
+    "sglang": SglangEngine,
+    "openai": AttachedEngine,
+    "imported": ImportedEngine,
+}
 
 
-def engine_for_analysis(kind: str) -> Engine:
-    """An engine instance for reading a run's flags and logs (nothing is launched).
-    Imported and attached runs read like llama.cpp: their speculative flags carry ``--spec-``."""
-    from specbench.engines.llamacpp import LlamaCppEngine
-    from specbench.engines.sglang import SglangEngine
-    from specbench.engines.vllm import VllmEngine
-
-    if kind == "vllm":
-        return VllmEngine()
-    if kind == "sglang":
-        return SglangEngine()
-    return LlamaCppEngine(Path("llama-server"))
+def engine_for(kind: str | None) -> Engine:
+    """An engine of ``kind`` with its default binary, for what it knows without running one
+    (flags, speculation method, server self-description, logs, per-request counts). A run
+    recorded before an engine field existed is llama.cpp's."""
+    cls = ENGINES.get(kind or "llamacpp")
+    if cls is None:
+        raise ConfigError(f"engine: unknown engine {kind!r}; known: {', '.join(ENGINES)}")
+    return cls()
 
 
-def engine_class(kind: str) -> type[Engine]:
-    """The engine class of a matrix's ``engine`` field, for what it knows without a binary
-    (which flags take files); an attached server is launched by no one and takes none."""
-    from specbench.engines.llamacpp import LlamaCppEngine
-    from specbench.engines.openai import AttachedEngine
-    from specbench.engines.sglang import SglangEngine
-    from specbench.engines.vllm import VllmEngine
-
-    classes: dict[str, type[Engine]] = {
-        "llamacpp": LlamaCppEngine,
-        "vllm": VllmEngine,
-        "sglang": SglangEngine,
-    }
-    return classes.get(kind, AttachedEngine)
+def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
+    """Per-request draft counts from whichever engine's fields the record holds (llama.cpp's
+    ``timings`` first, then vLLM's per-request metrics); None when none of them is there."""
+    for cls in ENGINES.values():
+        counts = cls.request_draft_counts(record)
+        if counts is not None:
+            return counts
+    return None

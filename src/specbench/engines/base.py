@@ -11,13 +11,76 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specbench.errors import ConfigError
+
 MetricSamples = dict[str, float]
+
+#: The speculation methods every engine's flags are mapped to (the theory models each of them);
+#: an engine method outside this list keeps the engine's own name in :attr:`Speculation.method`.
+METHODS = ("draft", "ngram", "eagle", "eagle3", "mtp", "dflash")
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """What an arm's flags configure: the method (one of :data:`METHODS`, else the engine's own
+    name, or "unknown" when the flags speculate but name no method), the draft length K the flags
+    give (None: the engine's default), the separate draft model, and the engine's own spelling."""
+
+    method: str
+    k: int | None
+    draft_model: str | None
+    label: str
+
+
+def split_flags(args: Sequence[str]) -> list[tuple[str, str | None]]:
+    """argv → [(flag, value or None)]: a flag takes the next item unless that is another flag;
+    ``--flag=value`` is split at the first ``=``."""
+    out: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(args):
+        flag = args[i]
+        nxt = args[i + 1] if i + 1 < len(args) else None
+        takes = nxt is not None and (not nxt.startswith("-") or _is_number(nxt))
+        out.append((flag, nxt if takes else None))
+        i += 2 if takes else 1
+    return out
+
+
+def flag_values(args: Sequence[str]) -> dict[str, str | None]:
+    """``{flag: value}`` of argv, the last occurrence winning (argparse's rule), ``--f=v`` included."""
+    out: dict[str, str | None] = {}
+    for flag, value in split_flags(args):
+        name, eq, inline = flag.partition("=")
+        out[name] = inline if eq and flag.startswith("-") else value
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def int_value(flags: Mapping[str, str | None], names: Sequence[str]) -> int | None:
+    """The first of ``names`` present in ``flags`` as an int (None: none given); a value that is
+    not an integer is a ConfigError naming the flag (the engine would refuse it too)."""
+    for name in names:
+        value = flags.get(name)
+        if value is not None:
+            try:
+                return int(value)
+            except ValueError:
+                raise ConfigError(f"{name} {value!r} is not an integer") from None
+    return None
 
 
 class Engine(ABC):
@@ -75,6 +138,53 @@ class Engine(ABC):
     @classmethod
     def enables_speculation(cls, flag: str) -> bool:
         return cls.is_spec_flag(flag) and flag.split("=", 1)[0] not in cls.spec_auxiliary_flags
+
+    @classmethod
+    def speculates(cls, args: Sequence[str]) -> bool:
+        """Configured to speculate: a flag that turns speculation on, other than one that names
+        no method (llama.cpp ``--spec-type none``). Checks, report and theory all ask this."""
+        pairs = [(f, v) for f, v in split_flags(args) if cls.enables_speculation(f)]
+        return bool(pairs) and not all(cls.disables(f, v) for f, v in pairs)
+
+    @classmethod
+    def disables(cls, flag: str, value: str | None) -> bool:
+        """A speculative flag whose value turns speculation off (``--spec-type none``)."""
+        return False
+
+    @classmethod
+    def non_spec_flags(cls, args: Sequence[str]) -> set[tuple[str, str | None]]:
+        """The flags that must equal the baseline's (anything else is a confound)."""
+        return {(f, v) for f, v in split_flags(args) if not cls.is_spec_flag(f)}
+
+    def speculation(self, args: Sequence[str]) -> Speculation | None:
+        """The method, K and draft model ``args`` configure; None exactly when :meth:`speculates`
+        is False. A value the engine would refuse (K not an integer, JSON that is not an object)
+        is a ConfigError naming the flag."""
+        if not self.speculates(args):
+            return None
+        return self._speculation(flag_values(args)) or Speculation(
+            "unknown", None, self.draft_model(list(args)), "speculative flags without a method"
+        )
+
+    def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
+        """The engine's reading of its own speculative flags (called only when it speculates)."""
+        return None
+
+    # -- what the server says about itself ---------------------------------------------------
+    def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
+        """What an arm's cells' ``describe`` answers say when speculation did not take (empty:
+        nothing), each a phrase after "configured to speculate but"."""
+        return []
+
+    def server_says_on(self, servers: Sequence[Mapping[str, Any]]) -> str | None:
+        """The servers' own statement that speculation is enabled, or None when they make none."""
+        return None
+
+    @staticmethod
+    def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
+        """``{"draft_n", "draft_accepted"}`` for one request from what this engine's server returns
+        with it; None when this engine's fields are absent (another engine's record, or none)."""
+        return None
 
     @abstractmethod
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:

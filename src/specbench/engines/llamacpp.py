@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples, sum_series
+from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
 from specbench.engines.install import build_info
 from specbench.errors import EngineStartError
 
 _LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 _VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
 _PREFIX = "llamacpp:"
+DRAFT_FLAGS = ("-md", "--model-draft", "--spec-draft-model")
+#: Draft length flags of the model-based methods, newest spelling first, and the default K.
+DRAFT_N_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft-n", "--draft")
+DEFAULT_DRAFT_N = 3
+#: n-gram methods: the flag that bounds one draft, and its default (common/arg.cpp).
+NGRAM_K = {"ngram-mod": ("--spec-ngram-mod-n-max", 64), "ngram-simple": ("--spec-ngram-simple-size-m", 48)}
 
 
 class LlamaCppEngine(Engine):
@@ -67,8 +74,53 @@ class LlamaCppEngine(Engine):
         }
     )  # fmt: skip
 
-    def __init__(self, binary: Path) -> None:
+    def __init__(self, binary: Path = Path("llama-server")) -> None:
         self.binary = binary
+
+    @classmethod
+    def disables(cls, flag: str, value: str | None) -> bool:
+        name, eq, inline = flag.partition("=")
+        return name == "--spec-type" and (inline if eq else value) == "none"
+
+    def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
+        """``--spec-type`` names the method (draft-simple/draft, draft-mtp/mtp, *eagle*, *dflash*,
+        ngram-mod, ngram-simple/ngram); a draft model given without it reads as a draft method,
+        which :meth:`arm_warnings` says llama.cpp will not run."""
+        spec_type = (flags.get("--spec-type") or "").strip().lower()
+        spec_type = "" if spec_type == "none" else spec_type  # none with a draft: as if not given
+        draft = next((flags[f] for f in DRAFT_FLAGS if flags.get(f)), None)
+        if spec_type in NGRAM_K or spec_type == "ngram":
+            flag, default = NGRAM_K["ngram-mod" if spec_type == "ngram-mod" else "ngram-simple"]
+            k = int_value(flags, (flag,))
+            return Speculation("ngram", default if k is None else k, None, spec_type)
+        if not spec_type and draft is None:
+            return None
+        method = _method(spec_type) if spec_type else "draft"
+        k = int_value(flags, DRAFT_N_FLAGS)
+        label = spec_type or "-md without --spec-type"
+        return Speculation(
+            method, DEFAULT_DRAFT_N if k is None else k, draft if method == "draft" else None, label
+        )
+
+    def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
+        # /slots' per-slot "speculative" is the truth (/props' speculative.types is the default).
+        flags = [s for server in servers for s in server.get("slots_speculative", [])]
+        return ["/slots reports speculative=false"] if flags and not any(flags) else []
+
+    def server_says_on(self, servers: Sequence[Mapping[str, Any]]) -> str | None:
+        flags = [s for server in servers for s in server.get("slots_speculative", [])]
+        return "/slots reports speculative=true" if flags and all(flags) else None
+
+    @staticmethod
+    def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
+        """``timings`` of a llama.cpp response: absent draft fields mean none drafted."""
+        timings = record.get("timings")
+        if not isinstance(timings, Mapping):
+            return None
+        return {
+            "draft_n": float(timings.get("draft_n", 0)),
+            "draft_accepted": float(timings.get("draft_n_accepted", 0)),
+        }
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         # --metrics for the spec counters; --slots is on by default but stated for clarity.
@@ -177,3 +229,11 @@ class LlamaCppEngine(Engine):
             "failed to load draft model",
             "failed to create MTP context",
         ]
+
+
+def _method(spec_type: str) -> str:
+    """The method a ``--spec-type`` value names; an unknown one keeps its own name."""
+    for word, method in (("mtp", "mtp"), ("eagle", "eagle3"), ("dflash", "dflash")):
+        if word in spec_type:
+            return method
+    return "draft" if spec_type in ("draft", "draft-simple") else spec_type

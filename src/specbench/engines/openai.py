@@ -1,5 +1,5 @@
-"""An already running OpenAI-compatible server (attach mode), and the probing helpers every
-engine's ``describe`` shares.
+"""The engines specbench launches nothing for: an already running OpenAI-compatible server
+(attach mode), and a run imported from another harness.
 
 Attach mode launches nothing, so it must find out which engine answers before it can read that
 engine's speculative counters: the three engines name and shape them differently
@@ -10,12 +10,14 @@ metrics are disabled; :class:`AttachedEngine` then delegates to that engine's pa
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples, parse_metrics
+from specbench.engines.base import Engine, MetricSamples, Speculation
+from specbench.engines.http import get_json, get_metrics, model_cards
+from specbench.engines.llamacpp import LlamaCppEngine
 
 #: Engines attach mode can recognise; "openai" means "unknown OpenAI-compatible server".
 KNOWN_ENGINES = ("llamacpp", "vllm", "sglang")
@@ -26,52 +28,6 @@ UNKNOWN = "openai"
 _METRIC_PREFIXES = {"llamacpp:": "llamacpp", "vllm:": "vllm", "sglang:": "sglang"}
 # /v1/models `owned_by`: "llamacpp" (llama.cpp server) and "vllm" (vLLM serve). SGLang's is not documented.
 _OWNERS = {"llamacpp": "llamacpp", "vllm": "vllm"}
-
-
-# -- helpers shared by the engines' describe/spec_counters ------------------------------------
-async def get_json(client: httpx.AsyncClient, url: str) -> Any | None:
-    """GET ``url`` → parsed JSON, or None for any failure: describe must report what a server
-    offers, and a missing endpoint (older version, dev-only route) is information, not an error."""
-    try:
-        resp = await client.get(url)
-    except httpx.HTTPError:
-        return None
-    if resp.status_code != 200:
-        return None
-    try:
-        return resp.json()
-    except ValueError:
-        return None
-
-
-async def get_status(client: httpx.AsyncClient, url: str) -> int | None:
-    """HTTP status of a GET (None when nothing answered): readiness without parsing a body."""
-    try:
-        return (await client.get(url)).status_code
-    except httpx.HTTPError:
-        return None
-
-
-async def get_metrics(client: httpx.AsyncClient, base_url: str) -> MetricSamples | None:
-    """One /metrics scrape parsed with prometheus_client's parser; None if unavailable
-    (llama.cpp answers 501 without ``--metrics``)."""
-    try:
-        resp = await client.get(f"{base_url}/metrics")
-    except httpx.HTTPError:
-        return None
-    if resp.status_code != 200:
-        return None
-    try:
-        return parse_metrics(resp.text)
-    except ValueError:
-        return None
-
-
-def model_cards(body: Any) -> list[dict[str, Any]]:
-    """The useful part of a /v1/models answer (id, root, owner, context) from any engine."""
-    data = body.get("data") if isinstance(body, dict) else None
-    keys = ("id", "root", "owned_by", "max_model_len")
-    return [{k: m.get(k) for k in keys if k in m} for m in data or [] if isinstance(m, dict)]
 
 
 # -- detection ---------------------------------------------------------------------------------
@@ -125,22 +81,6 @@ async def detect_engine(base_url: str, client: httpx.AsyncClient | None = None) 
     return found or UNKNOWN
 
 
-def engine_for(kind: str | None) -> Engine | None:
-    """An engine object used only for its parsers (no binary is run), or None if unknown."""
-    # Imported here: vllm.py and sglang.py import the helpers above from this module.
-    from specbench.engines.llamacpp import LlamaCppEngine
-    from specbench.engines.sglang import SglangEngine
-    from specbench.engines.vllm import VllmEngine
-
-    if kind == "llamacpp":
-        return LlamaCppEngine(Path("llama-server"))
-    if kind == "vllm":
-        return VllmEngine()
-    if kind == "sglang":
-        return SglangEngine()
-    return None
-
-
 # -- attach mode -------------------------------------------------------------------------------
 class AttachedEngine(Engine):
     """Measures whatever answers at the URL; speculative counters are feature-detected.
@@ -152,6 +92,15 @@ class AttachedEngine(Engine):
 
     kind = "openai"
     launches = False
+    # A server whose engine could not be told: the flags the user describes it with (--arm-args)
+    # are read with llama.cpp's spelling, as imported runs are; a detected engine's run is read
+    # by that engine (attach_matrix records it as the run's engine).
+    spec_flags: ClassVar[frozenset[str]] = LlamaCppEngine.spec_flags
+    spec_flag_prefixes: ClassVar[tuple[str, ...]] = LlamaCppEngine.spec_flag_prefixes
+
+    @classmethod
+    def disables(cls, flag: str, value: str | None) -> bool:
+        return LlamaCppEngine.disables(flag, value)
 
     def __init__(self, engine: str | None = None, server_version: dict[str, Any] | None = None) -> None:
         self.detected = engine
@@ -182,7 +131,7 @@ class AttachedEngine(Engine):
         if self.detected is None:
             self.detected = await detect_engine(base, client)
         info["detected_engine"] = self.detected
-        delegate = engine_for(self.detected)
+        delegate = _delegate(self.detected)
         if delegate is not None:
             try:
                 info.update(await delegate.describe(client, base))
@@ -192,9 +141,47 @@ class AttachedEngine(Engine):
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         # Engine-specific fields only once the engine is known: a strict OpenAI server rejects them.
-        delegate = engine_for(self.detected)
+        delegate = _delegate(self.detected)
         return delegate.request_extras(ignore_eos) if delegate is not None else {}
 
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
-        delegate = engine_for(detect_from_metrics(samples) or self.detected)
+        delegate = _delegate(detect_from_metrics(samples) or self.detected)
         return delegate.spec_counters(samples) if delegate is not None else {}
+
+    def speculation(self, args: Sequence[str]) -> Speculation | None:
+        delegate = _delegate(self.detected)
+        return delegate.speculation(args) if delegate is not None else LlamaCppEngine().speculation(args)
+
+    def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
+        delegate = _delegate(self.detected)
+        return delegate.server_says_off(servers) if delegate is not None else []
+
+    def server_says_on(self, servers: Sequence[Mapping[str, Any]]) -> str | None:
+        delegate = _delegate(self.detected)
+        return delegate.server_says_on(servers) if delegate is not None else None
+
+
+def _delegate(kind: str | None) -> Engine | None:
+    """The detected engine, for its parsers (nothing is launched); None while unknown."""
+    # Imported here: the registry in specbench.engines imports this module.
+    from specbench.engines import engine_for
+
+    return engine_for(kind) if kind in KNOWN_ENGINES else None
+
+
+# -- imported runs ----------------------------------------------------------------------------
+class ImportedEngine(LlamaCppEngine):
+    """Per-request results imported from another harness (``specbench import``): nothing is
+    launched and no file is read. Arm flags read with llama.cpp's spelling; an arm that speculates
+    by declaration or by its draft columns carries the importer's ``--spec-imported`` flag, so every
+    check that asks "does this arm speculate?" runs on it."""
+
+    kind = "imported"
+    launches = False
+    file_flags: ClassVar[frozenset[str]] = frozenset()
+
+    def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
+        return []
+
+    def version(self) -> dict[str, Any]:
+        return {}

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples, series
-from specbench.engines.openai import get_json, model_cards
+from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series
+from specbench.engines.http import get_json, model_cards
 
 #: spec_counters key → gauge (SGLang docs; the last two only in some newer versions). Not counters.
 GAUGES = {
@@ -28,6 +29,12 @@ GAUGES = {
 }
 # Newer servers serve /server_info and deprecate /get_server_info (SGLang docs): try both, in this order.
 SERVER_INFO_PATHS = ("/server_info", "/get_server_info")
+
+#: ``--speculative-algorithm`` builtins (server_args.py: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM,
+#: DFLASH, DSPARK) → specbench's methods; NEXTN is SGLang's name for MTP, STANDALONE a draft model.
+ALGORITHMS = {"EAGLE": "eagle", "EAGLE3": "eagle3", "NEXTN": "mtp", "STANDALONE": "draft",
+              "NGRAM": "ngram", "DFLASH": "dflash"}  # fmt: skip
+DRAFT_MODEL_FLAGS = ("--speculative-draft-model-path", "--speculative-draft-model")
 
 _LOG_MARK = "accept len:"
 _LOG_FIELDS = {
@@ -82,6 +89,33 @@ class SglangEngine(Engine):
 
     def __init__(self, python: str = "python") -> None:
         self.python = python
+
+    def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
+        """``--speculative-algorithm`` names the method. K is ``--speculative-num-steps`` (the
+        draft depth), else ``--speculative-num-draft-tokens`` less the root token it counts (SGLang
+        sets it to num_steps + 1 when topk is 1), else None: SGLang chooses all three itself."""
+        algorithm = (flags.get("--speculative-algorithm") or "").strip().upper()
+        if not algorithm:
+            return None
+        method = ALGORITHMS.get(algorithm, algorithm.lower())
+        steps = int_value(flags, ("--speculative-num-steps",))
+        tokens = int_value(flags, ("--speculative-num-draft-tokens",))
+        k = steps if steps is not None else (tokens - 1 if tokens is not None else None)
+        draft = next((flags[f] for f in DRAFT_MODEL_FLAGS if flags.get(f)), None)
+        return Speculation(method, k, draft if method == "draft" else None, algorithm)
+
+    def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
+        infos = [s["speculative"] for s in servers if isinstance(s.get("speculative"), dict)]
+        off = any("speculative_algorithm" in s and s["speculative_algorithm"] is None for s in infos)
+        return ["the server info says speculative_algorithm is None"] if off else []
+
+    def server_says_on(self, servers: Sequence[Mapping[str, Any]]) -> str | None:
+        algos = [
+            s["speculative"].get("speculative_algorithm")
+            for s in servers
+            if isinstance(s.get("speculative"), dict)
+        ]
+        return f"the server info says speculative_algorithm is {algos[0]}" if algos and all(algos) else None
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         # --enable-metrics: /metrics (and the spec gauges) exist only with it (SGLang docs).

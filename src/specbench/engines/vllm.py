@@ -10,19 +10,21 @@ which :meth:`VllmEngine.launch_env` supplies and the run records next to the com
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
 
-from specbench.engines.base import Engine, MetricSamples, series, sum_series
+from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
+from specbench.engines.http import get_json, get_metrics, get_status, model_cards
 from specbench.engines.install_vllm import cpu_env, is_cpu_build
-from specbench.engines.openai import get_json, get_metrics, get_status, model_cards
+from specbench.errors import ConfigError
 
 _PREFIX = "vllm:spec_decode_"
 #: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire).
@@ -41,6 +43,14 @@ _LOG_FIELDS = {
     "mean_acceptance_length": re.compile(r"Mean acceptance length: ([\d.]+)"),
     "logged_rate_pct": re.compile(r"Draft acceptance rate: ([\d.]+)%"),
 }
+#: The JSON flag's spellings: ``add_argument("--speculative-config", "-sc", ...)`` in
+#: vllm/engine/arg_utils.py, and the underscore form of vLLM's v0.10 docs (see spec_flags).
+CONFIG_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
+#: ``method`` values of vllm/config/speculative.py (``SpeculativeMethod``) → specbench's methods;
+#: every ``*_mtp`` name is MTP (vLLM rewrites them to ``mtp``), the rest keep their own name.
+METHODS = {"draft_model": "draft", "ngram": "ngram", "ngram_gpu": "ngram", "eagle": "eagle",
+           "eagle3": "eagle3", "mtp": "mtp", "dflash": "dflash"}  # fmt: skip
+_K = "num_speculative_tokens"
 _LOG_PER_POS = re.compile(r"Per-position acceptance rate: ((?:[\d.]+(?:, )?)+)")
 
 
@@ -86,6 +96,37 @@ class VllmEngine(Engine):
 
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable
+
+    def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
+        """``--speculative-config``/``-sc`` JSON, its dotted keys (``--speculative-config.method
+        ngram``, vLLM's nested-argument syntax), or the pre-V1 ``--speculative-model`` family."""
+        config = _config(flags)
+        if not config and flags.get("--speculative-model"):
+            old = str(flags["--speculative-model"])
+            config = {"method": "ngram"} if old == "[ngram]" else {"model": old}
+            config[_K] = flags.get("--num-speculative-tokens")
+        name = str(config.get("method") or ("draft_model" if config.get("model") else "")).lower()
+        if not name:
+            return None
+        method = "mtp" if name.endswith("_mtp") else METHODS.get(name, name)
+        tokens = config.get("num_speculative_tokens")
+        k = int_value(
+            {"num_speculative_tokens": None if tokens is None else str(tokens)}, ("num_speculative_tokens",)
+        )
+        draft = str(config["model"]) if method == "draft" and config.get("model") else None
+        return Speculation(method, k, draft, name)
+
+    def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
+        # The spec counters exist only with a speculative config: their absence means it did not take.
+        off = any(server.get("spec_metrics_present") is False for server in servers)
+        return ["/metrics has no vllm:spec_decode counters"] if off else []
+
+    # server_says_on stays None: the counters exist with any speculative config, so their presence
+    # says nothing, and zero deltas over a whole cell are exactly the silent fallback to catch.
+
+    @staticmethod
+    def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
+        return request_spec_metrics(record)
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return [self.executable, "serve", model, *args, "--host", host, "--port", str(port)]
@@ -190,6 +231,24 @@ class VllmEngine(Engine):
 
     def parse_log_acceptance(self, line: str) -> dict[str, Any] | None:
         return parse_log_acceptance(line)
+
+
+def _config(flags: Mapping[str, str | None]) -> dict[str, Any]:
+    """The speculative config the flags give: the JSON flag, then dotted keys over it."""
+    raw = next((flags[f] for f in CONFIG_FLAGS if flags.get(f)), None)
+    config: Any = {}
+    if raw is not None:
+        try:
+            config = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ConfigError(f"--speculative-config {raw!r} is not JSON") from None
+        if not isinstance(config, dict):
+            raise ConfigError("--speculative-config must be a JSON object")
+    for flag, value in flags.items():
+        for prefix in (f"{f}." for f in CONFIG_FLAGS):
+            if flag.startswith(prefix) and value is not None:
+                config[flag.removeprefix(prefix)] = value
+    return dict(config)
 
 
 def _names(samples: MetricSamples) -> set[str]:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from specbench.analysis import checks
+from specbench.engines import engine_for
 from specbench.errors import ConfigError
 from specbench.importer.values import _missing, _text
 
@@ -82,9 +82,11 @@ def _baseline(arm_flags: dict[str, list[str]], given: str | None, name: str) -> 
         return given
     if "baseline" in arm_flags:
         return "baseline"
-    plain = [arm for arm, args in arm_flags.items() if not checks.speculates(args)]
+    plain = [arm for arm, args in arm_flags.items() if not _ENGINE.speculates(args)]
     return plain[0] if len(plain) == 1 else arms[0]
 
+
+_ENGINE = engine_for("imported")  # the run's engine: reads an imported arm's flags
 
 #: The flag an imported arm gets when it speculates by declaration or by its draft columns, so
 #: every check that asks "is this arm configured to speculate?" runs on it (no other flags exist).
@@ -109,7 +111,7 @@ def _declare_speculation(
         raise ConfigError(f"{name}: arm {sorted(both)[0]!r} is given both --speculative and --control")
     out = {arm: list(args) for arm, args in arm_flags.items()}
     for arm, args in out.items():
-        if arm in controls or checks.speculates(args):
+        if arm in controls or _ENGINE.speculates(args):
             continue
         if arm in speculative:
             args += [DECLARED, "declared"]

@@ -270,7 +270,7 @@ def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficienc
 
 
 def _spec(setup: RunSetup, arm: str) -> ArmMethod:
-    spec = arm_method(setup.run.arm_args(arm))
+    spec = arm_method(setup.run.arm_args(arm), setup.run.engine)
     if spec is None:
         raise ConfigError("the arm does not speculate")
     return spec

@@ -15,16 +15,9 @@ Device: ``env.json`` ``gpus[0].name`` matched to a GPU preset (vendor words igno
 preset name contained in it); the ``cpu`` probe the runner stored in ``machine_probe.json`` when
 the run had no GPU or the engine was built without CUDA (never a probe at render time).
 
-Arm method (llama.cpp argv)::
-
-    --spec-type draft-simple|draft   draft   K = --spec-draft-n-max (3)   draft model: -md PATH
-    --spec-type draft-mtp|mtp        mtp     K = --spec-draft-n-max (3)
-    --spec-type *eagle*              eagle3  K = --spec-draft-n-max (3)
-    --spec-type *dflash*             dflash  K = --spec-draft-n-max (3)
-    --spec-type ngram-mod            ngram   K = --spec-ngram-mod-n-max (64)
-    --spec-type ngram-simple|ngram   ngram   K = --spec-ngram-simple-size-m (48)
-
-vLLM's ``--speculative-config JSON`` maps ``method`` the same way with K = num_speculative_tokens.
+Arm method: the run's engine reads its own flags (``Engine.speculation``: llama.cpp ``--spec-type``,
+vLLM ``--speculative-config``/``-sc`` JSON, SGLang ``--speculative-algorithm``) into a method, K
+and draft model; the theory maps EAGLE to its EAGLE-3 model and refuses methods it has no model for.
 """
 
 from __future__ import annotations
@@ -35,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.checks import split_flags
+from specbench.engines.base import Engine
 from specbench.errors import ConfigError
 from specbench.store import RunStore
 from specbench.theory.arch import Architecture, architecture_from_mapping, total_params
@@ -50,22 +43,10 @@ from specbench.theory.presets import Catalog, gpus, key, models, quants
 LAB_BYTES = {"f16": 2.0, "f32": 4.0, "q8_0": 34 / 32}  # Q8_0: 32 int8 + one f16 scale per block
 HF_DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 VENDOR_WORDS = ("nvidia", "geforce", "tesla")
-DRAFT_FLAGS = ("-md", "--model-draft", "--spec-draft-model")
-DRAFT_N_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft-n", "--draft")
-DEFAULT_DRAFT_N = 3
-NGRAM_DEFAULTS = {
-    "ngram-mod": ("--spec-ngram-mod-n-max", 64),
-    "ngram-simple": ("--spec-ngram-simple-size-m", 48),
-}
-VLLM_METHODS: dict[str, Method] = {
-    "draft_model": "draft",
-    "ngram": "ngram",
-    "eagle": "eagle3",
-    "eagle3": "eagle3",
-    "mtp": "mtp",
-    "deepseek_mtp": "mtp",
-    "qwen3_next_mtp": "mtp",
-}
+DEFAULT_DRAFT_N = 3  # K when the engine chooses it itself (vLLM without num_speculative_tokens, SGLang auto)
+#: Engine methods (engines.base.METHODS) → the theory's; EAGLE(-2) runs on the EAGLE-3 head model.
+THEORY_METHODS: dict[str, Method] = {"draft": "draft", "ngram": "ngram", "eagle": "eagle3",
+                                     "eagle3": "eagle3", "mtp": "mtp", "dflash": "dflash"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -88,64 +69,19 @@ class RunModels:
 
 
 # -- arms ---------------------------------------------------------------------------------------
-def arm_method(argv: Sequence[str]) -> ArmMethod | None:
-    """The speculation ``argv`` configures (see the module docstring); None when it does not speculate.
-
-    An engine method the theory has no model for is a ConfigError naming it.
-    """
-    flags = dict(split_flags(argv))
-    if "--speculative-config" in flags:
-        return _vllm_method(flags["--speculative-config"])
-    spec_type = (flags.get("--spec-type") or "").strip().lower()
-    if not spec_type or spec_type == "none":
+def arm_method(argv: Sequence[str], engine: Engine) -> ArmMethod | None:
+    """The speculation ``argv`` configures, as ``engine`` reads it; None when it does not speculate
+    (exactly when the checks say so). A method the theory has no model for is a ConfigError naming it."""
+    spec = engine.speculation(argv)
+    if spec is None:
         return None
-    draft_path = next((flags[f] for f in DRAFT_FLAGS if flags.get(f)), None)
-    if spec_type in NGRAM_DEFAULTS or spec_type == "ngram":
-        flag, default = NGRAM_DEFAULTS["ngram-mod" if spec_type == "ngram-mod" else "ngram-simple"]
-        return ArmMethod("ngram", _int_flag(flags, (flag,), default), None, spec_type)
-    method = _llamacpp_method(spec_type)
-    if method == "draft" and draft_path is None:
-        raise ConfigError(f"--spec-type {spec_type} without a draft model (-md PATH)")
-    k = _int_flag(flags, DRAFT_N_FLAGS, DEFAULT_DRAFT_N)
-    return ArmMethod(method, k, draft_path if method == "draft" else None, spec_type)
-
-
-def _llamacpp_method(spec_type: str) -> Method:
-    if "mtp" in spec_type:
-        return "mtp"
-    if "eagle" in spec_type:
-        return "eagle3"
-    if "dflash" in spec_type:
-        return "dflash"
-    if spec_type in ("draft", "draft-simple"):
-        return "draft"
-    raise ConfigError(f"--spec-type {spec_type}: the theory has no model for this method")
-
-
-def _int_flag(flags: Mapping[str, str | None], names: Sequence[str], default: int) -> int:
-    for name in names:
-        value = flags.get(name)
-        if value is not None:
-            try:
-                return int(value)
-            except ValueError:
-                raise ConfigError(f"{name} {value!r} is not an integer") from None
-    return default
-
-
-def _vllm_method(raw: str | None) -> ArmMethod:
-    try:
-        cfg = json.loads(raw or "")
-    except json.JSONDecodeError:
-        raise ConfigError("--speculative-config is not JSON") from None
-    if not isinstance(cfg, dict):
-        raise ConfigError("--speculative-config must be a JSON object")
-    name = str(cfg.get("method") or ("draft_model" if cfg.get("model") else "")).lower()
-    if name not in VLLM_METHODS:
-        raise ConfigError(f"speculative method {name!r}: the theory has no model for it")
-    method = VLLM_METHODS[name]
-    k = int(cfg.get("num_speculative_tokens") or DEFAULT_DRAFT_N)
-    return ArmMethod(method, k, str(cfg["model"]) if method == "draft" else None, name)
+    method = THEORY_METHODS.get(spec.method)
+    if method is None:
+        raise ConfigError(f"speculative method {spec.label!r}: the theory has no model for this method")
+    if method == "draft" and spec.draft_model is None:
+        raise ConfigError(f"{spec.label}: a draft method without a draft model (-md PATH)")
+    k = spec.k if spec.k is not None else DEFAULT_DRAFT_N
+    return ArmMethod(method, k, spec.draft_model if method == "draft" else None, spec.label)
 
 
 # -- models -------------------------------------------------------------------------------------
