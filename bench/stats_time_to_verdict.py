@@ -51,6 +51,7 @@ def effects() -> list[tuple[str, LabSpec, int | None]]:
         ("loss: dense tiny α0 K8", LabSpec(arch="dense", alpha=0.0), 8),
         ("A/A: dense tiny α0.8", LabSpec(arch="dense", alpha=0.8), None),
         ("win: dense membound α0.9 K4", LabSpec(arch="dense", alpha=0.9, size="membound"), 4),
+        ("win: dense membound α0.8 K4", LabSpec(arch="dense", alpha=0.8, size="membound"), 4),
     ]
 
 
