@@ -136,7 +136,12 @@ def main() -> None:
     print(
         f"replay of the adaptive rule (looks {MIN_LAUNCHES}…{BUDGET}, α′ {nominal_alpha(BUDGET):.4f}) "
         f"on the prefixes of one fixed {BUDGET}-launch run per effect; "
-        f"{args.prompts} prompts, {args.max_tokens} tokens"
+        + (
+            f"runs saved in {args.replay}"
+            if args.replay
+            else f"{args.prompts} prompts, {args.max_tokens} tokens"
+        )
+        + (f", {args.threads} thread(s)" if args.threads and not args.replay else "")
     )
     print("| effect | fixed: launches / requests / verdict | adaptive: same | ratio |")
     print("|---|---|---|---|")

@@ -43,7 +43,7 @@ def test_a_clear_loser_stops_early_an_a_a_arm_never_differs_and_resume_continues
         repeats="auto",
         max_repeats=max_repeats,
         # One llama.cpp thread: two spin-synchronised threads on a shared 2-core machine stall
-        # whenever one is preempted (launch means of the tiny model ×0.3–×7 in an A/A run, ×0.8–×1.2
+        # whenever one is preempted (launch means of the tiny model ×0.3–×7 in an A/A run, ×0.7–×1.5
         # with -t 1; docs/statistics.md), heavy tails the normal model behind α does not describe.
         common_args=["-c", "2048", "-np", "1", "-t", "1"],
         alpha=ALPHA,
