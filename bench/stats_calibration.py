@@ -76,10 +76,10 @@ def verdicts(lo: Array, hi: Array) -> Array:
     return out
 
 
-def adaptive(d: Array) -> tuple[Array, Array]:
+def adaptive(d: Array, alpha: float) -> tuple[Array, Array]:
     """(verdict, launches used) under the sequential rule with looks after launch 3 … K."""
     m, k, _ = d.shape
-    conf = 1 - nominal_alpha(k)
+    conf = 1 - nominal_alpha(k, alpha)
     verdict, used = np.zeros(m, dtype=int), np.full(m, k)
     open_ = np.ones(m, dtype=bool)
     for n in range(L.MIN_LAUNCHES, k + 1):
@@ -114,6 +114,7 @@ def main() -> None:
     ap.add_argument("--disturbed", type=float, default=0.05)
     ap.add_argument("--bimodal", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--alpha", type=float, default=0.05, help="the matrix's alpha (all looks)")
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
     print(
@@ -124,7 +125,7 @@ def main() -> None:
     print(
         f"{m} experiments per effect, {args.prompts} prompts, launch sd {args.launch_sd}, request sd "
         f"{args.request_sd}, disturbed launches {args.disturbed:.0%}, bimodal prompts {args.bimodal}; "
-        f"adaptive α′ = {nominal_alpha(k):.4f} over looks 3…{k}"
+        f"adaptive α {args.alpha}: α′ = {nominal_alpha(k, args.alpha):.5f} over looks 3…{k}"
     )
     header = "effect  design        faster  slower  equiv  undet  launches (mean)"
     print(header)
@@ -132,7 +133,7 @@ def main() -> None:
         d = simulate(rng, m, k, args.prompts, effect, args)
         _, lo, hi = fit(d, 0.95)
         fixed = verdicts(lo, hi)
-        adapt, used = adaptive(d)
+        adapt, used = adaptive(d, args.alpha)
         for name, v, n in (("fixed 10", fixed, np.full(m, k)), ("adaptive", adapt, used)):
             share = [float(np.mean(v == x)) for x in (1, -1, 2, 0)]
             cols = "  ".join(f"{s:6.1%}" for s in share)

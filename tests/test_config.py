@@ -122,3 +122,12 @@ def test_repeats_auto_plans_the_budget_and_marks_the_run_adaptive(models: Path) 
         load_matrix(write(models, GOOD.replace("repeats: 3", "repeats: auto\nmax_repeats: 2")))
     with pytest.raises(ConfigError, match="at least 3 launches"):
         load_matrix(write(models, (GOOD + "adaptive: true\n").replace("repeats: 3", "repeats: 2")))
+
+
+def test_the_adaptive_false_verdict_rate_defaults_to_five_percent_and_is_bounded(models: Path) -> None:
+    auto = GOOD.replace("repeats: 3", "repeats: auto")
+    assert load_matrix(write(models, auto)).alpha == 0.05
+    assert load_matrix(write(models, auto + "alpha: 0.001\n")).alpha == 0.001
+    for bad in ("0", "0.5", ".nan"):
+        with pytest.raises(ConfigError, match="alpha"):
+            load_matrix(write(models, auto + f"alpha: {bad}\n"))

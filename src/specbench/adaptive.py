@@ -5,7 +5,8 @@ After every launch pair from the third on, each arm still running is compared wi
 confidence 1 − α′ chosen so that looking after every launch keeps the chance of any false
 faster/slower verdict at α = 5 % overall: a Pocock-type group-sequential boundary (the same α′ at
 every look), calibrated by simulating the t statistics of i.i.d. normal launch means under no
-effect for exactly the looks this run can make (3 … max_repeats). An arm stops when its verdict is
+effect for exactly the looks this run can make (3 … max_repeats); α is the matrix's ``alpha``
+(default 0.05). An arm stops when its verdict is
 faster, slower or equivalent, or when the budget (max_repeats, max_minutes) runs out; the baseline
 runs in every launch pair any arm still needs, in the planned ABBA order. Decisions go to the
 manifest (``adaptive``), so ``--resume`` skips arms already decided and continues the rest.
@@ -39,7 +40,7 @@ METRIC = "decode_tok_s"
 RULE = (
     "Pocock group-sequential boundary: after each launch pair from the third on, verdict at nominal "
     "confidence 1 − α′, α′ calibrated (20 000 simulated A/A sequences of t statistics) so that the "
-    "chance of any false faster/slower over all looks is α = 0.05"
+    "chance of any false faster/slower over all looks is α (the matrix's alpha, default 0.05)"
 )
 
 
@@ -108,8 +109,8 @@ class AdaptiveExecutor:
         state: dict[str, Any] = dict(runner.store.manifest().get("adaptive") or {})
         state.update(
             rule=RULE,
-            alpha=ALPHA,
-            nominal_alpha=nominal_alpha(runner.matrix.repeats),
+            alpha=runner.matrix.alpha,
+            nominal_alpha=nominal_alpha(runner.matrix.repeats, runner.matrix.alpha),
             max_repeats=runner.matrix.repeats,
             max_minutes=runner.matrix.max_minutes,
             metric=METRIC,

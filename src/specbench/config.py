@@ -133,6 +133,13 @@ class Matrix(_Frozen):
         allow_inf_nan=False,
         description="repeats: auto — add no launch after this",
     )
+    alpha: float = Field(
+        0.05,
+        gt=0,
+        le=0.2,
+        allow_inf_nan=False,
+        description="repeats: auto — the chance of any false faster/slower verdict over all looks",
+    )
     warmup: int = Field(1, ge=0, le=MAX_WARMUP, description="warmup requests per cell, stored but flagged")
     seed: int = Field(0, ge=0, lt=2**63)
     concurrency: int | None = Field(

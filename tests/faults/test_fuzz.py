@@ -54,6 +54,7 @@ FIELDS: dict[str, list[Any]] = {
     "startup_timeout": [0, -5, math.inf, math.nan, "later"],
     "host": ["0.0.0.0", "example.com", "10.0.0.1", 5, ["127.0.0.1"]],
     "forward_probe": ["maybe", [True], {"a": 1}],
+    "alpha": [0, -0.1, 0.5, math.nan, math.inf, "five"],
     "engine": ["tgi", 3, None, ["vllm"]],
     "model": ["missing.gguf", 5, ["model.gguf"], "", "/"],
     "common_args": ["-c 512", 5, {"-c": "512"}, ["-md", "missing.gguf"]],
