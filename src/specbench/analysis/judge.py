@@ -34,6 +34,7 @@ def _evidence_findings(run: RunData) -> list[Finding]:
     return (
         evidence.cached_prefill(run.df, arms)
         + evidence.client_server_disagreement(run.df, arms)
+        + evidence.untimed_decode(run.df, arms)
         + machine.busy_findings(run.cells, arms)
     )
 
