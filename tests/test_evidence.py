@@ -81,3 +81,46 @@ def test_a_cells_machine_probe_records_load_cpus_and_threads() -> None:
     got = machine.MachineProbe().finish(os.getpid(), machine.threads_arg(["-c", "2048", "-t", "1"]))
     assert got["cpus"] == os.cpu_count() and got["engine_threads"] == "1"
     assert got["load_end"] >= 0 and got["engine_os_threads"] >= 1
+
+
+def burst_record(server_itl_ms: float | None) -> dict[str, Any]:
+    """FAKE, in the shape of a real CPU vLLM record (tests/engines/test_vllm_real.py reproduces it on
+    a busy box, not on demand): 48 tokens in 14 chunks, every chunk in one socket read."""
+    chunks = [[900_000_000, "abcd", None, None, None] for _ in range(12)] + [
+        [900_000_000, "", None, None, None]
+    ]
+    metrics_field = {} if server_itl_ms is None else {"metrics": {"mean_itl_ms": server_itl_ms}}
+    return {
+        "arm": "draft",
+        "prompt_id": "c1",
+        "repeat": 0,
+        "error": None,
+        "warmup": False,
+        "chunks": chunks,
+        "t_end_ns": 900_000_000,
+        "usage": {"completion_tokens": 48, "prompt_tokens": 70},
+        **metrics_field,
+    }
+
+
+def test_a_burst_without_server_timing_is_untimed_not_silently_nan() -> None:
+    rec = burst_record(None)
+    assert metrics.tpot_ms(rec) == 0.0 and pd.isna(metrics.decode_tok_s(rec))
+    (found,) = evidence.untimed_decode(metrics.frame([rec]), ["draft"])
+    assert found.code == "UNTIMED_DECODE" and "1 of 1 requests" in found.evidence
+    assert "--enable-per-request-metrics" in found.evidence
+
+
+def test_a_near_burst_is_untimed_too() -> None:
+    # The real baseline record: two socket reads 2 µs apart read 495 247 tok/s.
+    rec = burst_record(None)
+    rec["chunks"][-2][0] += 95_000  # 95 µs over 47 tokens: 2 µs per token
+    assert 0 < metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS and pd.isna(metrics.decode_tok_s(rec))
+    (found,) = evidence.untimed_decode(metrics.frame([rec]), ["draft"])
+    assert found.code == "UNTIMED_DECODE"
+
+
+def test_a_burst_takes_vllms_own_decode_timing_when_the_server_gives_it() -> None:
+    rec = burst_record(25.0)  # vLLM --enable-per-request-metrics: mean inter-token latency in the engine
+    assert metrics.server_decode_tok_s(rec) == 40.0 and metrics.decode_tok_s(rec) == 40.0
+    assert evidence.untimed_decode(metrics.frame([rec]), ["draft"]) == []

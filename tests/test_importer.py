@@ -353,3 +353,29 @@ def test_impossible_values_name_the_row_and_the_column(tmp_path: Path, csv: str,
         import_file(path, tmp_path / "run", mapping={"e2e_ms": "latency_ms"} if "latency" in csv else None)
     assert column in str(caught.value) and "\n" not in str(caught.value)
     assert not (tmp_path / "run").exists()  # checked before anything is written
+
+
+def test_a_declared_arm_without_draft_columns_at_the_baselines_speed_is_flagged(tmp_path: Path) -> None:
+    # vLLM-style rows: no draft column at all, so speed is the only evidence an arm speculated.
+    data = (
+        rows("base", 50.0)
+        + rows("spec", 50.0, seed=1)
+        + rows("fast", 80.0, seed=2)
+        + rows("rerun", 50.0, seed=3)
+    )
+    for row in data:
+        del row["draft_n"], row["draft_n_accepted"]
+    path = write_csv(tmp_path / "r.csv", data)
+    import_file(path, tmp_path / "run", baseline="base", speculative=["spec", "fast"], controls=["rerun"])
+    run = analysis.load_run(tmp_path / "run")
+    assert run.df["draft_n"].isna().all()
+    found = codes(run)
+    assert found["SAME_AS_BASELINE"] == {("spec", "base")}  # not the faster arm, not the control
+    assert "SILENT_FALLBACK" not in found  # unknown draft counts are not zero drafts
+    (same,) = [f for f in analysis.findings(run) if f.code == "SAME_AS_BASELINE"]
+    assert same.severity == "warning" and "no per-request draft counts" in same.evidence
+    # With draft counts the counts decide: zero drafts are a SILENT_FALLBACK, not this warning.
+    drafted = rows("base", 50.0) + rows("spec", 50.0, seed=1)
+    import_file(write_csv(tmp_path / "d.csv", drafted), tmp_path / "run2", speculative=["spec"])
+    found = codes(analysis.load_run(tmp_path / "run2"))
+    assert found["SILENT_FALLBACK"] == {("spec",)} and "SAME_AS_BASELINE" not in found

@@ -1,9 +1,10 @@
 """A real vLLM (the CPU build that ``specbench engine install vllm`` makes) serving the HF lab pair.
 
-Four server launches in all, each about a minute on 2 cores: baseline, n-gram and draft-model
-arms in launch mode (one run), and one draft-model server the test starts itself and measures in
-attach mode. The lab pair makes every answer known: greedy output is the designed cycle and the
-draft arm's counters follow the designed walk, token for token.
+Five server launches in all, each about a minute on 2 cores: baseline, n-gram, draft-model and a
+never-drafting n-gram arm in launch mode (one run, which the judgment tests share), and one
+draft-model server the test starts itself and measures in attach mode. The lab pair makes every
+answer known: greedy output is the designed cycle and the draft arm's counters follow the designed
+walk, token for token.
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import pytest
 import yaml
 
 from specbench import api
-from specbench.analysis import metrics
+from specbench.analysis import checks, metrics
+from specbench.analysis.finding import Finding
+from specbench.analysis.judge import findings
+from specbench.analysis.run import load_run
 from specbench.engines.base import parse_metrics
 from specbench.engines.install_vllm import find_vllm, install_vllm
 from specbench.engines.process import ServerProcess, free_port
@@ -36,8 +40,18 @@ pytestmark = [pytest.mark.engine, pytest.mark.vllm, pytest.mark.timeout(1800)]
 K = 3
 MAX_TOKENS = 48
 PROMPTS = 3
-COMMON = ["--dtype", "float32", "--max-model-len", "2048", "--enforce-eager", "--no-enable-prefix-caching"]
+# --enable-per-request-metrics: the server's own decode timing per request, which stands in when a
+# starved CPU server sends a whole answer in one burst (the client then times nothing).
+COMMON = [
+    "--dtype", "float32", "--max-model-len", "2048", "--enforce-eager", "--no-enable-prefix-caching",
+    "--enable-per-request-metrics",
+]  # fmt: skip
 PER_REQUEST = ["--per-request-spec-decode-metrics", "summary"]  # speculative-only: never on the baseline
+# vLLM's `SpecDecoding metrics` line aggregates a stats interval (VLLM_LOG_STATS_INTERVAL, 10 s by
+# default). A cell here lasts well under a second, so at 10 s (and even at 1 s) it catches no line
+# at all; at 50 ms it catches several, the first still counting traffic from before the measured
+# requests began (the warm-up). Idle ticks log nothing (vLLM logs them at debug level).
+LOG_INTERVAL = {"VLLM_LOG_STATS_INTERVAL": "0.05"}
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +75,20 @@ def truth(pair: Path) -> dict[str, Any]:
 def _arms(pair: Path) -> dict[str, list[str]]:
     ngram = {"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     draft = {"model": str(pair / "draft"), "num_speculative_tokens": K}
+    never = {
+        "method": "ngram",
+        "num_speculative_tokens": K,
+        "prompt_lookup_max": 1000,
+        "prompt_lookup_min": 1000,
+    }
     return {
         "baseline": [],
         "ngram": ["--speculative-config", json.dumps(ngram), *PER_REQUEST],
         "draft": ["--speculative-config", json.dumps(draft), *PER_REQUEST],
+        # Configured to speculate, but an n-gram longer than any context can never match: vLLM
+        # keeps its spec counters at 0 and says nothing. No per-request metrics, so only the
+        # cell-level counters can tell.
+        "ngram-never": ["--speculative-config", json.dumps(never)],
     }
 
 
@@ -91,6 +115,7 @@ def _write_matrix(folder: Path, pair: Path, truth: dict[str, Any], binary: Path,
         "warmup": 1,
         "forward_probe": False,
         "startup_timeout": 600,
+        "env": LOG_INTERVAL,
         **extra,
     }
     path = folder / "matrix.yaml"
@@ -102,7 +127,7 @@ def _write_matrix(folder: Path, pair: Path, truth: dict[str, Any], binary: Path,
 def launched(
     tmp_path_factory: pytest.TempPathFactory, vllm_bin: Path, pair: Path, truth: dict[str, Any]
 ) -> Path:
-    """One run: baseline, ngram and draft, each launched by specbench (three server starts)."""
+    """One run: baseline, ngram, draft and ngram-never, each launched by specbench (four starts)."""
     folder = tmp_path_factory.mktemp("vllm-launch")
     runner = api.prepare_run(_write_matrix(folder, pair, truth, vllm_bin), folder / "run")
     runner.run()
@@ -172,8 +197,9 @@ def test_several_tokens_per_chunk_are_counted_per_token(launched: Path) -> None:
         assert len(texts) < MAX_TOKENS and max(len(t) for t in texts) > 1
         assert sum(len(t) for t in texts) == MAX_TOKENS  # one character per lab token
         window_s = metrics.decode_window_ms(rec) / 1000
-        if window_s == 0:  # the whole answer came in one socket read: no client timing at all
-            assert np.isnan(metrics.client_decode_tok_s(rec))
+        if metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS:  # the whole answer in one burst: the
+            # client timed nothing, and the server's own rate (per-request metrics) stands in
+            assert metrics.client_decode_tok_s(rec) == metrics.server_decode_tok_s(rec) > 0
             continue
         timed += 1
         assert metrics.client_decode_tok_s(rec) * window_s == pytest.approx(MAX_TOKENS - 1)
@@ -193,8 +219,85 @@ def test_baseline_has_no_speculative_flag_and_the_command_reproduces(launched: P
     text = (launched / "report" / "BENCHMARK_ENV.md").read_text()
     line = next(ln for ln in text.splitlines() if "LD_PRELOAD=" in ln and " serve " in ln)
     assert re.search(
-        r"HF_HUB_OFFLINE=1 LD_PRELOAD=\S+libiomp5\.so VLLM_CPU_KVCACHE_SPACE=1 \S+/vllm serve", line
+        r"HF_HUB_OFFLINE=1 LD_PRELOAD=\S+libiomp5\.so VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOG_STATS_INTERVAL=0.05 "
+        r"\S+/vllm serve",
+        line,
     )
+
+
+# -- issue 15: judgments on the real server (the launched run, no extra start) ---------------------
+@pytest.fixture(scope="module")
+def judged(launched: Path) -> list[Finding]:
+    return findings(load_run(launched))
+
+
+def test_the_interval_log_is_a_partial_source_never_a_disagreement(
+    launched: Path, judged: list[Finding]
+) -> None:
+    """The `SpecDecoding metrics` lines a cell caught aggregate stats intervals, not its requests:
+    the log source is partial and never compared, while the per-request and counter sources, which
+    count exactly the measured requests, agree."""
+    run = load_run(launched)
+    caught = 0
+    for arm in ("ngram", "draft"):
+        lines = [p for ln in _cell(launched, arm)["log_lines"] if (p := run.engine.parse_log_acceptance(ln))]
+        found = checks.acceptance_sources(arm, run.df, run.cells, run.engine)
+        assert found["timings"]["rate"] == pytest.approx(found["metrics"]["rate"])
+        if any(p["drafted"] for p in lines):
+            caught += 1
+            assert found["log"]["partial"] and "periodic aggregate" in found["log"]["coverage"]
+    assert caught > 0  # the 50 ms interval makes a cell catch lines; else this test proves nothing
+    assert not [f for f in judged if f.code == "ACCEPTANCE_ARTEFACT" and "disagree" in f.evidence]
+
+
+def test_zero_counter_deltas_on_a_speculative_arm_are_a_silent_fallback(
+    launched: Path, judged: list[Finding]
+) -> None:
+    """ngram-never's counters exist (so the flag took) and stayed at 0 for the whole cell; no
+    per-request metrics and no word from vLLM: only the cell-level check can catch it."""
+    cell = _cell(launched, "ngram-never")
+    assert cell["server"]["spec_metrics_present"] is True
+    delta = _delta(cell)
+    assert delta["drafts"] == 0 and delta["draft_tokens"] == 0
+    assert all(np.isnan(metrics.draft_n(r)) for r in _records(launched, "ngram-never"))  # NaN
+    mine = [f for f in judged if f.code in ("SILENT_FALLBACK", "NO_DRAFTS") and "ngram-never" in f.arms]
+    assert [(f.code, f.severity) for f in mine] == [("SILENT_FALLBACK", "error")]
+    assert "drafted 0 tokens over 1 cell" in mine[0].evidence
+    assert not [
+        f for f in judged if f.code in ("SILENT_FALLBACK", "NO_DRAFTS") and set(f.arms) & {"ngram", "draft"}
+    ]
+
+
+def test_per_request_spec_metrics_in_a_speculative_arm_is_no_confound(
+    launched: Path, judged: list[Finding]
+) -> None:
+    """The flag exists in this vLLM (the arms started with it and their records carry per-request
+    counts) and belongs to speculation: the arms differ from the baseline only in speculative flags."""
+    manifest = json.loads((launched / "manifest.json").read_text())
+    for arm in ("ngram", "draft"):
+        assert "--per-request-spec-decode-metrics" in manifest["arms"][arm]["command"]
+        assert all(metrics.draft_n(r) >= 0 for r in _records(launched, arm))
+    assert not [f for f in judged if f.code == "CONFOUND"]
+
+
+def _bursts_take_the_servers_rate(records: list[dict[str, Any]]) -> int:
+    """Every request has a decode rate; one whose chunks came in one burst (a CPU vLLM starved
+    of CPU on a busy box, not on demand) has the server's own. Returns how many were bursts."""
+    bursts = 0
+    for rec in records:
+        server = metrics.server_decode_tok_s(rec)
+        assert server > 0  # --enable-per-request-metrics: vLLM timed every request itself
+        if metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS:
+            bursts += 1
+            assert metrics.decode_tok_s(rec) == server
+        assert np.isfinite(metrics.decode_tok_s(rec))
+    return bursts
+
+
+def test_no_request_is_left_without_a_decode_rate(launched: Path, judged: list[Finding]) -> None:
+    for arm in ("baseline", "ngram", "draft", "ngram-never"):
+        _bursts_take_the_servers_rate(_records(launched, arm))
+    assert not [f for f in judged if f.code == "UNTIMED_DECODE"]
 
 
 def test_attach_mode_counters_equal_the_tests_own_scrape(
@@ -217,6 +320,8 @@ def test_attach_mode_counters_equal_the_tests_own_scrape(
         server.stop()
     mine = {k: after[k] - before.get(k, 0.0) for k in after}
     assert _delta(_cell(tmp_path / "run", "draft")) == mine
+    bursts = _bursts_take_the_servers_rate(_records(tmp_path / "run", "draft"))
+    print(f"attach: {bursts} of {PROMPTS} requests arrived in one burst")
     walk = vllm_walk(truth, MAX_TOKENS, K)
     assert mine["accepted"] == PROMPTS * walk["accepted"]
     assert mine["draft_tokens"] == PROMPTS * walk["draft_tokens"]

@@ -4,7 +4,10 @@
   cache, so its TTFT and prefill are a cache hit, not a prefill;
 * ``CLIENT_SERVER_DISAGREE`` — the client's decode rate and the server's own timing of the same
   request disagree (a stalled stream delivers every token at once and reads thousands of tok/s);
-  the summary then uses the server's rate for that request (:func:`specbench.analysis.metrics.decode_tok_s`).
+  the summary then uses the server's rate for that request (:func:`specbench.analysis.metrics.decode_tok_s`);
+* ``UNTIMED_DECODE`` — every token chunk of a request reached the client in one burst (a CPU
+  vLLM starved of CPU sends a whole answer at once), and the server gave no timing of its own: the
+  request has no decode rate at all, and the arm's rate rests on the others.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.finding import Finding
-from specbench.analysis.metrics import CLIENT_SERVER_TOLERANCE
+from specbench.analysis.metrics import BURST_TPOT_MS, CLIENT_SERVER_TOLERANCE
 
 CACHED_SHARE = 0.5  # more than this share of a cold request's prompt from the cache is a finding
 #: Categories built to hit the cache (cache-reuse suite) or to share a prefix by design (agents).
@@ -59,6 +62,30 @@ def client_server_disagreement(df: pd.DataFrame, arms: Sequence[str]) -> list[Fi
                     f"the server's own by more than {CLIENT_SERVER_TOLERANCE:.0%} (e.g. "
                     f"{worst['prompt_id']}: client {worst['client_decode_tok_s']:.1f} vs server "
                     f"{worst['server_decode_tok_s']:.1f} tok/s); the summary uses the server's rate there.",
+                )
+            )
+    return out
+
+
+def untimed_decode(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
+    """Requests of several tokens whose chunks came in one burst (tpot under
+    :data:`~specbench.analysis.metrics.BURST_TPOT_MS`) and whose server timed nothing either, so
+    their decode rate is NaN instead of a number."""
+    out = []
+    for arm in arms:
+        sub = df[(df["arm"] == arm) & (df["output_tokens"] > 1)]
+        lost = sub[(sub["tpot_ms"] < BURST_TPOT_MS) & sub["decode_tok_s"].isna()]
+        if len(lost):
+            out.append(
+                Finding(
+                    "UNTIMED_DECODE",
+                    (arm,),
+                    f"{arm}: {len(lost)} of {len(sub)} requests reached the client in one burst (every "
+                    f"token chunk within {BURST_TPOT_MS * 1000:.0f} µs per token, e.g. "
+                    f"{lost.iloc[0]['prompt_id']}) and the server "
+                    "timed none of them: they have no decode rate, and the arm's rests on the other "
+                    f"{len(sub) - len(lost)}. vLLM: start it with --enable-per-request-metrics so its "
+                    "own timing stands in.",
                 )
             )
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from specbench import machine
-from specbench.analysis import checks, evidence, launches, stability, stalls, stats
+from specbench.analysis import checks, evidence, launches, stability, stalls, stats, unseen
 from specbench.analysis.checks import Finding
 from specbench.analysis.finding import SEVERITY_ORDER
 from specbench.analysis.run import RunData, comparisons
@@ -34,6 +34,7 @@ def _evidence_findings(run: RunData) -> list[Finding]:
     return (
         evidence.cached_prefill(run.df, arms)
         + evidence.client_server_disagreement(run.df, arms)
+        + evidence.untimed_decode(run.df, arms)
         + machine.busy_findings(run.cells, arms)
     )
 
@@ -65,6 +66,8 @@ def _statistical_findings(run: RunData) -> list[Finding]:
     cmps = comparisons(run)
     out += _low_n_findings(run, cmps)
     for arm, cmp in cmps.items():
+        if run.speculates(arm):  # declared or configured: is its speed the only sign, and the baseline's?
+            out += unseen.same_as_baseline(arm, run.df, run.cells, cmp)
         if cmp.verdict == "slower":
             out.append(
                 Finding(

@@ -77,12 +77,18 @@ def tpot_ms(rec: Record) -> float:
     return decode_window_ms(rec) / (n - 1) if n > 1 else np.nan
 
 
+#: Under 10 µs per token (100 000 tok/s for one stream) no engine decodes: the chunks came in one
+#: burst of socket reads (a CPU vLLM on a busy box, issue 15), and their spacing times nothing.
+BURST_TPOT_MS = 0.01
+
+
 def client_decode_tok_s(rec: Record) -> float:
     """(output_tokens − 1) / (t_last − t_first), measured by the client. When every token chunk
-    arrived in one socket read (a tiny model answering in a few ms) the client cannot time the
-    decode at all; the server's own rate (llama.cpp ``timings``) stands in, NaN if it has none."""
+    arrived in one burst (a tiny model answering in a few ms, a server starved of CPU) the client
+    cannot time the decode at all; the server's own rate (llama.cpp ``timings``, vLLM per-request
+    metrics) stands in, NaN if it has none."""
     tpot = tpot_ms(rec)
-    if tpot == 0.0:
+    if 0.0 <= tpot < BURST_TPOT_MS:
         return server_decode_tok_s(rec)
     return 1000.0 / tpot if tpot and tpot > 0 else np.nan
 
@@ -161,9 +167,15 @@ def tokens_per_chunk(rec: Record) -> float:
 
 
 def server_decode_tok_s(rec: Record) -> float:
-    """llama.cpp timings.predicted_per_second: (predicted_n − 1) / predicted_ms."""
+    """llama.cpp timings.predicted_per_second: (predicted_n − 1) / predicted_ms; else vLLM's
+    per-request ``metrics.mean_itl_ms`` (``--enable-per-request-metrics``); NaN without either."""
     value = (rec.get("timings") or {}).get("predicted_per_second")
-    return float(value) if value is not None else np.nan
+    if value is not None:
+        return float(value)
+    from specbench.engines.vllm import request_decode_tok_s
+
+    rate = request_decode_tok_s(rec)
+    return rate if rate is not None else np.nan
 
 
 def prefill_ms(rec: Record) -> float:

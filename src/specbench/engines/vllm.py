@@ -303,3 +303,13 @@ def request_spec_metrics(record: Mapping[str, Any]) -> dict[str, float] | None:
         if isinstance(value, (int, float)):
             out[key] = float(value)
     return out
+
+
+def request_decode_tok_s(record: Mapping[str, Any]) -> float | None:
+    """The server's own decode rate of one request, 1000 / ``metrics.mean_itl_ms``: vLLM >= 0.32
+    with ``--enable-per-request-metrics`` times first to last output token in the engine core
+    (vllm/entrypoints/generate/base/serving.py ``build_per_request_timing_metrics``), so it holds
+    when the stream reaches the client in one burst. None when absent."""
+    metrics = record.get("metrics")
+    itl = metrics.get("mean_itl_ms") if isinstance(metrics, Mapping) else None
+    return 1000.0 / float(itl) if isinstance(itl, (int, float)) and itl > 0 else None
