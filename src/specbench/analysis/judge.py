@@ -67,7 +67,7 @@ def _statistical_findings(run: RunData) -> list[Finding]:
     out += _low_n_findings(run, cmps)
     for arm, cmp in cmps.items():
         if run.speculates(arm):  # declared or configured: is its speed the only sign, and the baseline's?
-            out += unseen.same_as_baseline(arm, run.df, run.cells, cmp)
+            out += unseen.same_as_baseline(arm, run.df, run.cells, cmp, run.engine)
         if cmp.verdict == "slower":
             out.append(
                 Finding(

@@ -16,31 +16,32 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.finding import Finding
-from specbench.analysis.speculation import counter_drafts, server_says_off, server_says_on
+from specbench.analysis.speculation import counter_drafts
 from specbench.analysis.stats import Comparison
+from specbench.engines.base import Engine
 
 #: |ratio − 1| at most this: closer than any drafting arm gets (drafting costs time even when every
 #: draft is rejected, and accepted drafts save it), wider than the jitter of repeated runs' medians.
 SAME_BAND = 0.02
 
 
-def no_draft_evidence(arm: str, df: pd.DataFrame, cells: Sequence[Mapping[str, Any]]) -> bool:
+def no_draft_evidence(arm: str, df: pd.DataFrame, cells: Sequence[Mapping[str, Any]], engine: Engine) -> bool:
     """Nothing in the run says whether ``arm`` drafted: no per-request counts, no counter deltas,
     no server statement (those have their own checks: SILENT_FALLBACK, NO_DRAFTS)."""
     mine = [c for c in cells if c.get("arm") == arm]
     servers = [c.get("server") or {} for c in mine]
     counted = bool(df.loc[df["arm"] == arm, "draft_n"].notna().any())
-    said = bool(server_says_off(servers)) or server_says_on(servers) is not None
+    said = bool(engine.server_says_off(servers)) or engine.server_says_on(servers) is not None
     return not counted and not said and counter_drafts(mine) is None
 
 
 def same_as_baseline(
-    arm: str, df: pd.DataFrame, cells: Sequence[Mapping[str, Any]], cmp: Comparison
+    arm: str, df: pd.DataFrame, cells: Sequence[Mapping[str, Any]], cmp: Comparison, engine: Engine
 ) -> list[Finding]:
     """SAME_AS_BASELINE (warning) for an arm configured or declared to speculate (the caller
     decides) with no draft evidence, whose decode ratio is ×1 within :data:`SAME_BAND` and, where
     a CI exists, not significantly different from ×1."""
-    if not no_draft_evidence(arm, df, cells) or not abs(cmp.ratio - 1) <= SAME_BAND:
+    if not no_draft_evidence(arm, df, cells, engine) or not abs(cmp.ratio - 1) <= SAME_BAND:
         return []
     has_ci = math.isfinite(cmp.ci_low) and math.isfinite(cmp.ci_high)
     if has_ci and not cmp.ci_low <= 1 <= cmp.ci_high:
