@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -17,6 +17,9 @@ from typer import _click as click
 from specbench.config import LOOPBACK
 from specbench.errors import ConfigError, InstallError, RunIncompleteError, SpecbenchError
 from specbench.progress import console
+
+if TYPE_CHECKING:
+    from specbench.analysis.result import Analysis
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "
@@ -234,13 +237,13 @@ def lab_check(
     print(result.line())
 
 
-def _finish_partial(out: Path, no_report: bool) -> None:
+def _finish_partial(out: Path, no_report: bool, result: Analysis) -> None:
     """What a run with a failed arm still measured is reported; a report that cannot be made
     (nothing measured) is not an error of its own: the run's problem is the one to show."""
     from specbench import api
 
     try:
-        print("\n".join(api.finish_lines(out, report=not no_report)))
+        print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except SpecbenchError as err:
         console.print(f"[yellow]no report: {err}", soft_wrap=True)
 
@@ -274,7 +277,7 @@ def run(
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import adaptive, api
-    from specbench.analysis import load_run
+    from specbench.analysis import analyse_dir
     from specbench.attach import parse_arm_args
     from specbench.errors import ConfigError
     from specbench.executors import make_executor
@@ -317,12 +320,13 @@ def run(
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar
             runner.run()
-        print_summary(load_run(out))
+        result = analyse_dir(out)  # once: the summary and the report show the same numbers
+        print_summary(result)
         problems = api.run_problems(out)
         if problems:  # after the summary: the reason is the console's last line
-            _finish_partial(out, no_report)
+            _finish_partial(out, no_report, result)
             raise RunIncompleteError("run incomplete: " + "; ".join(problems))
-        print("\n".join(api.finish_lines(out, report=not no_report)))
+        print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None
@@ -366,11 +370,11 @@ def tune(
 @app.command("summary")
 def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")]) -> None:
     """Print the per-arm summary of a run directory."""
-    from specbench.analysis import load_run
+    from specbench.analysis import analyse_dir
     from specbench.summary import print_summary
 
     try:
-        print_summary(load_run(run_dir))
+        print_summary(analyse_dir(run_dir))
     except SpecbenchError as err:
         fail(err)
 
@@ -444,7 +448,7 @@ def import_(
     ] = None,
 ) -> None:
     """Turn another harness's per-request results into a run directory; print its summary."""
-    from specbench.analysis import load_run
+    from specbench.analysis import analyse_dir
     from specbench.importer import import_file, parse_columns, parse_map
     from specbench.summary import print_summary
 
@@ -460,7 +464,7 @@ def import_(
             controls=parse_columns(control or []),
         )
         console.print(f"imported {result.records} records into {result.out}")
-        print_summary(load_run(result.out))
+        print_summary(analyse_dir(result.out))
     except SpecbenchError as err:
         fail(err)
 
@@ -488,7 +492,8 @@ def compare(
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
 ) -> None:
     """What changed between two runs of the same matrix, with significance per arm."""
-    from specbench.report import compare_runs, format_comparison
+    from specbench.analysis.compare import compare_runs
+    from specbench.report import format_comparison
 
     try:
         print(format_comparison(compare_runs(run_a, run_b)))

@@ -12,6 +12,7 @@ import pytest
 from matplotlib.lines import Line2D
 
 from specbench import analysis
+from specbench.analysis.result import analyse
 from specbench.report import fonts, html, markdown, plots
 from specbench.report.document import Table, is_number, numeric_columns
 from specbench.report.envfile import describe_workload
@@ -73,10 +74,11 @@ def test_three_points_draw_a_median_bar_not_a_bow_tie() -> None:
 
 def test_each_plot_has_one_title(three_arms: Path) -> None:
     run = analysis.load_run(three_arms)
-    fig = plots.decode_distribution(run, analysis.detail_frame(run))
+    result = analyse(run, three_arms)
+    fig = plots.decode_distribution(result)
     assert fig is not None and [ax.get_title() for ax in fig.axes] == [""]
     # facets carry only their value; the figure title is added once, by write_plots
-    facets = plots.decode_by_category(run, analysis.detail_frame(run))
+    facets = plots.decode_by_category(result)
     assert facets is not None and sorted(ax.get_title() for ax in facets.axes) == [
         "chat",
         "code",
@@ -91,7 +93,7 @@ def test_cjk_category_draws_without_missing_glyphs(demo_like: Path, tmp_path: Pa
     run = analysis.load_run(demo_like)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*missing from font.*")
-        written = plots.write_plots(run, tmp_path)
+        written = plots.write_plots(analyse(run, demo_like), tmp_path)
     assert any(p.name == "decode_by_category.png" for _, p in written)
     assert "Noto Sans CJK" in " ".join(fonts.families()) or len(fonts.families()) == 2
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from specbench.analysis import load_run
+from specbench.analysis import frames, load_run
 from specbench.errors import ConfigError, StoreError
-from specbench.report import render_report, tables
+from specbench.report import render_report
 from tests.report.synth import SCRIPT
 
 FILES = ("report.md", "report.html", "findings.json", "summary.csv", "requests.parquet", "BENCHMARK_ENV.md")
@@ -82,7 +82,7 @@ def test_env_file_names_hardware_engine_model_and_commands(three_arms: Path) -> 
 
 
 def test_acceptance_per_draft_position(three_arms: Path) -> None:
-    frame = tables.position_frame(load_run(three_arms))
+    frame = frames.position_frame(load_run(three_arms))
     assert list(frame["arm"].unique()) == ["fast"] and list(frame["position"]) == [0, 1, 2, 3]
     assert list(frame["rate"]) == pytest.approx([0.7, 0.49, 0.343, 0.2401], rel=0.01)
 
