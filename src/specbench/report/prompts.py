@@ -30,7 +30,7 @@ def prompt_blocks(prompts: pd.DataFrame) -> list[Block]:
     blocks: list[Block] = [
         Heading(TITLE),
         Para(f"One request per category as the server of arm {arm} rendered it with its chat template "
-             f"(read with {via}), special tokens included; long prompts are cut in the middle."),
+             f"(read with {via}); long prompts are cut in the middle."),
     ]  # fmt: skip
     several = prompts["workload"].nunique() > 1
     for row in prompts.to_dict("records"):
