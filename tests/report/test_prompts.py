@@ -22,7 +22,13 @@ def _with_renderings(run: Path, texts: dict[str, dict[str, str]]) -> Path:
         mine = texts.get(cell["arm"], {})
         if cell["repeat"] == 0 and mine:
             cell["rendered_prompts"] = [
-                {"workload": "natural", "category": cat, "prompt_id": f"{cat}-0", "text": text, "via": "/apply-template"}
+                {
+                    "workload": "natural",
+                    "category": cat,
+                    "prompt_id": f"{cat}-0",
+                    "text": text,
+                    "via": "/apply-template",
+                }
                 for cat, text in mine.items()
             ]
     (run / "cells.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cells))

@@ -13,6 +13,7 @@ from matplotlib.lines import Line2D
 
 from specbench import analysis
 from specbench.analysis.result import analyse
+from specbench.analysis.stats import median_ci
 from specbench.report import fonts, html, markdown, plots
 from specbench.report.document import Table, is_number, numeric_columns
 from specbench.report.envfile import describe_workload
@@ -58,7 +59,8 @@ def _boxes(ax: object) -> list[Line2D]:
 def test_box_suits_the_number_of_points(n: int, box: bool, notched: bool) -> None:
     fig = plots._figure(4, 3)
     ax = fig.add_subplot()
-    plots._box(ax, 1, np.random.default_rng(0).normal(30, 1, n))
+    d = np.random.default_rng(0).normal(30, 1, n)
+    plots._box(ax, 1, d, median_ci(d))
     lines = _boxes(ax)
     assert bool(lines) == box
     assert any(len(ln.get_xdata()) == 11 for ln in lines) == notched
@@ -67,7 +69,8 @@ def test_box_suits_the_number_of_points(n: int, box: bool, notched: bool) -> Non
 def test_three_points_draw_a_median_bar_not_a_bow_tie() -> None:
     fig = plots._figure(4, 3)
     ax = fig.add_subplot()
-    plots._box(ax, 1, np.array([29.0, 30.0, 35.0]))
+    d = np.array([29.0, 30.0, 35.0])
+    plots._box(ax, 1, d, median_ci(d))
     assert not _boxes(ax) and len(ax.collections) == 1  # the hlines at the median
     assert ax.collections[0].get_segments()[0][0][1] == 30.0
 

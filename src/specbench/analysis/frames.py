@@ -184,3 +184,22 @@ def machine_frame(df: pd.DataFrame, baseline: str, arms: list[str]) -> pd.DataFr
             rows.append({"machine": machine, "arm": arm, "n": c.n_a, "ratio": c.ratio, "ci_low": c.ci_low,
                          "ci_high": c.ci_high, "verdict": stats.verdict_text(c)})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+# -- decode rate distributions (the plots' boxes and bands) -------------------------------------
+MedianCI = tuple[float, float, float]
+FACETS = ("category", "machine")
+
+
+def decode_cis(detail: pd.DataFrame, arms: list[str]) -> dict[tuple[str, str], dict[str, MedianCI]]:
+    """(median, CI low, CI high) of decode tok/s per arm: over every request (key ``("", "")``)
+    and per value of each facet column that has two or more values (key ``(column, value)``)."""
+    groups = [("", "", detail)]
+    for column in FACETS:
+        values = sorted(str(v) for v in detail[column].dropna().unique())
+        if len(values) >= 2:
+            groups += [(column, v, detail[detail[column].astype(str) == v]) for v in values]
+    return {
+        (column, value): {arm: stats.median_ci(sub.loc[sub["arm"] == arm, "decode_tok_s"]) for arm in arms}
+        for column, value, sub in groups
+    }

@@ -51,6 +51,7 @@ class Analysis:
     divergences: pd.DataFrame
     machines: pd.DataFrame | None
     detail: pd.DataFrame
+    decode_cis: dict[tuple[str, str], dict[str, frames.MedianCI]]
     prompts: pd.DataFrame
     theory: RunTheory | str = field(default=NO_DIR)
 
@@ -85,6 +86,7 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         divergences=pd.DataFrame() if equivalence.empty else frames.divergence_examples(run),
         machines=frames.machine_frame(detail, run.baseline, run.measured_arms) if _merged(detail) else None,
         detail=detail,
+        decode_cis=frames.decode_cis(detail, run.measured_arms),
         prompts=prompts.rendered_prompts(run),
         theory=_theory(run, run_dir),
     )

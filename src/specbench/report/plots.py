@@ -20,8 +20,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from specbench.analysis.crossover import arm_medians
+from specbench.analysis.frames import MedianCI
 from specbench.analysis.result import Analysis
-from specbench.analysis.stats import median_ci
 from specbench.report import fonts
 
 DPI = 100
@@ -51,7 +51,7 @@ def _values(df: pd.DataFrame, column: str) -> np.ndarray[Any, np.dtype[np.float6
 BOX_MIN, NOTCH_MIN = 5, 10  # fewer points: no box (quartiles of 3 points mean nothing); no notch
 
 
-def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> None:
+def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]], ci: MedianCI) -> None:
     """One arm's summary: a median bar under BOX_MIN points, a box from there, and the notch
     (the bootstrap 95 % CI of the median) only from NOTCH_MIN points and only when it stays
     inside the box — a notch wider than the quartiles folds into a bow-tie that reads as data."""
@@ -59,7 +59,7 @@ def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> No
         # orange, as boxplot draws its medians
         ax.hlines(np.median(d), position - 0.25, position + 0.25, color="C1", lw=1.5, zorder=4)
         return
-    _, low, high = median_ci(d)
+    _, low, high = ci
     q1, q3 = np.percentile(d, [25, 75])
     notch = d.size >= NOTCH_MIN and q1 <= low and high <= q3
     ax.boxplot(
@@ -68,7 +68,9 @@ def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> No
     )  # fmt: skip
 
 
-def _distribution(ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, seed: int = 0) -> None:
+def _distribution(
+    ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, cis: dict[str, MedianCI], seed: int = 0
+) -> None:
     """A box per arm (see :func:`_box`), the points as a jittered strip, and the baseline's
     median CI as a band across the axis."""
     data = [_values(df[df["arm"] == a], "decode_tok_s") for a in arms]
@@ -78,13 +80,13 @@ def _distribution(ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, see
     data, names = [data[i] for i in keep], [arms[i] for i in keep]
     rng = np.random.default_rng(seed)
     for i, (name, d) in enumerate(zip(names, data, strict=True), 1):
-        _box(ax, i, d)
+        _box(ax, i, d, cis[name])
         colour = BASE_COLOUR if name == baseline else ARM_COLOUR
         ax.scatter(i + rng.uniform(-0.15, 0.15, d.size), d, s=9, alpha=0.5, color=colour, zorder=3)
     ax.set_xticks(range(1, len(names) + 1), names)
     ax.set_xlim(0.4, len(names) + 0.6)
     if baseline in names:
-        _, low, high = median_ci(data[names.index(baseline)])
+        _, low, high = cis[baseline]
         ax.axhspan(low, high, color=BASE_COLOUR, alpha=0.2, label=f"{baseline} median 95 % CI")
         ax.legend(loc="best", fontsize=8)
     ax.set_ylabel("decode tok/s")
@@ -97,7 +99,7 @@ def decode_distribution(a: Analysis) -> Figure | None:
         return None
     fig = _figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
     ax = fig.add_subplot()
-    _distribution(ax, df, run.measured_arms, run.baseline)
+    _distribution(ax, df, run.measured_arms, run.baseline, a.decode_cis[("", "")])
     return fig
 
 
@@ -119,7 +121,8 @@ def _faceted(a: Analysis, column: str) -> Figure | None:
         return None
     fig, axes = _facets(len(values))
     for ax, value in zip(axes, values, strict=True):
-        _distribution(ax, df[df[column].astype(str) == value], run.measured_arms, run.baseline)
+        cis = a.decode_cis[(column, value)]
+        _distribution(ax, df[df[column].astype(str) == value], run.measured_arms, run.baseline, cis)
         ax.set_title(value, fontsize=10)
     return fig
 
