@@ -43,6 +43,7 @@ class Analysis:
     crossovers: pd.DataFrame
     winners: pd.DataFrame
     crossover_lengths: dict[str, float | None]
+    length_model: dict[str, tuple[float, float]]
     categories: frames.Categories
     workload_categories: dict[str, frames.Categories]
     acceptance: pd.DataFrame
@@ -76,6 +77,7 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         crossovers=crossover.crossover_frame(run),
         winners=crossover.winners_frame(run),
         crossover_lengths=_lengths(run, detail),
+        length_model=_length_model(run, detail),
         categories=frames.Categories(pd.DataFrame(), pd.DataFrame(), [])
         if several
         else frames.categories(run),
@@ -116,3 +118,11 @@ def _theory(run: RunData, run_dir: Path | None) -> RunTheory | str:
         return theory_or_reason(run_dir, run)
     except Exception as err:
         return f"the theory section failed ({type(err).__name__}: {err})"
+
+
+def _length_model(run: RunData, detail: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Arm → (median prefill ms, median decode tok/s) over the whole run: the prefill + L/r curve
+    the speedup-vs-length plot draws; only with a length sweep."""
+    if detail["max_tokens"].dropna().nunique() < 2:
+        return {}
+    return {arm: crossover.arm_medians(detail, arm) for arm in run.measured_arms}

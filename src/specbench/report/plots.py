@@ -19,7 +19,6 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from specbench.analysis.crossover import arm_medians
 from specbench.analysis.frames import MedianCI
 from specbench.analysis.result import Analysis
 from specbench.report import fonts
@@ -184,15 +183,14 @@ def speedup_vs_length(a: Analysis) -> Figure | None:
     fig = _figure(7.5, 4.5)
     ax = fig.add_subplot()
     grid = np.geomspace(lengths.min(), lengths.max(), 100)
-    base_prefill, base_rate = arm_medians(df, run.baseline)
+    base_prefill, base_rate = a.length_model[run.baseline]
     for arm in (x for x in run.measured_arms if x != run.baseline and x in e2e.columns):
         line = ax.plot(e2e.index, e2e[run.baseline] / e2e[arm], "o-", label=f"{arm} measured")[0]
-        prefill, rate = arm_medians(df, arm)
+        prefill, rate = a.length_model[arm]
         model = (base_prefill / 1000 + grid / base_rate) / (prefill / 1000 + grid / rate)
         ax.plot(grid, model, ":", color=line.get_color(), label=f"{arm} prefill + L/r model")
-        cross = a.crossover_lengths.get(
-            arm
-        )  # the report table's L*: differences inside the noise band are none
+        # the report table's L*: differences inside the noise band are none
+        cross = a.crossover_lengths.get(arm)
         if cross is not None:
             ax.axvline(cross, color=line.get_color(), ls="--", lw=1, label=f"{arm} L* ≈ {cross:.0f} tokens")
     ax.axhline(1.0, color="black", lw=0.8)
