@@ -2,8 +2,8 @@
 
 :mod:`run` loads a run directory (:class:`RunData`) and computes per-arm summaries and speedups,
 :mod:`judge` gathers every finding, :mod:`decision` says what to run per workload, and
-:mod:`result` gathers all of it, with the report's tables (:mod:`frames`, :mod:`crossover`,
-:mod:`prompts`) and the theory's prediction, into one :class:`Analysis` (``analyse(run)``).
+:mod:`result` gathers all of it, with the report's tables (:mod:`frames`, :mod:`crossover`)
+and the theory's prediction, into one :class:`Analysis` (``analyse(run)``).
 :mod:`compare` compares two runs. The statistics
 (:mod:`stats`, :mod:`launches`, :mod:`stability`, :mod:`bimodality`), the per-request metrics
 (:mod:`metrics`), the checks (:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`,

@@ -12,12 +12,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench.analysis import crossover, frames, prompts, stats
+from specbench.analysis import crossover, frames, stats
 from specbench.analysis.decision import Decision, decision_table
 from specbench.analysis.finding import Finding
 from specbench.analysis.judge import findings
-from specbench.analysis.run import RunData, arm_summary, comparisons, detail_frame, load_run
-from specbench.analysis.workloads import only, workload_names
+from specbench.analysis.run import (
+    RunData,
+    arm_summary,
+    comparisons,
+    detail_frame,
+    load_run,
+    only,
+    workload_names,
+)
 from specbench.theory.runpredict import RunTheory, theory_or_reason
 
 NO_DIR = "the run was analysed without its run directory (model and device unknown)"
@@ -89,7 +96,7 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         machines=frames.machine_frame(detail, run.baseline, run.measured_arms) if _merged(detail) else None,
         detail=detail,
         decode_cis=frames.decode_cis(detail, run.measured_arms),
-        prompts=prompts.rendered_prompts(run),
+        prompts=frames.rendered_prompts(run),
         theory=_theory(run, run_dir),
     )
 
