@@ -27,13 +27,13 @@ async def render_samples(
     client: httpx.AsyncClient, base_url: str, requests: tuple[RequestSpec, ...], fitted: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Each sample's rendered prompt, with the messages the run sends (fitted ones where a target
-    length was set); an empty list when the server cannot render (nothing to show, no error)."""
+    length was set); a sample the server cannot render is left out (nothing to show, no error)."""
     out = []
     for req in samples(requests):
         messages = fitted[req.prompt_id]["messages"] if req.prompt_id in fitted else list(req.messages)
         rendered = await render_prompt(client, base_url, messages, list(req.tools) if req.tools else None)
-        if rendered is None:
-            return []
+        if rendered is None:  # e.g. tools on a llama-server without --jinja: show the others
+            continue
         out.append(
             {"workload": req.workload, "category": req.category, "prompt_id": req.prompt_id, **rendered}
         )
