@@ -15,7 +15,8 @@ SRC = Path(specbench.__file__).parent
 def test_all_is_the_documented_api_and_every_name_resolves() -> None:
     assert specbench.__all__ == [
         "SCHEMA_VERSION", "__version__", "run_matrix", "prepare_run", "plan_run", "tune", "load_run",
-        "comparisons", "findings", "decision_table", "render_report", "load_matrix", "SpecbenchError",
+        "comparisons", "findings", "decision_table", "Analysis", "analyse", "render_report", "load_matrix",
+        "SpecbenchError",
     ]  # fmt: skip
     for name in specbench.__all__:
         assert getattr(specbench, name) is not None

@@ -240,3 +240,45 @@ def test_prompts_are_built_to_the_target_length_with_the_servers_tokenizer(
         # usage counts the chat template too; the target is for the content
         assert abs(rec["usage"]["prompt_tokens"] - 300) <= 0.05 * 300, rec["usage"]
         assert rec["request"]["fitted_tokens"] == fitted[rec["prompt_id"]]["tokens"]
+
+
+def test_each_arms_first_launch_keeps_the_rendered_prompt_of_one_request_per_category(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    from specbench.report import render_report
+
+    workload = {
+        "suite": "single",
+        "max_tokens": 4,
+        "prompts": 3,
+        "input_tokens": 120,
+        "prompt_file": "prompts.jsonl",
+    }
+    matrix = write_matrix(
+        tmp_path,
+        dense_pair,
+        llama_server,
+        {"baseline": [], "ngram": ["--spec-type", "ngram-mod"]},
+        workload=workload,
+    )
+    api.prepare_run(matrix, tmp_path / "run").run()
+    store = RunStore(tmp_path / "run")
+    fitted, cells = store.fitted_prompts(), store.cells()
+    assert [("rendered_prompts" in c, c["repeat"]) for c in cells] == [
+        (True, 0),
+        (True, 0),
+        (False, 1),
+        (False, 1),
+    ]
+    for cell in cells[:2]:
+        rendered = cell["rendered_prompts"]
+        categories = {r["category"] for r in store.records() if r["arm"] == cell["arm"] and not r["warmup"]}
+        assert sorted(r["category"] for r in rendered) == sorted(categories) and len(categories) > 1
+        for r in rendered:
+            (content,) = [m["content"] for m in fitted[r["prompt_id"]]["messages"] if m["role"] == "user"]
+            # the fitted message, as sent, inside the template's own text
+            assert r["via"] == "/apply-template" and content in r["text"] and len(r["text"]) > len(content)
+    render_report(tmp_path / "run", ("md",))
+    md = (tmp_path / "run" / "report" / "report.md").read_text()
+    assert "## Rendered prompts" in md and md.count(": prompt short-") == 3
+    assert "Rendered differently" not in md  # the n-gram arm's flags leave the template alone

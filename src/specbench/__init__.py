@@ -7,6 +7,7 @@ The public API is re-exported here lazily (PEP 562), so ``import specbench`` and
     out = specbench.run_matrix("matrix.yaml", "runs/mine")
     run = specbench.load_run(out)
     specbench.comparisons(run), specbench.analysis.findings(run), specbench.decision_table(run)
+    result = specbench.analyse(run, out)  # everything the report shows, as one Analysis
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ _EXPORTS = {
     "comparisons": "specbench.analysis",
     "findings": "specbench.analysis",
     "decision_table": "specbench.analysis",
+    "Analysis": "specbench.analysis",
+    "analyse": "specbench.analysis",
     "render_report": "specbench.report",
     "load_matrix": "specbench.config",
     "SpecbenchError": "specbench.errors",

@@ -36,6 +36,7 @@ from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
 
 if TYPE_CHECKING:
+    from specbench.analysis.result import Analysis
     from specbench.tunerun import WorkloadResult
 
 
@@ -328,17 +329,18 @@ def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
     return [f"arm{'s' if len(a) > 1 else ''} {', '.join(a)}: {w}" for w, a in arms.items()]
 
 
-def finish_lines(run_dir: Path, report: bool = True) -> list[str]:
+def finish_lines(run_dir: Path, report: bool = True, analysis: Analysis | None = None) -> list[str]:
     """What ``run`` ends with: where the report is (written here unless ``report`` is False)
-    and one decision line per workload, so the user knows the answer and where the evidence is."""
-    from specbench.analysis import decision_table, load_run
+    and one decision line per workload, so the user knows the answer and where the evidence is.
+    ``analysis``: the run's, when the caller already has it (the summary printed it)."""
+    from specbench.analysis import analyse_dir
     from specbench.report import render_report
 
     if not report:
         lines = [f"report: not written (--no-report); write it with `specbench report {run_dir}`"]
-        decisions = [d.to_dict() for d in decision_table(load_run(run_dir))]
+        decisions = [d.to_dict() for d in (analysis or analyse_dir(run_dir)).decisions]
     else:
-        page = next(p for p in render_report(run_dir) if p.name == "report.html")
+        page = next(p for p in render_report(run_dir, analysis=analysis) if p.name == "report.html")
         lines = [f"report: {page}"]
         decisions = json.loads((page.parent / "findings.json").read_text())["decisions"]
     return lines + [f"decision for {d['workload']}: {d['recommendation']} ({d['reason']})" for d in decisions]

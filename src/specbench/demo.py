@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from specbench import api
-from specbench.analysis import load_run
+from specbench.analysis import analyse_dir
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.errors import InstallError
 from specbench.lab.check import lab_dir
@@ -147,8 +147,9 @@ def run_matrix(folder: Path, run_dir: Path, name: str, binary: Path) -> Path:
         llama_server=str(binary),
         progress=lambda runner: RunProgress(runner.total_todo(), name),
     )
-    print_summary(load_run(run_dir), title=f"{name}: {run_dir}")
-    report = next(p for p in render_report(run_dir) if p.name == "report.html")
+    result = analyse_dir(run_dir)  # once: the summary and the report show the same numbers
+    print_summary(result, title=f"{name}: {run_dir}")
+    report = next(p for p in render_report(run_dir, analysis=result) if p.name == "report.html")
     stdout.print(f"report: {report}")
     return run_dir
 

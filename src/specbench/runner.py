@@ -38,6 +38,7 @@ from specbench.store import RunStore, now_iso
 from specbench.theory.machine import record_machine_probe
 from specbench.workloads import arrivals
 from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
+from specbench.workloads.rendered import render_samples
 
 if TYPE_CHECKING:
     from specbench.executors import Executor
@@ -243,6 +244,10 @@ class Runner:
         ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
+            if cell.repeat == 0:  # once per arm: an arm's flags may change the chat template
+                info["rendered_prompts"] = await render_samples(
+                    client, server.base_url, cell.requests, self._fitted
+                )
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
             await self._log_window(server, cell, info, start=True)

@@ -1,4 +1,5 @@
-"""The per-arm summary printed at the end of ``specbench run`` and ``specbench demo``."""
+"""The per-arm summary printed at the end of ``specbench run`` and ``specbench demo``, from the
+same :class:`~specbench.analysis.result.Analysis` the report renders."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis import RunData, arm_summary, findings
+from specbench.analysis.result import Analysis
 
 # Wide enough for the table when piped to a file or CI log (rich assumes 80 columns there).
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
@@ -19,7 +20,10 @@ def _fmt(value: Any, spec: str) -> str:
     return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
 
 
-def summary_table(run: RunData, title: str = "") -> Table:
+def summary_table(result: Analysis, title: str = "") -> Table:
+    """The per-arm rows of ``result.summary`` (:func:`specbench.analysis.arm_summary`), the same
+    numbers findings.json holds under "summary"."""
+    run = result.run
     table = Table(title=title or None, title_justify="left")
     headers = (
         "arm",
@@ -35,7 +39,7 @@ def summary_table(run: RunData, title: str = "") -> Table:
     )
     for col in headers:
         table.add_column(col, justify="left" if col in ("arm", "status") else "right")
-    for row in arm_summary(run).to_dict("records"):
+    for row in result.summary.to_dict("records"):
         errors = f" ({row['errors']} err)" if row["errors"] else ""
         speedup = _fmt(row["speedup"], ".2f")
         table.add_row(
@@ -53,9 +57,10 @@ def summary_table(run: RunData, title: str = "") -> Table:
     return table
 
 
-def print_summary(run: RunData, title: str = "") -> None:
-    stdout.print(summary_table(run, title))
-    found = findings(run)
+def print_summary(result: Analysis, title: str = "") -> None:
+    """The per-arm table, then every finding, most serious first."""
+    stdout.print(summary_table(result, title))
+    found = result.findings
     if not found:
         stdout.print("findings: none")
     for f in found:

@@ -9,7 +9,6 @@ import pytest
 from specbench import analysis
 from specbench.analysis import KEEP_OFF, crossover
 from specbench.analysis.crossover import crossover_length, crossover_regime
-from specbench.report import sections
 from tests.report.synth import Arm, Plan, make_run, spec
 
 
@@ -95,7 +94,7 @@ def test_a_prefill_difference_within_noise_gives_no_crossover(tmp_path: Path) ->
     cmp = crossover.prefill_comparison(run, "spec")
     assert cmp is not None and cmp.verdict in ("equivalent", "undetermined")
     assert crossover.crossovers(run)["spec"] is None
-    row = sections.crossover_frame(run).iloc[0]
+    row = crossover.crossover_frame(run).iloc[0]
     assert row["prefill_tax_s"] == 0 and f"prefill {WORDS[cmp.verdict]}" in row["regime"]
     assert "every output length" in row["regime"]
 
@@ -110,7 +109,7 @@ def test_a_real_prefill_tax_keeps_its_crossover(tmp_path: Path) -> None:
 def test_a_decode_difference_within_noise_ties_instead_of_never_winning(tmp_path: Path) -> None:
     # 0.3 % slower decode and the same prefill: not "never wins on wall clock", a tie within noise
     run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), spec=spec(29.9))
-    row = sections.crossover_frame(run).iloc[0]
+    row = crossover.crossover_frame(run).iloc[0]
     x = crossover.crossover_inputs(run, "spec")
     assert {x.prefill_verdict, x.decode_verdict} <= {"equivalent", "undetermined"}
     notes = f"prefill {WORDS[x.prefill_verdict]}; decode {WORDS[x.decode_verdict]}"

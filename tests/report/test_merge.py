@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import load_run
+from specbench.analysis.compare import compare_runs
 from specbench.errors import StoreError
-from specbench.report import compare_runs, format_comparison, merge_runs
+from specbench.report import format_comparison, merge_runs
 from tests.report.conftest import two_machines
 
 

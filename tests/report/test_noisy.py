@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from specbench import analysis
-from specbench.report import compare_runs, format_comparison
+from specbench.analysis.compare import compare_runs
+from specbench.report import format_comparison
 from tests.report.synth import Arm, Plan, make_run, spec
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis import load_run
+from specbench.analysis.result import analyse_dir
 from specbench.report import render_report
 from specbench.report.document import Heading, Para, Table
 from specbench.report.predicted import TITLE, predicted_blocks
@@ -50,10 +50,10 @@ def test_a_theory_crash_becomes_the_sections_reason(tmp_path: Path, monkeypatch:
         raise RuntimeError("kaput")
 
     monkeypatch.setattr("specbench.theory.runpredict.run_theory", boom)
-    blocks = predicted_blocks(load_run(run), run)
+    blocks = predicted_blocks(analyse_dir(run).theory)
     assert blocks[0] == Heading(TITLE)
     assert isinstance(blocks[1], Para) and "RuntimeError: kaput" in blocks[1].text
-    monkeypatch.setattr("specbench.report.predicted.theory_or_reason", boom)
-    blocks = predicted_blocks(load_run(run), run)
+    monkeypatch.setattr("specbench.analysis.result.theory_or_reason", boom)
+    blocks = predicted_blocks(analyse_dir(run).theory)
     assert len(blocks) == 2 and not any(isinstance(b, Table) for b in blocks)
     assert isinstance(blocks[1], Para) and "section failed" in blocks[1].text

@@ -12,6 +12,8 @@ import pytest
 from matplotlib.lines import Line2D
 
 from specbench import analysis
+from specbench.analysis.result import analyse
+from specbench.analysis.stats import median_ci
 from specbench.report import fonts, html, markdown, plots
 from specbench.report.document import Table, is_number, numeric_columns
 from specbench.report.envfile import describe_workload
@@ -57,7 +59,8 @@ def _boxes(ax: object) -> list[Line2D]:
 def test_box_suits_the_number_of_points(n: int, box: bool, notched: bool) -> None:
     fig = plots._figure(4, 3)
     ax = fig.add_subplot()
-    plots._box(ax, 1, np.random.default_rng(0).normal(30, 1, n))
+    d = np.random.default_rng(0).normal(30, 1, n)
+    plots._box(ax, 1, d, median_ci(d))
     lines = _boxes(ax)
     assert bool(lines) == box
     assert any(len(ln.get_xdata()) == 11 for ln in lines) == notched
@@ -66,17 +69,19 @@ def test_box_suits_the_number_of_points(n: int, box: bool, notched: bool) -> Non
 def test_three_points_draw_a_median_bar_not_a_bow_tie() -> None:
     fig = plots._figure(4, 3)
     ax = fig.add_subplot()
-    plots._box(ax, 1, np.array([29.0, 30.0, 35.0]))
+    d = np.array([29.0, 30.0, 35.0])
+    plots._box(ax, 1, d, median_ci(d))
     assert not _boxes(ax) and len(ax.collections) == 1  # the hlines at the median
     assert ax.collections[0].get_segments()[0][0][1] == 30.0
 
 
 def test_each_plot_has_one_title(three_arms: Path) -> None:
     run = analysis.load_run(three_arms)
-    fig = plots.decode_distribution(run, analysis.detail_frame(run))
+    result = analyse(run, three_arms)
+    fig = plots.decode_distribution(result)
     assert fig is not None and [ax.get_title() for ax in fig.axes] == [""]
     # facets carry only their value; the figure title is added once, by write_plots
-    facets = plots.decode_by_category(run, analysis.detail_frame(run))
+    facets = plots.decode_by_category(result)
     assert facets is not None and sorted(ax.get_title() for ax in facets.axes) == [
         "chat",
         "code",
@@ -91,7 +96,7 @@ def test_cjk_category_draws_without_missing_glyphs(demo_like: Path, tmp_path: Pa
     run = analysis.load_run(demo_like)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*missing from font.*")
-        written = plots.write_plots(run, tmp_path)
+        written = plots.write_plots(analyse(run, demo_like), tmp_path)
     assert any(p.name == "decode_by_category.png" for _, p in written)
     assert "Noto Sans CJK" in " ".join(fonts.families()) or len(fonts.families()) == 2
 

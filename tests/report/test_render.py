@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from rich.console import Console
 
-from specbench.analysis import load_run
+from specbench import Analysis, analyse
+from specbench.analysis import frames, load_run
 from specbench.errors import ConfigError, StoreError
-from specbench.report import render_report, tables
+from specbench.report import render_report
+from specbench.summary import summary_table
 from tests.report.synth import SCRIPT
 
 FILES = ("report.md", "report.html", "findings.json", "summary.csv", "requests.parquet", "BENCHMARK_ENV.md")
@@ -82,7 +86,7 @@ def test_env_file_names_hardware_engine_model_and_commands(three_arms: Path) -> 
 
 
 def test_acceptance_per_draft_position(three_arms: Path) -> None:
-    frame = tables.position_frame(load_run(three_arms))
+    frame = frames.position_frame(load_run(three_arms))
     assert list(frame["arm"].unique()) == ["fast"] and list(frame["position"]) == [0, 1, 2, 3]
     assert list(frame["rate"]) == pytest.approx([0.7, 0.49, 0.343, 0.2401], rel=0.01)
 
@@ -139,3 +143,17 @@ def test_html_elements_are_balanced(three_arms: Path) -> None:
     parser = _TagBalance()
     parser.feed((three_arms / "report" / "report.html").read_text())
     assert parser.errors == [] and parser.stack == []
+
+
+def test_one_analysis_feeds_the_console_summary_and_every_file(three_arms: Path, tmp_path: Path) -> None:
+    run = shutil.copytree(three_arms, tmp_path / "run")
+    result = analyse(load_run(run), run)
+    assert isinstance(result, Analysis) and [f.code for f in result.findings]
+    console = Console(width=200, record=True, color_system=None)
+    console.print(summary_table(result))
+    text = console.export_text()
+    assert all(f"{s:.1f}" in text for s in result.summary["decode_tok_s"])
+    render_report(run, ("json",), analysis=result)
+    again = json.loads((run / "report" / "findings.json").read_text())
+    assert again == json.loads((three_arms / "report" / "findings.json").read_text())
+    assert [row["arm"] for row in again["summary"]] == list(result.summary["arm"])

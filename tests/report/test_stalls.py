@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from specbench import analysis
-from specbench.report import tables
+from specbench.analysis import frames
 from tests.report.synth import Arm, Plan, make_run, spec
 
 PAUSE_NS = 1_500_000_000
@@ -42,7 +42,7 @@ def test_stalled_requests_are_named_and_make_no_category_split(tmp_path: Path) -
     with_, without = (float(x) for x in re.findall(r"×([0-9.]+) with(?:out)?", stall.evidence))
     assert with_ < 1.2 < 1.4 < without  # the pauses hide most of the arm's ×1.5
     assert not [f for f in found if f.code == "BIMODAL" and "fast" in f.arms]
-    assert not [s for s in tables.category_splits(run) if s.startswith("fast")]
+    assert not [s for s in frames.category_splits(run) if s.startswith("fast")]
 
 
 def test_a_run_without_pauses_has_no_stall(tmp_path: Path) -> None:

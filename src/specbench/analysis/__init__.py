@@ -1,7 +1,10 @@
 """From a run directory to conclusions, apart from how they are rendered.
 
 :mod:`run` loads a run directory (:class:`RunData`) and computes per-arm summaries and speedups,
-:mod:`judge` gathers every finding, :mod:`decision` says what to run per workload. The statistics
+:mod:`judge` gathers every finding, :mod:`decision` says what to run per workload, and
+:mod:`result` gathers all of it, with the report's tables (:mod:`frames`, :mod:`crossover`)
+and the theory's prediction, into one :class:`Analysis` (``analyse(run)``).
+:mod:`compare` compares two runs. The statistics
 (:mod:`stats`, :mod:`launches`, :mod:`stability`, :mod:`bimodality`), the per-request metrics
 (:mod:`metrics`), the checks (:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`,
 :mod:`stalls`) and the length crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
@@ -13,6 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from specbench.analysis.compare import (
+        compare_runs as compare_runs,
+    )
     from specbench.analysis.decision import (
         KEEP_OFF as KEEP_OFF,
     )
@@ -33,6 +39,15 @@ if TYPE_CHECKING:
     )
     from specbench.analysis.judge import (
         spec_loss_severity as spec_loss_severity,
+    )
+    from specbench.analysis.result import (
+        Analysis as Analysis,
+    )
+    from specbench.analysis.result import (
+        analyse as analyse,
+    )
+    from specbench.analysis.result import (
+        analyse_dir as analyse_dir,
     )
     from specbench.analysis.run import (
         ByWorkload as ByWorkload,
@@ -65,6 +80,7 @@ if TYPE_CHECKING:
 # Lazy (PEP 562): a leaf such as ``analysis.findings`` (the Finding model, used by the client's
 # lag check) must be importable without loading the whole analysis, or the two import each other.
 _EXPORTS = {
+    "compare_runs": "specbench.analysis.compare",
     "KEEP_OFF": "specbench.analysis.decision",
     "Decision": "specbench.analysis.decision",
     "decision_table": "specbench.analysis.decision",
@@ -72,6 +88,9 @@ _EXPORTS = {
     "LARGE_LOSS": "specbench.analysis.judge",
     "findings": "specbench.analysis.judge",
     "spec_loss_severity": "specbench.analysis.judge",
+    "Analysis": "specbench.analysis.result",
+    "analyse": "specbench.analysis.result",
+    "analyse_dir": "specbench.analysis.result",
     "ByWorkload": "specbench.analysis.run",
     "RunData": "specbench.analysis.run",
     "arm_acceptance": "specbench.analysis.run",

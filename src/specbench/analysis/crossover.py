@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specbench.analysis import RunData, detail_frame, stats
+from specbench.analysis.run import only, workload_names
 
 
 def _crossover_terms(
@@ -163,3 +164,53 @@ def wall_clock_winners(run: RunData) -> pd.DataFrame:
     table = table[[a for a in run.measured_arms if a in table.columns]]
     table["winner"] = table.idxmin(axis=1)
     return table.reset_index().rename_axis(columns=None)
+
+
+# -- per workload: the report's crossover table and the measured winners ------------------------
+def crossover_frame(run: RunData) -> pd.DataFrame:
+    """Per workload and arm: the crossover formula's inputs, L* and the case it is in (numeric
+    columns); each workload's from its own requests only."""
+    frames = [_crossover_rows(only(run, w)).assign(workload=w) for w in workload_names(run)]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    return out[["workload", *out.columns.drop("workload")]]
+
+
+def winners_frame(run: RunData) -> pd.DataFrame:
+    """:func:`wall_clock_winners` per workload, with a workload column first."""
+    frames = [wall_clock_winners(only(run, w)).assign(workload=w) for w in workload_names(run)]
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=["workload", "max_tokens", "winner"])
+    out = pd.concat(frames, ignore_index=True)
+    return out[["workload", *out.columns.drop("workload")]]
+
+
+def _crossover_rows(run: RunData) -> pd.DataFrame:
+    if run.baseline not in run.measured_arms:
+        return pd.DataFrame()
+    rows = []
+    for arm in (a for a in run.measured_arms if a != run.baseline):
+        x = crossover_inputs(run, arm)  # once: it runs two paired comparisons
+        base_prefill, taxed, base_rate, gained = x.terms()
+        length = crossover_length(*x.terms())
+        prefill, rate = arm_medians(run.df, arm)
+        rows.append({
+            "arm": arm, "prefill_column": prefill_column(run.df),
+            "prefill_baseline_ms": base_prefill, "prefill_arm_ms": prefill,
+            "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
+            "decode_arm_tok_s": rate, "crossover_tokens": length,
+            "regime": crossover_regime(base_prefill, taxed, base_rate, gained)
+            + _noise_note(x.prefill_verdict, x.decode_verdict),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _noise_note(prefill: str, decode: str) -> str:
+    """Which differences the crossover ignored, and why: their 95 % CI sits inside the noise band
+    ("equivalent") or straddles its edge ("undetermined": more launches could still show one)."""
+    words = {"equivalent": "equal within the noise band", "undetermined": "difference undetermined"}
+    notes = [f"{name} {words[v]}" for name, v in (("prefill", prefill), ("decode", decode)) if v in words]
+    return f" ({'; '.join(notes)})" if notes else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -158,3 +158,21 @@ def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorklo
             if arm != run.baseline and sub.loc[sub["arm"] == arm, metric].notna().sum() >= 2
         }
     return out
+
+
+# -- several workloads: each is judged on its own requests only ---------------------------------
+def workload_names(run: RunData) -> list[str]:
+    """The run's workloads in the matrix's order (then any others the records name)."""
+    matrix = run.manifest.get("matrix") or {}
+    listed = [str(w.get("name") or w.get("suite")) for w in matrix.get("workloads") or []]
+    seen = [str(w) for w in run.df["workload"].unique()] if "workload" in run.df else []
+    return [w for w in listed if w in seen] + [w for w in seen if w not in listed]
+
+
+def only(run: RunData, workload: str) -> RunData:
+    """``run`` restricted to one workload's measured requests and records."""
+    return replace(
+        run,
+        df=run.df[run.df["workload"] == workload],
+        records=[r for r in run.records if str(r.get("workload")) == workload],
+    )

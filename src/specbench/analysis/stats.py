@@ -223,6 +223,22 @@ def _two_sample_ci(
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def median_ci(
+    values: npt.ArrayLike, seed: int = 0, confidence: float = 0.95, n_resamples: int = 2000
+) -> tuple[float, float, float]:
+    """(median, CI low, CI high) of the finite values: percentile bootstrap of the median, the
+    CI collapsing to the median for n < 2 or constant data (a median without its spread is the
+    single-number reporting docs/mistakes.md, mistake 4 warns about)."""
+    x = _finite(values)
+    if x.size == 0:
+        return math.nan, math.nan, math.nan
+    med = float(np.median(x))
+    if x.size < 2:
+        return med, med, med
+    low, high = _two_sample_ci((x,), np.median, confidence, n_resamples, seed)
+    return med, low, high
+
+
 def _log_median_ratio(a: FloatArray, b: FloatArray, axis: int = -1) -> Any:
     """log(median(a) / median(b))."""
     return np.log(np.median(a, axis=axis)) - np.log(np.median(b, axis=axis))

@@ -55,7 +55,7 @@ def import_(
     ] = None,
 ) -> None:
     """Turn another harness's per-request results into a run directory; print its summary."""
-    from specbench.analysis import load_run
+    from specbench.analysis import analyse_dir
     from specbench.importer import import_file, parse_columns, parse_map
     from specbench.summary import print_summary
 
@@ -70,7 +70,7 @@ def import_(
         controls=parse_columns(control or []),
     )
     console.print(f"imported {result.records} records into {result.out}")
-    print_summary(load_run(result.out))
+    print_summary(analyse_dir(result.out))
 
 
 @app.command("merge")
@@ -93,6 +93,7 @@ def compare(
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
 ) -> None:
     """What changed between two runs of the same matrix, with significance per arm."""
-    from specbench.report import compare_runs, format_comparison
+    from specbench.analysis.compare import compare_runs
+    from specbench.report import format_comparison
 
     print(format_comparison(compare_runs(run_a, run_b)))

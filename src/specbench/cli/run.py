@@ -14,16 +14,17 @@ from specbench.errors import ConfigError, RunIncompleteError, SpecbenchError
 from specbench.progress import console
 
 if TYPE_CHECKING:
+    from specbench.analysis.result import Analysis
     from specbench.runner import Runner
 
 
-def _finish_partial(out: Path, no_report: bool) -> None:
+def _finish_partial(out: Path, no_report: bool, result: Analysis) -> None:
     """What a run with a failed arm still measured is reported; a report that cannot be made
     (nothing measured) is not an error of its own: the run's problem is the one to show."""
     from specbench import api
 
     try:
-        print("\n".join(api.finish_lines(out, report=not no_report)))
+        print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except SpecbenchError as err:
         console.print(f"[yellow]no report: {err}", soft_wrap=True)
 
@@ -73,7 +74,7 @@ def run(
 ) -> None:
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import api
-    from specbench.analysis import load_run
+    from specbench.analysis import analyse_dir
     from specbench.attach import parse_arm_args
     from specbench.progress import RunProgress
     from specbench.summary import print_summary
@@ -105,12 +106,13 @@ def run(
             on_ready=_announce,
             progress=lambda runner: RunProgress(runner.total_todo(), matrix.stem),
         )
-        print_summary(load_run(out))
+        result = analyse_dir(out)  # once: the summary and the report show the same numbers
+        print_summary(result)
         problems = api.run_problems(out)
         if problems:  # after the summary: the reason is the console's last line
-            _finish_partial(out, no_report)
+            _finish_partial(out, no_report, result)
             raise RunIncompleteError("run incomplete: " + "; ".join(problems))
-        print("\n".join(api.finish_lines(out, report=not no_report)))
+        print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None
@@ -150,10 +152,10 @@ def tune(
 @app.command("summary")
 def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")]) -> None:
     """Print the per-arm summary of a run directory."""
-    from specbench.analysis import load_run
+    from specbench.analysis import analyse_dir
     from specbench.summary import print_summary
 
-    print_summary(load_run(run_dir))
+    print_summary(analyse_dir(run_dir))
 
 
 @app.command("demo")

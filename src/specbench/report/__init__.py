@@ -1,20 +1,20 @@
 """Reports from a run directory: Markdown, self-contained HTML, JSON, CSV/Parquet, plots and
-BENCHMARK_ENV.md; merging runs from several machines; comparing two runs.
+BENCHMARK_ENV.md, each rendered from one :class:`specbench.analysis.result.Analysis`; merging runs
+from several machines; the text form of a run-vs-run comparison.
 
 Public API::
 
-    render_report(run_dir, formats=("md", "html", "json", "csv")) -> list[Path]
+    render_report(run_dir, formats=("md", "html", "json", "csv"), analysis=None) -> list[Path]
     merge_runs(runs, out, force=False) -> Path
-    compare_runs(a, b, metric="decode_tok_s") -> pandas.DataFrame
-    format_comparison(df) -> str
+    format_comparison(specbench.analysis.compare.compare_runs(a, b)) -> str
 
 See docs/report.md for what each file holds and the decision rule.
 """
 
 from __future__ import annotations
 
-from specbench.report.compare import compare_runs, format_comparison
+from specbench.report.compare import format_comparison
 from specbench.report.merge import merge_runs
 from specbench.report.render import FORMATS, render_report
 
-__all__ = ["FORMATS", "compare_runs", "format_comparison", "merge_runs", "render_report"]
+__all__ = ["FORMATS", "format_comparison", "merge_runs", "render_report"]

@@ -40,6 +40,7 @@ class Table:
 @dataclass(frozen=True)
 class Code:
     text: str
+    lang: str = "console"  # the Markdown fence's info string
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ def table(block: Table) -> str:
     return "\n".join([*caption, head, rule, *rows])
 
 
-def code(text: str) -> str:
+def code(text: str, lang: str = "console") -> str:
     """A fence longer than any backtick run inside, so the text cannot close it."""
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
-    return f"{fence}console\n{text}\n{fence}"
+    return f"{fence}{lang}\n{text}\n{fence}"
 
 
 def block(b: Block, base: Path) -> str:
@@ -46,7 +46,7 @@ def block(b: Block, base: Path) -> str:
     if isinstance(b, Table):
         return table(b)
     if isinstance(b, Code):
-        return code(b.text)
+        return code(b.text, b.lang)
     rel = b.path.relative_to(base) if b.path.is_relative_to(base) else b.path
     return f"![{escape(b.title)}]({rel.as_posix()})\n\n*{escape(b.caption)}*"
 

@@ -1,6 +1,7 @@
 """The report's plots: matplotlib figures on the Agg canvas (no pyplot state, no display), saved as PNG.
 
-Each plot function returns None when its data are absent (no categories, no length or
+Each plot draws from an :class:`~specbench.analysis.result.Analysis` (its request frame ``detail``
+and its tables) and returns None when its data are absent (no categories, no length or
 concurrency sweep, a single machine): the report skips it instead of drawing an empty axis.
 """
 
@@ -18,10 +19,9 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from specbench import analysis
-from specbench.analysis import RunData, checks, crossover
+from specbench.analysis.frames import MedianCI
+from specbench.analysis.result import Analysis
 from specbench.report import fonts
-from specbench.report.tables import median_ci, position_frame
 
 DPI = 100
 BASE_COLOUR, ARM_COLOUR = "#888888", "#1f77b4"
@@ -32,7 +32,7 @@ class Plot:
     name: str
     title: str
     caption: str
-    draw: Callable[[RunData, pd.DataFrame], Figure | None]
+    draw: Callable[[Analysis], Figure | None]
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -50,7 +50,7 @@ def _values(df: pd.DataFrame, column: str) -> np.ndarray[Any, np.dtype[np.float6
 BOX_MIN, NOTCH_MIN = 5, 10  # fewer points: no box (quartiles of 3 points mean nothing); no notch
 
 
-def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> None:
+def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]], ci: MedianCI) -> None:
     """One arm's summary: a median bar under BOX_MIN points, a box from there, and the notch
     (the bootstrap 95 % CI of the median) only from NOTCH_MIN points and only when it stays
     inside the box — a notch wider than the quartiles folds into a bow-tie that reads as data."""
@@ -58,7 +58,7 @@ def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> No
         # orange, as boxplot draws its medians
         ax.hlines(np.median(d), position - 0.25, position + 0.25, color="C1", lw=1.5, zorder=4)
         return
-    _, low, high = median_ci(d)
+    _, low, high = ci
     q1, q3 = np.percentile(d, [25, 75])
     notch = d.size >= NOTCH_MIN and q1 <= low and high <= q3
     ax.boxplot(
@@ -67,7 +67,9 @@ def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]]) -> No
     )  # fmt: skip
 
 
-def _distribution(ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, seed: int = 0) -> None:
+def _distribution(
+    ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, cis: dict[str, MedianCI], seed: int = 0
+) -> None:
     """A box per arm (see :func:`_box`), the points as a jittered strip, and the baseline's
     median CI as a band across the axis."""
     data = [_values(df[df["arm"] == a], "decode_tok_s") for a in arms]
@@ -77,25 +79,26 @@ def _distribution(ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, see
     data, names = [data[i] for i in keep], [arms[i] for i in keep]
     rng = np.random.default_rng(seed)
     for i, (name, d) in enumerate(zip(names, data, strict=True), 1):
-        _box(ax, i, d)
+        _box(ax, i, d, cis[name])
         colour = BASE_COLOUR if name == baseline else ARM_COLOUR
         ax.scatter(i + rng.uniform(-0.15, 0.15, d.size), d, s=9, alpha=0.5, color=colour, zorder=3)
     ax.set_xticks(range(1, len(names) + 1), names)
     ax.set_xlim(0.4, len(names) + 0.6)
     if baseline in names:
-        _, low, high = median_ci(data[names.index(baseline)])
+        _, low, high = cis[baseline]
         ax.axhspan(low, high, color=BASE_COLOUR, alpha=0.2, label=f"{baseline} median 95 % CI")
         ax.legend(loc="best", fontsize=8)
     ax.set_ylabel("decode tok/s")
     ax.tick_params(axis="x", labelrotation=20)
 
 
-def decode_distribution(run: RunData, df: pd.DataFrame) -> Figure | None:
+def decode_distribution(a: Analysis) -> Figure | None:
+    run, df = a.run, a.detail
     if not df["decode_tok_s"].notna().any():
         return None
     fig = _figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
     ax = fig.add_subplot()
-    _distribution(ax, df, run.measured_arms, run.baseline)
+    _distribution(ax, df, run.measured_arms, run.baseline, a.decode_cis[("", "")])
     return fig
 
 
@@ -109,33 +112,33 @@ def _facets(count: int, height: float = 3.2) -> tuple[Figure, list[Any]]:
     return fig, list(axes[:count])
 
 
-def _faceted(run: RunData, df: pd.DataFrame, column: str) -> Figure | None:
+def _faceted(a: Analysis, column: str) -> Figure | None:
     """One decode-rate panel per value of ``column``; None unless there are at least two."""
+    run, df = a.run, a.detail
     values = sorted(str(v) for v in df[column].dropna().unique())
     if len(values) < 2:
         return None
     fig, axes = _facets(len(values))
     for ax, value in zip(axes, values, strict=True):
-        _distribution(ax, df[df[column].astype(str) == value], run.measured_arms, run.baseline)
+        cis = a.decode_cis[(column, value)]
+        _distribution(ax, df[df[column].astype(str) == value], run.measured_arms, run.baseline, cis)
         ax.set_title(value, fontsize=10)
     return fig
 
 
-def decode_by_category(run: RunData, df: pd.DataFrame) -> Figure | None:
-    return _faceted(run, df, "category")
+def decode_by_category(a: Analysis) -> Figure | None:
+    return _faceted(a, "category")
 
 
-def by_machine(run: RunData, df: pd.DataFrame) -> Figure | None:
-    return _faceted(run, df, "machine")
+def by_machine(a: Analysis) -> Figure | None:
+    return _faceted(a, "machine")
 
 
-def acceptance(run: RunData, df: pd.DataFrame) -> Figure | None:
+def acceptance(a: Analysis) -> Figure | None:
     """Accepted / drafted per speculating arm, one bar per source (timings, /metrics, log)."""
-    rates = {
-        arm: {k: v["rate"] for k, v in checks.acceptance_sources(arm, df, run.cells, run.engine).items()}
-        for arm in run.measured_arms
-        if run.speculates(arm)
-    }
+    rates: dict[str, dict[str, float]] = {arm: {} for arm in a.run.measured_arms if a.run.speculates(arm)}
+    for row in a.acceptance.to_dict("records"):
+        rates[str(row["arm"])][str(row["source"])] = row["rate"]
     sources = sorted({s for r in rates.values() for s in r})
     if not sources:
         return None
@@ -153,9 +156,9 @@ def acceptance(run: RunData, df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def acceptance_by_position(run: RunData, df: pd.DataFrame) -> Figure | None:
+def acceptance_by_position(a: Analysis) -> Figure | None:
     """Accepted / drafts at each draft position (position 0 first): where the drafter loses track."""
-    frame = position_frame(run)
+    frame = a.positions
     if frame.empty:
         return None
     fig = _figure(7.0, 4.0)
@@ -170,8 +173,9 @@ def acceptance_by_position(run: RunData, df: pd.DataFrame) -> Figure | None:
     return fig
 
 
-def speedup_vs_length(run: RunData, df: pd.DataFrame) -> Figure | None:
+def speedup_vs_length(a: Analysis) -> Figure | None:
     """Measured wall-clock speedup per requested length, the prefill + L/r model, and L*."""
+    run, df = a.run, a.detail
     lengths = np.sort(df["max_tokens"].dropna().unique())
     if lengths.size < 2 or run.baseline not in run.measured_arms:
         return None
@@ -179,14 +183,14 @@ def speedup_vs_length(run: RunData, df: pd.DataFrame) -> Figure | None:
     fig = _figure(7.5, 4.5)
     ax = fig.add_subplot()
     grid = np.geomspace(lengths.min(), lengths.max(), 100)
-    base_prefill, base_rate = crossover.arm_medians(df, run.baseline)
-    crossovers = crossover.crossovers(run)
-    for arm in (a for a in run.measured_arms if a != run.baseline and a in e2e.columns):
+    base_prefill, base_rate = a.length_model[run.baseline]
+    for arm in (x for x in run.measured_arms if x != run.baseline and x in e2e.columns):
         line = ax.plot(e2e.index, e2e[run.baseline] / e2e[arm], "o-", label=f"{arm} measured")[0]
-        prefill, rate = crossover.arm_medians(df, arm)
+        prefill, rate = a.length_model[arm]
         model = (base_prefill / 1000 + grid / base_rate) / (prefill / 1000 + grid / rate)
         ax.plot(grid, model, ":", color=line.get_color(), label=f"{arm} prefill + L/r model")
-        cross = crossovers.get(arm)  # the report table's L*: differences inside the noise band are none
+        # the report table's L*: differences inside the noise band are none
+        cross = a.crossover_lengths.get(arm)
         if cross is not None:
             ax.axvline(cross, color=line.get_color(), ls="--", lw=1, label=f"{arm} L* ≈ {cross:.0f} tokens")
     ax.axhline(1.0, color="black", lw=0.8)
@@ -204,14 +208,15 @@ def _log_ticks(ax: Any, values: Any) -> None:
     ax.minorticks_off()
 
 
-def latency_vs_concurrency(run: RunData, df: pd.DataFrame) -> Figure | None:
+def latency_vs_concurrency(a: Analysis) -> Figure | None:
+    run, df = a.run, a.detail
     if df["concurrency"].nunique() < 2:
         return None
     fig = _figure(11.0, 4.2)
     axes = fig.subplots(1, 2)
     for ax, metric in zip(axes, ("ttft_ms", "e2e_ms"), strict=True):
         med = df.pivot_table(index="concurrency", columns="arm", values=metric, aggfunc="median")
-        for arm in (a for a in run.measured_arms if a in med.columns):
+        for arm in (x for x in run.measured_arms if x in med.columns):
             ax.plot(med.index, med[arm], "o-", label=arm)
         _log_ticks(ax, med.index.to_numpy())
         ax.set_xlabel("requests in flight")
@@ -238,16 +243,15 @@ PLOTS = (
 )  # fmt: skip
 
 
-def write_plots(run: RunData, folder: Path) -> list[tuple[Plot, Path]]:
+def write_plots(a: Analysis, folder: Path) -> list[tuple[Plot, Path]]:
     """Every plot whose data exist, saved as ``folder/<name>.png``; stale PNGs are removed."""
     folder.mkdir(parents=True, exist_ok=True)
-    df = analysis.detail_frame(run)
     out = []
     with matplotlib.rc_context({"font.family": fonts.families()}):  # CJK labels draw as glyphs
         for plot in PLOTS:
             path = folder / f"{plot.name}.png"
             path.unlink(missing_ok=True)
-            fig = plot.draw(run, df)
+            fig = plot.draw(a)
             if fig is not None:
                 fig.suptitle(plot.title)  # the one title: panels carry only their facet's name
                 fig.savefig(path, format="png")

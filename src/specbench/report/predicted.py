@@ -2,19 +2,16 @@
 
 The theory fits η_bw so its baseline equals the measured baseline, then predicts each speculative
 arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.theory.runpredict`).
-``error = measured / predicted − 1``. When no prediction is possible the section is one line
-saying why; it never stops the report.
+``error = measured / predicted − 1``. The theory is computed by :func:`specbench.analysis.result.analyse`;
+when no prediction is possible the section is one line saying why; it never stops the report.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
-from specbench.analysis import RunData
 from specbench.report.document import Block, Bullets, Heading, Para, Table
-from specbench.theory.runpredict import RunTheory, theory_or_reason
+from specbench.theory.runpredict import RunTheory
 from specbench.theory.runtext import prediction_rows, skipped_lines
 
 TITLE = "Predicted vs measured"
@@ -42,9 +39,9 @@ def theory_section(theory: RunTheory | str) -> list[Block]:
     return blocks
 
 
-def predicted_blocks(run: RunData, run_dir: Path) -> list[Block]:
-    """The section for ``run_dir``; any failure becomes the section's one-line reason."""
+def predicted_blocks(theory: RunTheory | str) -> list[Block]:
+    """The section for an analysis' theory; a formatting failure becomes the section's one-line reason."""
     try:
-        return theory_section(theory_or_reason(run_dir, run))
+        return theory_section(theory)
     except Exception as err:  # formatting must not take the report down either
         return theory_section(f"the theory section failed ({type(err).__name__}: {err})")

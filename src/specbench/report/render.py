@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from specbench import analysis
 from specbench.analysis import load_run
+from specbench.analysis.result import Analysis, analyse
 from specbench.errors import ConfigError
 from specbench.report import html, markdown
 from specbench.report.envfile import env_blocks
 from specbench.report.plots import write_plots
-from specbench.report.sections import Computed, compute, report_blocks
+from specbench.report.sections import report_blocks
 
 FORMATS = ("md", "html", "json", "csv")
 
@@ -39,14 +39,14 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def findings_json(c: Computed) -> dict[str, Any]:
+def findings_json(c: Analysis) -> dict[str, Any]:
     """findings.json: findings, per-arm summary, comparisons, and what the report derived."""
     out: dict[str, Any] = jsonable(
         {
-            "findings": [f.to_dict() for f in c.found],
-            "summary": analysis.arm_summary(c.run).to_dict("records"),
-            "comparisons": {arm: asdict(cmp) for arm, cmp in analysis.comparisons(c.run).items()},
-            "by_workload": c.summary.to_dict("records"),
+            "findings": [f.to_dict() for f in c.findings],
+            "summary": c.summary.to_dict("records"),
+            "comparisons": {arm: asdict(cmp) for arm, cmp in c.comparisons.items()},
+            "by_workload": c.by_workload.to_dict("records"),
             "decisions": [d.to_dict() for d in c.decisions],
             "crossovers": c.crossovers.to_dict("records"),
             "wall_clock_winners": c.winners.to_dict("records"),
@@ -55,10 +55,10 @@ def findings_json(c: Computed) -> dict[str, Any]:
     return out
 
 
-def _write_csv(c: Computed, out: Path) -> list[Path]:
+def _write_csv(c: Analysis, out: Path) -> list[Path]:
     summary, requests = out / "summary.csv", out / "requests.parquet"
-    c.summary.to_csv(summary, index=False)
-    frame = analysis.detail_frame(c.run)
+    c.by_workload.to_csv(summary, index=False)
+    frame = c.detail.copy()
     frame["machine"] = frame["machine"].astype("string")
     frame.to_parquet(requests, index=False)
     return [summary, requests]
@@ -75,10 +75,10 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _documents(c: Computed, run_dir: Path, formats: Sequence[str]) -> list[Path]:
+def _documents(c: Analysis, run_dir: Path, formats: Sequence[str]) -> list[Path]:
     """report.md / report.html / findings.json, with the plots the first two show."""
     out = run_dir / "report"
-    plots = write_plots(c.run, out / "plots") if {"md", "html"} & set(formats) else []
+    plots = write_plots(c, out / "plots") if {"md", "html"} & set(formats) else []
     blocks = report_blocks(c, run_dir, plots)
     title = f"specbench report: {run_dir.name}"
     written = [path for _, path in plots]
@@ -93,16 +93,19 @@ def _documents(c: Computed, run_dir: Path, formats: Sequence[str]) -> list[Path]
     return written
 
 
-def render_report(run_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+def render_report(
+    run_dir: Path, formats: Sequence[str] = FORMATS, analysis: Analysis | None = None
+) -> list[Path]:
     """Write ``run_dir/report/``: report.md, report.html, findings.json, summary.csv +
     requests.parquet (per ``formats``), plots/*.png for md/html, and BENCHMARK_ENV.md always.
+    ``analysis``: the run's already computed :class:`Analysis` (``analyse`` runs otherwise).
     Returns the paths written. Raises StoreError if ``run_dir`` is not a run directory and
     ConfigError for an unknown format."""
     _check_formats(formats)
-    run = load_run(run_dir)
+    run = load_run(run_dir) if analysis is None else analysis.run
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     written = [_write(out / "BENCHMARK_ENV.md", markdown.render(env_blocks(run_dir, run.manifest), out))]
-    c = compute(run)
+    c = analysis if analysis is not None else analyse(run, run_dir)
     written += _documents(c, run_dir, formats)
     return written + (_write_csv(c, out) if "csv" in formats else [])

@@ -4,110 +4,36 @@ trusting any number — then the decision, then the numbers that support it, the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from specbench import analysis
-from specbench.analysis import Decision, RunData, crossover
-from specbench.analysis.checks import Finding
+from specbench.analysis import RunData
+from specbench.analysis.frames import Categories
+from specbench.analysis.result import Analysis
 from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
+from specbench.report.prompts import prompt_blocks
 from specbench.report.tune import tune_blocks
 
 
-@dataclass(frozen=True)
-class Computed:
-    """Everything derived from the run once, shared by every output format."""
-
-    run: RunData
-    found: list[Finding]
-    decisions: list[Decision]
-    summary: pd.DataFrame
-    crossovers: pd.DataFrame
-    winners: pd.DataFrame
-
-
-def crossover_frame(run: RunData) -> pd.DataFrame:
-    """Per workload and arm: the crossover formula's inputs, L* and the case it is in (numeric
-    columns); each workload's from its own requests only."""
-    frames = [
-        _crossover_rows(by_workload.only(run, w)).assign(workload=w) for w in by_workload.workload_names(run)
-    ]
-    frames = [f for f in frames if not f.empty]
-    if not frames:
-        return pd.DataFrame()
-    out = pd.concat(frames, ignore_index=True)
-    return out[["workload", *out.columns.drop("workload")]]
-
-
-def _winners(run: RunData) -> pd.DataFrame:
-    """:func:`crossover.wall_clock_winners` per workload, with a workload column first."""
-    frames = [
-        crossover.wall_clock_winners(by_workload.only(run, w)).assign(workload=w)
-        for w in by_workload.workload_names(run)
-    ]
-    frames = [f for f in frames if not f.empty]
-    if not frames:
-        return pd.DataFrame(columns=["workload", "max_tokens", "winner"])
-    out = pd.concat(frames, ignore_index=True)
-    return out[["workload", *out.columns.drop("workload")]]
-
-
-def _crossover_rows(run: RunData) -> pd.DataFrame:
-    if run.baseline not in run.measured_arms:
-        return pd.DataFrame()
-    rows = []
-    for arm in (a for a in run.measured_arms if a != run.baseline):
-        x = crossover.crossover_inputs(run, arm)  # once: it runs two paired comparisons
-        base_prefill, taxed, base_rate, gained = x.terms()
-        length = crossover.crossover_length(*x.terms())
-        prefill, rate = crossover.arm_medians(run.df, arm)
-        rows.append({
-            "arm": arm, "prefill_column": crossover.prefill_column(run.df),
-            "prefill_baseline_ms": base_prefill, "prefill_arm_ms": prefill,
-            "prefill_tax_s": (taxed - base_prefill) / 1000, "decode_baseline_tok_s": base_rate,
-            "decode_arm_tok_s": rate, "crossover_tokens": length,
-            "regime": crossover.crossover_regime(base_prefill, taxed, base_rate, gained)
-            + _noise_note(x.prefill_verdict, x.decode_verdict),
-        })  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def _noise_note(prefill: str, decode: str) -> str:
-    """Which differences the crossover ignored, and why: their 95 % CI sits inside the noise band
-    ("equivalent") or straddles its edge ("undetermined": more launches could still show one)."""
-    words = {"equivalent": "equal within the noise band", "undetermined": "difference undetermined"}
-    notes = [f"{name} {words[v]}" for name, v in (("prefill", prefill), ("decode", decode)) if v in words]
-    return f" ({'; '.join(notes)})" if notes else ""
-
-
-def compute(run: RunData) -> Computed:
-    found = analysis.findings(run)
-    return Computed(
-        run=run,
-        found=found,
-        decisions=analysis.decision_table(run, found=found),
-        summary=tables.summary_frame(run),
-        crossovers=crossover_frame(run),
-        winners=_winners(run),
-    )
-
-
-def _findings(c: Computed) -> list[Block]:
-    if not c.found:
+def _findings(c: Analysis) -> list[Block]:
+    if not c.findings:
         return [Heading("Findings"), Para("No check flagged this run.")]
-    severities = [f.severity for f in c.found]
+    severities = [f.severity for f in c.findings]
     counts = [(sev, severities.count(sev)) for sev in ("error", "warning", "info") if sev in severities]
     line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts)
-    return [Heading("Findings"), Para(f"{line}; most serious first."), Table(tables.findings_table(c.found))]
+    return [
+        Heading("Findings"),
+        Para(f"{line}; most serious first."),
+        Table(tables.findings_table(c.findings)),
+    ]
 
 
-def _decision(c: Computed) -> list[Block]:
+def _decision(c: Analysis) -> list[Block]:
     rule = (
         "Rule: recommend the arm with the largest decode speedup whose 95 % CI lies above 1.01 "
         f"(verdict faster) vs {c.run.baseline}, whose wall clock is not significantly slower, and "
@@ -140,7 +66,7 @@ def _workloads_in_words(matrix: dict[str, object]) -> str:
     return f"Workloads ({len(named)}): " + "; ".join(f"{name} ({text})" for name, text in named)
 
 
-def _crossover(c: Computed, workload: str | None = None, level: int = 2) -> list[Block]:
+def _crossover(c: Analysis, workload: str | None = None, level: int = 2) -> list[Block]:
     """The crossover section of one workload (``None``: the run's only one)."""
     crossovers, winners = c.crossovers, c.winners
     if workload is not None and not crossovers.empty:
@@ -177,10 +103,10 @@ def _crossover(c: Computed, workload: str | None = None, level: int = 2) -> list
     return blocks
 
 
-def _by_workload(c: Computed, workloads: list[str]) -> list[Block]:
+def _by_workload(c: Analysis, workloads: list[str]) -> list[Block]:
     """Several workloads: the workload-by-arm table, then one section per workload with its
     decision, per-arm table, crossover and categories, each from that workload's requests only."""
-    table = by_workload.speedup_table(c.summary, workloads, c.run.arms, c.run.baseline)
+    table = by_workload.speedup_table(c.by_workload, workloads, c.run.arms, c.run.baseline)
     blocks: list[Block] = [
         Heading("Workloads by arm"),
         Table(table, f"decode speedup vs {c.run.baseline} (95 % CI) and verdict, per workload"),
@@ -192,42 +118,40 @@ def _by_workload(c: Computed, workloads: list[str]) -> list[Block]:
         if workload in decided:
             d = decided[workload]
             blocks.append(Para(f"Decision: {d.recommendation} — {d.reason}."))
-        blocks.append(Table(tables.arm_table(c.summary, workload), "medians with 95 % bootstrap CIs"))
+        blocks.append(Table(tables.arm_table(c.by_workload, workload), "medians with 95 % bootstrap CIs"))
         blocks += _crossover(c, workload, 3)
-        blocks += _categories(by_workload.only(c.run, workload), 3)
+        blocks += _categories(c.workload_categories[workload], 3)
     return blocks
 
 
-def _per_arm(c: Computed) -> list[Block]:
+def _per_arm(c: Analysis) -> list[Block]:
     blocks: list[Block] = [Heading("Per arm"), Para("Medians with 95 % bootstrap CIs in parentheses.")]
-    for workload in c.summary["workload"].unique() if not c.summary.empty else ():
-        blocks.append(Table(tables.arm_table(c.summary, str(workload)), f"workload {workload}"))
+    for workload in c.by_workload["workload"].unique() if not c.by_workload.empty else ():
+        blocks.append(Table(tables.arm_table(c.by_workload, str(workload)), f"workload {workload}"))
     return blocks
 
 
-def _machines(run: RunData) -> list[Block]:
-    df = analysis.detail_frame(run)
-    if df["machine"].nunique() < 2:
+def _machines(c: Analysis) -> list[Block]:
+    if c.machines is None:
         return []
-    table = tables.machine_table(df, run.baseline, run.measured_arms)
+    table = tables.machine_table(c.machines)
     caption = "decode speedup vs the baseline measured on the same machine"
     return [Heading("Per machine"), Table(table, caption)]
 
 
-def _categories(run: RunData, level: int = 2) -> list[Block]:
-    table = tables.category_table(run)
+def _categories(cats: Categories, level: int = 2) -> list[Block]:
+    table = tables.category_table(cats)
     if table.empty:
         return []
     blocks: list[Block] = [
         Heading("Per prompt category", level),
         Table(table, "median decode tok/s; × = vs baseline"),
     ]
-    splits = tables.category_splits(run)
-    return [*blocks, Bullets(tuple(splits))] if splits else blocks
+    return [*blocks, Bullets(tuple(cats.splits))] if cats.splits else blocks
 
 
-def _acceptance(run: RunData) -> list[Block]:
-    frame = tables.acceptance_frame(run)
+def _acceptance(c: Analysis) -> list[Block]:
+    frame = c.acceptance
     if frame.empty:
         return []
     note = (
@@ -238,25 +162,22 @@ def _acceptance(run: RunData) -> list[Block]:
         Heading("Acceptance by source"),
         Para(note),
         Table(tables.acceptance_table(frame)),
-        *_positions(run),
+        *_positions(c.positions),
     ]
 
 
-def _positions(run: RunData) -> list[Block]:
-    positions = tables.position_frame(run)
+def _positions(positions: pd.DataFrame) -> list[Block]:
     if positions.empty:
         return []
-    shown = positions.pivot_table(index="position", columns="arm", values="rate").map(tables.fmt_rate)
-    shown.index = shown.index + 1
-    return [Table(shown.reset_index().rename_axis(columns=None), "accepted / drafts per draft position")]
+    return [Table(tables.position_table(positions), "accepted / drafts per draft position")]
 
 
-def _equivalence(run: RunData) -> list[Block]:
-    table = tables.equivalence_table(run)
+def _equivalence(c: Analysis) -> list[Block]:
+    table = tables.equivalence_table(c.equivalence)
     if table.empty:
         return []
-    blocks: list[Block] = [Heading(f"Output equivalence vs {run.baseline}"), Table(table)]
-    examples = tables.divergence_examples(run)
+    blocks: list[Block] = [Heading(f"Output equivalence vs {c.run.baseline}"), Table(table)]
+    examples = c.divergences
     if not examples.empty:
         blocks.append(Table(examples, "first differing outputs, cut around the first difference"))
     return blocks
@@ -282,25 +203,25 @@ def _font_note(run: RunData) -> list[Block]:
     ]
 
 
-def _measured(c: Computed) -> list[Block]:
-    workloads = by_workload.workload_names(c.run)
-    if len(workloads) > 1:
-        return _by_workload(c, workloads)
+def _measured(c: Analysis) -> list[Block]:
+    if len(c.workloads) > 1:
+        return _by_workload(c, c.workloads)
     return [*_crossover(c), *_per_arm(c)]
 
 
-def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) -> list[Block]:
+def report_blocks(c: Analysis, run_dir: Path, plots: list[tuple[Plot, Path]]) -> list[Block]:
     return [
         Heading(f"specbench report: {run_dir.name}", 1),
         *_findings(c),
         *_decision(c),
         *tune_blocks(run_dir),
-        *predicted_blocks(c.run, run_dir),
+        *predicted_blocks(c.theory),
         *_context(c.run, run_dir),
         *_measured(c),
-        *_machines(c.run),
-        *(_categories(c.run) if len(by_workload.workload_names(c.run)) < 2 else []),
-        *_acceptance(c.run),
-        *_equivalence(c.run),
+        *_machines(c),
+        *(_categories(c.categories) if len(c.workloads) < 2 else []),
+        *_acceptance(c),
+        *_equivalence(c),
+        *prompt_blocks(c.prompts),
         *_plots(c.run, plots),
     ]

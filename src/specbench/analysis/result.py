@@ -1,0 +1,135 @@
+"""``analyse``: everything a report shows, computed once from a loaded run.
+
+:class:`Analysis` is what every output renders — the console summary, report.md, report.html,
+findings.json, summary.csv and the plots — so each format shows the same numbers and none of
+them computes a statistic or a check of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from specbench.analysis import crossover, frames, stats
+from specbench.analysis.decision import Decision, decision_table
+from specbench.analysis.finding import Finding
+from specbench.analysis.judge import findings
+from specbench.analysis.run import (
+    RunData,
+    arm_summary,
+    comparisons,
+    detail_frame,
+    load_run,
+    only,
+    workload_names,
+)
+from specbench.theory.runpredict import RunTheory, theory_or_reason
+
+NO_DIR = "the run was analysed without its run directory (model and device unknown)"
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One run's conclusions and the numbers behind them (frames hold numbers, not display text).
+
+    ``categories`` covers the whole run when it has one workload; with several, each workload's
+    own is in ``workload_categories`` (a category mix differs between workloads). ``machines`` is
+    None unless the run was merged from two or more machines. ``theory`` is the prediction, or
+    the one-line reason there is none."""
+
+    run: RunData
+    run_dir: Path | None
+    findings: list[Finding]
+    decisions: list[Decision]
+    summary: pd.DataFrame
+    comparisons: dict[str, stats.Comparison]
+    by_workload: pd.DataFrame
+    workloads: list[str]
+    crossovers: pd.DataFrame
+    winners: pd.DataFrame
+    crossover_lengths: dict[str, float | None]
+    length_model: dict[str, tuple[float, float]]
+    categories: frames.Categories
+    workload_categories: dict[str, frames.Categories]
+    acceptance: pd.DataFrame
+    positions: pd.DataFrame
+    equivalence: pd.DataFrame
+    divergences: pd.DataFrame
+    machines: pd.DataFrame | None
+    detail: pd.DataFrame
+    decode_cis: dict[tuple[str, str], dict[str, frames.MedianCI]]
+    prompts: pd.DataFrame
+    theory: RunTheory | str = field(default=NO_DIR)
+
+
+def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
+    """Every finding, decision and table of ``run``; ``run_dir`` (where it was loaded from) lets
+    the theory read the model and the device."""
+    found = findings(run)
+    names = workload_names(run)
+    detail = detail_frame(run)
+    several = len(names) > 1
+    equivalence = frames.equivalence_frame(run)
+    return Analysis(
+        run=run,
+        run_dir=run_dir,
+        findings=found,
+        decisions=decision_table(run, found=found),
+        summary=arm_summary(run),
+        comparisons=comparisons(run),
+        by_workload=frames.summary_frame(run),
+        workloads=names,
+        crossovers=crossover.crossover_frame(run),
+        winners=crossover.winners_frame(run),
+        crossover_lengths=_lengths(run, detail),
+        length_model=_length_model(run, detail),
+        categories=frames.Categories(pd.DataFrame(), pd.DataFrame(), [])
+        if several
+        else frames.categories(run),
+        workload_categories={w: frames.categories(only(run, w)) for w in names} if several else {},
+        acceptance=frames.acceptance_frame(run),
+        positions=frames.position_frame(run),
+        equivalence=equivalence,
+        divergences=pd.DataFrame() if equivalence.empty else frames.divergence_examples(run),
+        machines=frames.machine_frame(detail, run.baseline, run.measured_arms) if _merged(detail) else None,
+        detail=detail,
+        decode_cis=frames.decode_cis(detail, run.measured_arms),
+        prompts=frames.rendered_prompts(run),
+        theory=_theory(run, run_dir),
+    )
+
+
+def analyse_dir(run_dir: Path) -> Analysis:
+    """:func:`analyse` of the run directory ``run_dir``; StoreError if it is not one."""
+    return analyse(load_run(run_dir), run_dir)
+
+
+def _merged(detail: pd.DataFrame) -> bool:
+    return bool(detail["machine"].nunique() >= 2)
+
+
+def _lengths(run: RunData, detail: pd.DataFrame) -> dict[str, float | None]:
+    """L* per arm over the whole run, for the speedup-vs-length plot: only with a length sweep."""
+    if detail["max_tokens"].dropna().nunique() < 2:
+        return {}
+    return crossover.crossovers(run)
+
+
+def _theory(run: RunData, run_dir: Path | None) -> RunTheory | str:
+    """The prediction, or why there is none: a theory bug must not take the analysis down."""
+    if run_dir is None:
+        return NO_DIR
+    try:
+        return theory_or_reason(run_dir, run)
+    except Exception as err:
+        return f"the theory section failed ({type(err).__name__}: {err})"
+
+
+def _length_model(run: RunData, detail: pd.DataFrame) -> dict[str, tuple[float, float]]:
+    """Arm → (median prefill ms, median decode tok/s) over the whole run: the prefill + L/r curve
+    the speedup-vs-length plot draws; only with a length sweep."""
+    if detail["max_tokens"].dropna().nunique() < 2:
+        return {}
+    return {arm: crossover.arm_medians(detail, arm) for arm in run.measured_arms}
