@@ -15,6 +15,7 @@ from specbench.analysis.checks import Finding
 from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads
+from specbench.report.goodput import goodput_blocks
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
 from specbench.report.tune import tune_blocks
@@ -298,6 +299,7 @@ def report_blocks(c: Computed, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *predicted_blocks(c.run, run_dir),
         *_context(c.run, run_dir),
         *_measured(c),
+        *goodput_blocks(c.run),
         *_machines(c.run),
         *(_categories(c.run) if len(by_workload.workload_names(c.run)) < 2 else []),
         *_acceptance(c.run),
