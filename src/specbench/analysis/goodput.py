@@ -133,7 +133,11 @@ def arm_goodput(per_launch: pd.DataFrame, baseline: str, confidence: float = 0.9
     """Per (workload, phase, arm): mean goodput (req/s and tok/s) over launches with its t
     interval, SLO attainment pooled over the launches, and the goodput ratio to the baseline."""
     rows = []
-    for (workload, phase), sub in per_launch.groupby(["workload", "phase"], sort=False):
+    # Lowest rate first (phase names sort "r16" before "r4"), baseline first within a phase.
+    order = per_launch.assign(first=per_launch["arm"] != baseline).sort_values(
+        ["workload", "rate", "phase", "first"], kind="stable", na_position="last"
+    )
+    for (workload, phase), sub in order.groupby(["workload", "phase"], sort=False):
         base = sub[sub["arm"] == baseline]
         for arm, own in sub.groupby("arm", sort=False):
             mean, lo, hi = _mean_interval(own["goodput_req_s"].to_numpy(np.float64), confidence)
@@ -193,7 +197,7 @@ def rate_table(run: RunData, per_arm: pd.DataFrame) -> pd.DataFrame:
             "e2e_hi": cmp.ci_high if cmp else math.nan,
             "e2e_verdict": _verdict_words(row["arm"], run.baseline, cmp),
         })  # fmt: skip
-    return pd.DataFrame(rows).sort_values(["workload", "arm", "rate"], kind="stable").reset_index(drop=True)
+    return pd.DataFrame(rows).sort_values(["workload", "rate"], kind="stable").reset_index(drop=True)
 
 
 def _verdict_words(arm: str, baseline: str, cmp: stats.Comparison | None) -> str:

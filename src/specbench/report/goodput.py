@@ -14,7 +14,7 @@ from specbench.report.tables import fmt, fmt_ci
 
 DEFINITION = (
     "Goodput: requests per second (and their output tokens per second) that met every SLO, over "
-    "the phase's duration from the first send to the last end, as `vllm bench serve --goodput` "
+    "the phase's duration from the first send to the last end, as vllm bench serve --goodput "
     "counts it; mean over launches with its 95 % t interval; × is the goodput ratio to {base} "
     "paired by launch pair."
 )
