@@ -91,7 +91,9 @@ def _launch_row(key: tuple[str, str, str, int], recs: list[Record], slo: SLOSpec
 
 
 def _mean_interval(values: np.ndarray, confidence: float) -> tuple[float, float, float]:
-    """(mean, low, high): Student t on the launch values (R − 1 dof); NaN bounds with one launch."""
+    """(mean, low, high): Student t on the launch values (R − 1 dof), the low end clipped at 0
+    (goodput is never negative; few noisy launches give a t interval reaching below it); NaN
+    bounds with one launch."""
     mean = float(values.mean())
     if values.size < 2:
         return mean, math.nan, math.nan
@@ -100,7 +102,7 @@ def _mean_interval(values: np.ndarray, confidence: float) -> tuple[float, float,
         * float(values.std(ddof=1))
         / math.sqrt(values.size)
     )
-    return mean, mean - half, mean + half
+    return mean, max(0.0, mean - half), mean + half
 
 
 def goodput_ratio(

@@ -46,7 +46,7 @@ def _goodput_table(per_arm: pd.DataFrame) -> pd.DataFrame:
         "met SLOs": [f"{v:.0%}" for v in per_arm["attainment"]],
         "goodput req/s": _cis(per_arm, ("goodput_req_s", "goodput_lo", "goodput_hi"), ".2f"),
         "goodput tok/s": _cis(per_arm, ("goodput_tok_s", "goodput_tok_lo", "goodput_tok_hi")),
-        "× baseline": [v if v == "baseline" else f"{r} {v}"
+        "× baseline": [v if v == "baseline" else f"{r} {v}" if r != "—" else "— (no good request)"
                        for r, v in zip(ratios, per_arm["verdict"], strict=True)],
     })  # fmt: skip
 
@@ -64,7 +64,7 @@ def _sweep_table(table: pd.DataFrame) -> pd.DataFrame:
 def _summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "workload": summary["workload"], "arm": summary["arm"],
-        "highest rate meeting the SLOs": [fmt(v, "g") if v is not None else "none" for v in
+        "highest rate meeting the SLOs": [fmt(v, "g") if pd.notna(v) else "none" for v in
                                           summary["max_rate_meeting_slo"]],
         "speculation": [s or "—" for s in summary["speculation"]],
     })  # fmt: skip
