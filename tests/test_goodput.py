@@ -105,7 +105,7 @@ def test_load_crossover_cases() -> None:
         "pays at every rate swept (up to 2 req/s)",
     )
     pays, words = gp.load_crossover([1.0, 2.0], ["equivalent", "faster"])
-    assert pays is None and words.startswith("does not pay at any rate swept (from 1 req/s: equivalent")
+    assert pays is None and words.startswith("not shown to pay at any rate swept (from 1 req/s: equivalent")
     assert gp.highest_passing_rate([1.0, 2.0, 4.0], [1.0, 0.95, 0.5], 0.9) == 2.0
     assert gp.highest_passing_rate([1.0], [0.5], 0.9) is None
 

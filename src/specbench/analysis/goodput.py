@@ -228,7 +228,7 @@ def load_crossover(rates: list[float], verdicts: list[str]) -> tuple[float | Non
     if k == 0:
         return (
             None,
-            f"does not pay at any rate swept (from {rates[0]:g} req/s: {verdicts[0] or 'no verdict'})",
+            f"not shown to pay at any rate swept (from {rates[0]:g} req/s: {verdicts[0] or 'no verdict'})",
         )
     return rates[
         k - 1
