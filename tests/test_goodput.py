@@ -144,3 +144,13 @@ def test_slo_and_rate_errors_name_the_field(tmp_path: Path, text: str, error: st
     with pytest.raises(ConfigError, match=error) as err:
         load_matrix(path)
     assert "\n" not in str(err.value)
+
+
+def test_rate_sweep_plot_only_for_a_sweep() -> None:
+    from specbench.report.plots import goodput_vs_rate
+
+    run = run_of(sweep_records({1.0: 0.7, 2.0: 0.7, 4.0: 1.3}), {"e2e_ms": 1000.0})
+    fig = goodput_vs_rate(run, run.df)
+    assert fig is not None and [len(ax.lines) >= 2 for ax in fig.axes] == [True, True]
+    closed = [{**rec("baseline", 0, 1.0, i, 100.0), "arrival": None} for i in range(3)]
+    assert goodput_vs_rate(run_of(closed, None), run.df) is None
