@@ -102,8 +102,9 @@ def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
         p99 = float(np.percentile(late, 99))
         if p99 <= LATE_FLOOR_MS:
             continue
-        asked = (recs[0].get("arrival") or {}).get("rate")
-        asked_text = f" against {asked:g}/s asked" if asked else ""
+        # A rate sweep asks several rates: name them all, not the first phase's.
+        asked = sorted({float(r["arrival"]["rate"]) for r in recs if (r.get("arrival") or {}).get("rate")})
+        asked_text = f" against {', '.join(f'{v:g}' for v in asked)}/s asked" if asked else ""
         out.append(
             Finding(
                 "LATE_SENDS",

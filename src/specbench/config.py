@@ -26,6 +26,7 @@ MAX_WARMUP = 100
 MAX_CONCURRENCY = 4096
 MAX_PROMPTS = 100_000
 MAX_SECONDS = 7 * 24 * 3600.0
+MAX_RATE = 1_000_000.0  # requests per second
 # Request fields specbench sets itself: extra_body may not change what is measured.
 RESERVED_BODY = frozenset(
     {"messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed", "stream",
@@ -81,6 +82,7 @@ class WorkloadSpec(_Frozen):
     )
     burstiness: float = Field(1.0, gt=0.0, description="gamma shape of the arrivals: 1 Poisson, <1 burstier")
     ramp_up_s: float = Field(0.0, ge=0.0, description="open loop: ramp the rate up linearly over this")
+    rates: tuple[float, ...] | None = Field(None, description="rate-sweep: request rates, one phase each")
 
     @property
     def label(self) -> str:
@@ -102,6 +104,13 @@ class WorkloadSpec(_Frozen):
             raise ValueError(f"needs at least one value, each between 1 and {MAX_TOKENS}")
         return values
 
+    @field_validator("rates")
+    @classmethod
+    def _positive_rates(cls, values: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if values is not None and (not values or any(not 0 < v <= MAX_RATE for v in values)):
+            raise ValueError(f"needs at least one request rate, each above 0 and at most {MAX_RATE:g}/s")
+        return None if values is None else tuple(sorted(set(values)))
+
     @field_validator("extra_body")
     @classmethod
     def _not_reserved(cls, body: dict[str, Any]) -> dict[str, Any]:
@@ -109,6 +118,29 @@ class WorkloadSpec(_Frozen):
         if taken:
             raise ValueError(f"{taken} are set by specbench (use the workload fields instead)")
         return body
+
+
+class SLOSpec(_Frozen):
+    """Service-level objectives a request must all meet to count toward goodput (the keys of
+    ``vllm bench serve --goodput``: ttft, tpot, e2el, in ms; a bound is met at equality)."""
+
+    ttft_ms: float | None = Field(None, gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)
+    tpot_ms: float | None = Field(None, gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)
+    e2e_ms: float | None = Field(None, gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)
+    attainment: float = Field(
+        0.9, gt=0.0, le=1.0, description="rate sweeps: share of requests meeting them for a rate to pass"
+    )
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> SLOSpec:
+        if self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None:
+            raise ValueError("give at least one of ttft_ms, tpot_ms, e2e_ms")
+        return self
+
+    def bounds(self) -> dict[str, float]:
+        """Metric column → its bound, for the bounds given."""
+        given = {"ttft_ms": self.ttft_ms, "tpot_ms": self.tpot_ms, "e2e_ms": self.e2e_ms}
+        return {k: v for k, v in given.items() if v is not None}
 
 
 class Matrix(_Frozen):
@@ -161,6 +193,7 @@ class Matrix(_Frozen):
         description="Ray executor: per arm (or '*') resources, e.g. num_gpus, 'accelerator_type:H100'",
     )
     tune: TuneSpec | None = Field(None, description="`specbench tune`: search space, workloads, budget")
+    slo: SLOSpec | None = Field(None, description="goodput: bounds on ttft_ms, tpot_ms, e2e_ms per request")
 
     @model_validator(mode="before")
     @classmethod
@@ -261,6 +294,8 @@ def _first_error(path: Path, text: str, exc: ValidationError) -> str:
 
 def _known_fields(loc: tuple[Any, ...]) -> list[str]:
     model: type[BaseModel] = WorkloadSpec if loc and loc[0] in ("workload", "workloads") else Matrix
+    if loc and loc[0] == "slo":
+        model = SLOSpec
     if loc and loc[0] == "tune":  # the tune block's own fields (docs/tune.md)
         model = TuneSpec if len(loc) == 2 else type(TuneSpec.model_fields["budget"].default)
     return sorted(model.model_fields)
@@ -300,6 +335,7 @@ class RequestSpec(_Frozen):
     workload: str | None = None  # None: the cell's (runs of one workload before names existed)
     phase: str = "main"
     concurrency: int | None = None  # None: the cell's
+    request_rate: float | None = None  # open loop: requests per second of its phase (None: closed loop)
     target_tokens: int | None = None  # prompt length to reach with /tokenize before the first cell
     fill_key: str | None = None  # requests with one key share one filler text (default: own prompt id)
     tools: tuple[dict[str, Any], ...] | None = None

@@ -277,7 +277,7 @@ class Runner:
         self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]
     ) -> None:
         cap = phase[0].concurrency or cell.concurrency
-        if self.matrix.workload.request_rate:
+        if phase[0].request_rate or self.matrix.workload.request_rate:
             await self._open_loop(client, server, cell, phase, cap)
             return
         limit = asyncio.Semaphore(cap)
@@ -294,11 +294,13 @@ class Runner:
     ) -> None:
         """Send on a seeded arrival schedule (workloads/arrivals.py): the same for every arm of a
         repeat, stored in the run directory; each record keeps its lateness."""
-        wl = self.matrix.workload
-        rate = float(wl.request_rate or 0.0)
+        # The phase's own workload (several may run) and rate (a rate sweep gives each phase one).
+        named = (w for w in self.matrix.all_workloads if w.label == phase[0].workload)
+        wl = next(named, self.matrix.workload)
+        rate = float(phase[0].request_rate or wl.request_rate or 0.0)
         seed = self.matrix.seed * 1000 + cell.repeat
         offsets = arrivals.schedule(len(phase), rate, wl.burstiness, seed, wl.ramp_up_s)
-        name = f"{cell.arm}-r{cell.repeat}-{phase[0].phase}"
+        name = f"{cell.arm}-r{cell.repeat}-{phase[0].phase}".replace("/", "_")  # phases may hold "/"
         info = {"rate": rate, "burstiness": wl.burstiness, "ramp_up_s": wl.ramp_up_s, "seed": seed}
         arrivals.save_schedule(self.store.root, name, {**info, "cap": cap, "offsets_s": offsets})
 

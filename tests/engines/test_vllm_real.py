@@ -325,3 +325,16 @@ def test_attach_mode_counters_equal_the_tests_own_scrape(
     walk = vllm_walk(truth, MAX_TOKENS, K)
     assert mine["accepted"] == PROMPTS * walk["accepted"]
     assert mine["draft_tokens"] == PROMPTS * walk["draft_tokens"]
+
+
+def test_the_first_launch_keeps_the_prompt_as_vllm_rendered_it(launched: Path) -> None:
+    """vLLM has no /apply-template: the rendered prompt is /tokenize of the messages, then
+    /detokenize of those tokens; it holds the user's text inside the template's own."""
+    rendered = _cell(launched, "baseline").get("rendered_prompts")
+    assert rendered, "the baseline's first cell kept no rendered prompt"
+    prompts = json.loads((launched / "manifest.json").read_text())["prompts"]
+    sent = {p["prompt_id"]: p["messages"] for p in prompts}
+    for sample in rendered:
+        assert sample["via"] == "/tokenize + /detokenize"
+        user = [m["content"] for m in sent[sample["prompt_id"]] if m["role"] == "user"]
+        assert user and user[-1].strip()[:40] in sample["text"]

@@ -15,6 +15,7 @@ import pandas as pd
 from specbench.analysis import crossover, frames, stats
 from specbench.analysis.decision import Decision, decision_table
 from specbench.analysis.finding import Finding
+from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
 from specbench.analysis.run import (
     RunData,
@@ -61,6 +62,7 @@ class Analysis:
     detail: pd.DataFrame
     decode_cis: dict[tuple[str, str], dict[str, frames.MedianCI]]
     prompts: pd.DataFrame
+    goodput: Goodput
     theory: RunTheory | str = field(default=NO_DIR)
 
 
@@ -97,6 +99,7 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         detail=detail,
         decode_cis=frames.decode_cis(detail, run.measured_arms),
         prompts=frames.rendered_prompts(run),
+        goodput=goodput_tables(run),
         theory=_theory(run, run_dir),
     )
 

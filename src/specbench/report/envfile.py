@@ -132,6 +132,7 @@ _WORDS: tuple[tuple[str, Callable[[Any], str]], ...] = (
     ("max_tokens", lambda v: f"up to {v} output tokens"),
     ("lengths", lambda v: f"output lengths {_listed(v)} tokens"),
     ("levels", lambda v: f"{_listed(v)} requests in flight"),
+    ("rates", lambda v: f"open loop at {_listed(v)} requests/s"),
     ("input_tokens", lambda v: f"prompts of about {v} tokens"),
     ("temperature", lambda v: f"temperature {v:g}" if isinstance(v, int | float) else f"temperature {v}"),
     ("scale", lambda v: f"lengths scaled ×{v:g}" if v != 1 else ""),

@@ -225,6 +225,27 @@ def latency_vs_concurrency(a: Analysis) -> Figure | None:
     return fig
 
 
+def goodput_vs_rate(a: Analysis) -> Figure | None:
+    """A rate sweep: goodput (mean over launches, 95 % t interval) and median e2e per rate and arm."""
+    table = a.goodput.table
+    if table.empty:
+        return None
+    fig = _figure(11.0, 4.2)
+    axes = fig.subplots(1, 2)
+    for arm, sub in table.groupby("arm", sort=False):
+        err = [sub["goodput_req_s"] - sub["goodput_lo"], sub["goodput_hi"] - sub["goodput_req_s"]]
+        axes[0].errorbar(
+            sub["rate"], sub["goodput_req_s"], yerr=np.nan_to_num(err), fmt="o-", capsize=3, label=arm
+        )
+        axes[1].plot(sub["rate"], sub["e2e_ms"], "o-", label=arm)
+    for ax, label in zip(axes, ("goodput req/s (met every SLO)", "median e2e ms"), strict=True):
+        _log_ticks(ax, sorted(table["rate"].unique()))
+        ax.set_xlabel("request rate asked, req/s")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+    return fig
+
+
 PLOTS = (
     Plot("decode_by_arm", "Decode rate by arm", "one point per request; box = quartiles (from 5 "
          "requests, a bar at the median below), notch = 95 % CI of the median (from 10, when it fits "
@@ -240,6 +261,8 @@ PLOTS = (
     Plot("latency_vs_concurrency", "TTFT and e2e vs concurrency", "median per concurrency level "
          "(docs/mistakes.md, 9: concurrency can flip the sign)", latency_vs_concurrency),
     Plot("decode_by_machine", "Decode rate per machine", "one panel per machine of a merged run", by_machine),
+    Plot("goodput_vs_rate", "Goodput and e2e vs request rate", "rate sweep: goodput per arm (mean over "
+         "launches, 95 % interval) and median e2e at each rate asked (docs/goodput.md)", goodput_vs_rate),
 )  # fmt: skip
 
 

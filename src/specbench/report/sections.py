@@ -14,6 +14,7 @@ from specbench.analysis.result import Analysis
 from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads
+from specbench.report.goodput import goodput_blocks
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
 from specbench.report.prompts import prompt_blocks
@@ -218,6 +219,7 @@ def report_blocks(c: Analysis, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *predicted_blocks(c.theory),
         *_context(c.run, run_dir),
         *_measured(c),
+        *goodput_blocks(c.goodput, c.run.baseline),
         *_machines(c),
         *(_categories(c.categories) if len(c.workloads) < 2 else []),
         *_acceptance(c),

@@ -33,6 +33,7 @@ class Suite:
     builder: str = "plain"
     lengths: tuple[int, ...] = ()
     levels: tuple[int, ...] = ()
+    rates: tuple[float, ...] = ()
 
 
 SUITES: dict[str, Suite] = {
@@ -86,6 +87,16 @@ SUITES: dict[str, Suite] = {
             1,
             builder="levels",
             levels=(1, 2, 4, 8, 16),
+        ),
+        Suite(
+            "rate-sweep",
+            "open loop at 1, 2, 4, 8 requests/s, up to 32 in flight: where speculation stops paying",
+            8,
+            512,
+            256,
+            32,
+            builder="rates",
+            rates=(1.0, 2.0, 4.0, 8.0),
         ),
         Suite("natural", "bundled prompts as written, 512 out, batch 1", 10, None, 512, 1),
     )
@@ -196,12 +207,25 @@ def _levels(ctx: Context) -> list[RequestSpec]:
     )
 
 
+def _rates(ctx: Context) -> list[RequestSpec]:
+    """One open-loop phase per request rate, lowest first, each sending the prompts on its own
+    schedule. Ids carry the rate, so each request gets its own filler (no prefix cached from a
+    lower rate) and pairs across arms only with itself."""
+    rates = ctx.spec.rates or ctx.suite.rates
+    return [
+        ctx.request(f"{p.id}@r{r:g}", p.category, p.as_messages(), request_rate=r, phase=f"r{r:g}")
+        for r in rates
+        for p in ctx.prompts
+    ]
+
+
 BUILDERS: dict[str, Callable[[Context], list[RequestSpec]]] = {
     "plain": _plain,
     "agent": _agent,
     "cache": _cache,
     "lengths": _lengths,
     "levels": _levels,
+    "rates": _rates,
 }
 
 
@@ -256,7 +280,7 @@ def build_requests(
         ctx = Context(suite, spec, matrix.seed, _prompts(spec, suite, matrix.seed, base))
         own = _unique(BUILDERS[suite.builder](ctx))
         concurrency = matrix.concurrency or suite.concurrency
-        requests += [_tagged(req, spec.label, concurrency, several) for req in own]
+        requests += [_tagged(_rated(req, spec), spec.label, concurrency, several) for req in own]
     first = matrix.all_workloads[0]
     # Warm-ups use their own prompt: repeating a measured prompt would warm its prompt cache.
     warmup = tuple(
@@ -295,6 +319,14 @@ def _tagged(req: RequestSpec, workload: str, concurrency: int, several: bool) ->
             "concurrency": req.concurrency or concurrency,
         }
     )
+
+
+def _rated(req: RequestSpec, spec: WorkloadSpec) -> RequestSpec:
+    """The workload's ``request_rate`` on each request its builder did not give a rate: the runner
+    reads the open-loop rate per phase from its requests."""
+    if req.request_rate is not None or spec.request_rate is None:
+        return req
+    return req.model_copy(update={"request_rate": spec.request_rate})
 
 
 def _unique(requests: list[RequestSpec]) -> tuple[RequestSpec, ...]:
