@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from specbench.cellwork import CellJob
 from specbench.config import Matrix, RequestSpec, RunSpec, plan_cells
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.errors import ConfigError
@@ -53,13 +54,13 @@ def make_runner(tmp_path: Path, cls: type[Runner] = Runner) -> Runner:
 
 
 def test_run_delegates_the_cells_to_the_executor(tmp_path: Path) -> None:
-    seen: list[tuple[Runner, list[tuple[str, int]]]] = []
+    seen: list[tuple[CellJob, list[tuple[str, int]]]] = []
 
     class Fake:
         kind = "fake"
 
-        def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
-            seen.append((runner, [(c.arm, c.repeat) for c in cells]))
+        def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+            seen.append((job, [(c.arm, c.repeat) for c in cells]))
 
     runner = make_runner(tmp_path)
     runner.executor = Fake()

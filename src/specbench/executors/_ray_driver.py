@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
+from specbench.cellwork import CellJob
 from specbench.config import Matrix, RunSpec
 from specbench.executors._ray_cell import _probe_node, _reap, _run_cell_remote
 from specbench.executors._ray_common import node_clock, node_name, node_table, pinned, start_inbox
@@ -30,7 +31,7 @@ from specbench.executors._ray_resources import (
     node_hardware,
     task_options,
 )
-from specbench.runner import Runner
+from specbench.schema import CellInfo, RequestRecord
 from specbench.store import RecordKey, _write_json, now_iso
 
 if TYPE_CHECKING:
@@ -58,18 +59,19 @@ class _Task:
 class _Driver:
     """One ``run_cells`` call: submits tasks, drains the inbox into the store, retries lost ones."""
 
-    def __init__(self, ex: RayExecutor, runner: Runner, cells: list[RunSpec]) -> None:
+    def __init__(self, ex: RayExecutor, job: CellJob, cells: list[RunSpec]) -> None:
         self.ex = ex
-        self.runner = runner
-        self.store = runner.store
-        self.matrix: Matrix = runner.matrix
+        self.runner = job  # the plan's rules, the run's sequence numbers, fitted prompts, observer
+        self.store = job.store
+        self.remote = job.remote()
+        self.matrix: Matrix = self.remote.matrix
         self.seen: set[RecordKey] = self.store.completed()
         self.waiting: deque[_Task] = deque(_Task(cell, 0) for cell in cells)
         self.pending: dict[Any, _Task] = {}
         self.tasks: dict[str, _Task] = {}
         self.first: _Task | None = None
         self.needs_fit = any(
-            r.target_tokens and r.prompt_id not in runner.fitted for c in cells for r in c.requests
+            r.target_tokens and r.prompt_id not in job.fitted for c in cells for r in c.requests
         )
         self.pin: dict[str, float] | None = None if self._may_pin() else {}
         self.nodes: dict[str, dict[str, Any]] = {}  # node id → name, Ray description, probe, env
@@ -130,9 +132,7 @@ class _Driver:
                 "cell": cell,
                 "todo": todo,
                 "done": {k for k in self.seen if k[0] == cell.arm and k[2] == cell.repeat},
-                "matrix": self.matrix,
-                "engine": self.runner.engine,
-                "attach_url": self.runner.attach_url,
+                "remote": self.remote,
                 "fitted": dict(self.runner.fitted),
                 "remote_observer": self.ex.remote_observer,
             }
@@ -233,13 +233,13 @@ class _Driver:
             self.store.set_arm_status(msg["arm"], **fields)
 
     def _on_record(self, task: _Task, msg: dict[str, Any]) -> None:
-        rec: dict[str, Any] = msg["record"]
+        rec: RequestRecord = msg["record"]
         key = (rec["arm"], rec["prompt_id"], rec["repeat"])
         measured_ok = not rec.get("warmup") and rec.get("error") is None
         if measured_ok and key in self.seen:
             self.stats["duplicates_dropped"] += 1
             return
-        rec.update(seq=self.runner.next_seq(), node=task.node, task_attempt=task.attempt)
+        rec["seq"], rec["node"], rec["task_attempt"] = self.runner.next_seq(), task.node, task.attempt
         self.store.append_record(rec)
         if measured_ok:
             self.seen.add(key)
@@ -287,7 +287,7 @@ class _Driver:
             self.nodes[node_id] = {
                 "name": node_name(node["host"], node_id),
                 "ray": self.table.get(node_id, {"resources": {}, "labels": {}}),
-                "probe": probe.remote(self.runner.engine, model),
+                "probe": probe.remote(self.remote.engine, model),
                 "env": None,
             }
         return str(self.nodes[node_id]["name"])
@@ -308,9 +308,9 @@ class _Driver:
         env_: dict[str, Any] = node["env"]
         return env_
 
-    def _where(self, task: _Task, env_timeout: float = 300.0) -> dict[str, Any]:
+    def _where(self, task: _Task, env_timeout: float = 300.0) -> CellInfo:
         """Where a cell ran, for its cells.jsonl line."""
-        out: dict[str, Any] = {
+        out: CellInfo = {
             "executor": "ray",
             "task_attempt": task.attempt,
             "node": task.node,
