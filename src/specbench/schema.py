@@ -10,6 +10,7 @@ read chunks with :func:`chunks`, which names the fields of rows of any version.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple, TypedDict
 
 #: Version of the lines written to a run directory; bump it on any incompatible change and keep
@@ -38,7 +39,7 @@ class Chunk(NamedTuple):
         return bool(self.content or self.reasoning or self.tool_calls)
 
 
-def chunks(rec: RequestRecord | dict[str, Any]) -> list[Chunk]:
+def chunks(rec: RequestRecord | Mapping[str, Any]) -> list[Chunk]:
     """A record's chunk rows as :class:`Chunk` (rows of 5 fields are schema 1: ``tokens=None``)."""
     return [c if type(c) is Chunk else Chunk(*c) for c in rec.get("chunks") or ()]
 

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -15,6 +13,7 @@ from specbench import SCHEMA_VERSION
 from specbench.analysis.metrics import METRICS
 from specbench.importer.mapping import NUMERIC
 from specbench.importer.values import _int, _num, _str_or
+from specbench.schema import Chunk, RequestRecord
 from specbench.store import RunStore, now_iso
 
 
@@ -61,13 +60,13 @@ def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
     return rec
 
 
-def _text_chunks(text: str | None, ttft_ms: float | None) -> list[list[Any]]:
+def _text_chunks(text: str | None, ttft_ms: float | None) -> list[Chunk]:
     """Output text, when the file has it, as one chunk so OUTPUT_DRIFT can compare arms. Its time
     is the file's TTFT, or NaN when unknown, so no latency is invented."""
     if text is None:
         return []
     t_ns = ttft_ms * 1e6 if ttft_ms is not None else float("nan")
-    return [[t_ns, text, None, None, None]]
+    return [Chunk(t_ns, text, None, None, None)]
 
 
 def _manifest(
@@ -120,18 +119,9 @@ def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[dict[s
             "captured_at": now_iso(),
         }
     )
-    _write_records(store, records)
+    # One fsync at the end: per-record fsync protects a live measurement from a crash, but an
+    # import can simply be run again (and a 5000-row file took 20 s with it).
+    store.append_records(cast(list[RequestRecord], records))
     for arm in manifest["matrix"]["arms"]:
         store.set_arm_status(arm, status="imported")
     store.update_manifest(finished_at=now_iso())
-
-
-def _write_records(store: RunStore, records: list[dict[str, Any]]) -> None:
-    """The lines RunStore.append_record writes, with one fsync at the end: per-record fsync
-    protects a live measurement from a crash, but an import can simply be run again (and a
-    5000-row file took 20 s with it)."""
-    lines = (json.dumps({"schema_version": SCHEMA_VERSION, **rec}, default=str) + "\n" for rec in records)
-    with store.records_path.open("a") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
