@@ -10,6 +10,9 @@ only what is missing. A server that crashes mid-cell is restarted once; then the
 :class:`~specbench.executors.local.LocalExecutor` runs them here, one after another, exactly as
 listed; the Ray executor runs each cell as a task on a cluster node and streams its records back.
 Either way the records, cells and manifest land in this run directory with the same schema.
+An executor gets the cells and this runner as a :class:`~specbench.cellwork.CellJob`; serving a
+cell writes to a :class:`~specbench.cellwork.RecordSink` (the run directory here, a relay on a
+Ray worker: :func:`serve_cell`), so executors never import this module.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ a clean-up task on that node when the node is still there.
 
 The code follows the data: :mod:`~specbench.executors._ray_resources` plans what each cell asks
 Ray for, :mod:`~specbench.executors._ray_driver` submits the cells and appends what they send,
-:mod:`~specbench.executors._ray_cell` is the worker's side (the cell task and its relaying store)
+:mod:`~specbench.executors._ray_cell` is the worker's side (the cell task and its relay sink)
 and :mod:`~specbench.executors._ray_common` holds what they share with the distributed load
 generator (:mod:`specbench.executors.ray_load`).
 """
