@@ -129,10 +129,10 @@ def test_hardware_by_arm_sees_arms_on_different_hardware(tmp_path: Path) -> None
     store.write_env({"cpu": "local cpu", "gpus": []})
     h100 = {"labels": ["accelerator_type:H100"], "gpus": ["NVIDIA H100"], "cpu": "x"}
     a100 = {"labels": ["accelerator_type:A100"], "gpus": ["NVIDIA A100"], "cpu": "x"}
-    store.append_cell({"arm": "baseline", "hardware": h100})
-    store.append_cell({"arm": "draft", "hardware": a100})
-    store.append_cell({"arm": "draft", "lost": True, "hardware": h100})  # lost cells measured nothing
-    store.append_cell({"arm": "local"})
+    store.append_cell({"arm": "baseline", "repeat": 0, "hardware": h100})
+    store.append_cell({"arm": "draft", "repeat": 0, "hardware": a100})
+    store.append_cell({"arm": "draft", "repeat": 1, "lost": True, "hardware": h100})  # measured nothing
+    store.append_cell({"arm": "local", "repeat": 0})
     assert hardware_by_arm(store) == {
         "baseline": [h100],
         "draft": [a100],
