@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 
@@ -17,7 +17,7 @@ from specbench.schema import Chunk, RequestRecord
 from specbench.store import RunStore, now_iso
 
 
-def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[dict[str, Any]]:
+def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[RequestRecord]:
     """One record per row, in file order (``seq``): the only order an imported file records."""
     repeats = table.groupby(["arm", "prompt"], sort=False).cumcount().tolist()
     by_row: dict[int, list[str]] = {}
@@ -34,12 +34,12 @@ def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> l
     return out
 
 
-def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
+def _record(row: dict[Any, Any], seq: int, repeat: int) -> RequestRecord:
     """The shape of a native record (runner.Runner._one) with ``imported`` values instead of
     raw chunks; metrics.frame prefers ``imported`` over anything computed from chunks."""
     num = {f: _num(row.get(f)) for f in NUMERIC}
     usage = {"prompt_tokens": num["prompt_tokens"], "completion_tokens": num["output_tokens"]}
-    rec: dict[str, Any] = {
+    rec: RequestRecord = {
         "arm": row["arm"],
         "repeat": repeat,
         "workload": _str_or(row.get("workload"), "imported"),
@@ -51,7 +51,7 @@ def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
         "request": {"max_tokens": _int(num["max_tokens"]), "temperature": num["temperature"]},
         "usage": {k: int(v) for k, v in usage.items() if v is not None},
         "chunks": _text_chunks(_str_or(row.get("text"), None), num["ttft_ms"]),
-        "imported": {f: num[f] for f in METRICS if num[f] is not None},
+        "imported": {f: v for f in METRICS if (v := num[f]) is not None},
     }
     if num["draft_n"] is not None:
         rec["timings"] = {"draft_n": int(num["draft_n"])}
@@ -102,7 +102,7 @@ def _manifest(
     }
 
 
-def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[RequestRecord]) -> None:
     """Manifest, a copy of the source file, an env that says the machine is unknown, records."""
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(out)
@@ -121,7 +121,7 @@ def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[dict[s
     )
     # One fsync at the end: per-record fsync protects a live measurement from a crash, but an
     # import can simply be run again (and a 5000-row file took 20 s with it).
-    store.append_records(cast(list[RequestRecord], records))
+    store.append_records(records)
     for arm in manifest["matrix"]["arms"]:
         store.set_arm_status(arm, status="imported")
     store.update_manifest(finished_at=now_iso())
