@@ -75,9 +75,8 @@ def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:
     when it sends none. Records before schema 2 have the first five fields only."""
     delta = choice.get("delta") or {}
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    return Chunk(
-        t_ns, delta.get("content"), reasoning, delta.get("tool_calls"), choice.get("finish_reason"), tokens
-    )
+    content, calls, finish = delta.get("content"), delta.get("tool_calls"), choice.get("finish_reason")
+    return Chunk._make((t_ns, content, reasoning, calls, finish, tokens))  # half Chunk(...)'s cost
 
 
 def _running_count(obj: dict[str, Any]) -> int | None:
