@@ -55,7 +55,7 @@ def main() -> None:
     pair = cached_pair(LabSpec(arch=args.arch, alpha=args.alpha, size=args.size), lab_dir())
     folder = Path(tempfile.mkdtemp(prefix="specbench-bench-"))
     out = args.out or folder / "run"
-    api.prepare_run(matrix(folder, pair, ensure_llama_server(None), args.k, args.repeats), out).run()
+    api.run_matrix(matrix(folder, pair, ensure_llama_server(None), args.k, args.repeats), out)
     for arm, cmp in comparisons(load_run(out)).items():
         print(
             f"{arm} / baseline decode tok/s: ×{cmp.ratio:.2f} "

@@ -41,7 +41,7 @@ def experiment(
         "workload": {"suite": "natural", "max_tokens": 32, "prompt_file": "prompts.jsonl"},
     }
     (folder / "matrix.yaml").write_text(yaml.safe_dump(body))
-    api.prepare_run(folder / "matrix.yaml", folder / "run").run()
+    api.run_matrix(folder / "matrix.yaml", folder / "run")
     data = load_run(folder / "run")
     cmp = comparisons(data)["same"]
     return cmp.verdict, cmp.n_launches

@@ -174,8 +174,7 @@ def main() -> None:
     run_dir = folder / "grid"
     t0 = time.monotonic()
     binary = ensure_llama_server(None)
-    runner = api.prepare_run(grid_matrix(folder, pair, binary, spec, a), run_dir)
-    runner.run()
+    api.run_matrix(grid_matrix(folder, pair, binary, spec, a), run_dir)
     grid_wall = time.monotonic() - t0
 
     cmps = comparisons(load_run(run_dir))

@@ -6,6 +6,7 @@ import itertools
 import json
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -125,11 +126,55 @@ def prepare_run(
     )
 
 
-def run_matrix(matrix_path: Path | str, out: Path | str, resume: bool = False) -> Path:
+#: Wraps the run in a progress display: given the prepared runner, a context manager whose value
+#: observes its events (the CLI's and the demo's bar); None runs quietly.
+ProgressFactory = Callable[[Runner], AbstractContextManager[Observer]]
+
+
+def run_matrix(
+    matrix_path: Path | str,
+    out: Path | str,
+    *,
+    resume: bool = False,
+    retry_failed: bool = False,
+    attach: str | None = None,
+    arm: str | None = None,
+    arm_args: tuple[str, ...] | None = None,
+    llama_server: str | None = None,
+    api_key_env: str | None = None,
+    allow_remote_host: bool = False,
+    executor: str = "local",
+    address: str | None = None,
+    progress: ProgressFactory | None = None,
+    on_ready: Callable[[Runner], None] | None = None,
+) -> Path:
     """Run a matrix file into run directory ``out`` (launching its engines) and return ``out``:
-    the one entry point for scripts and ``bench/``; ``specbench run`` adds progress and a report."""
-    runner = prepare_run(Path(matrix_path), Path(out), resume=resume)
-    runner.run()
+    the one entry point ``specbench run``, the demo and ``bench/`` call. ``on_ready`` sees the
+    prepared runner before anything is launched (the CLI prints the plan there)."""
+    from specbench.executors import make_executor
+
+    runner = prepare_run(
+        Path(matrix_path),
+        Path(out),
+        resume=resume,
+        attach=attach,
+        arm=arm,
+        arm_args=arm_args,
+        llama_server=llama_server,
+        api_key_env=api_key_env,
+        retry_failed=retry_failed,
+        allow_remote_host=allow_remote_host,
+    )
+    chosen = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
+    runner.executor = adaptive.wrap(runner.matrix.adaptive, chosen)
+    if on_ready is not None:
+        on_ready(runner)
+    if progress is None:
+        runner.run()
+    else:
+        with progress(runner) as bar:
+            runner.observe = bar
+            runner.run()
     return Path(out)
 
 

@@ -140,10 +140,13 @@ def write_real_matrix(folder: Path, model: RealModel, gguf: Path, repeats: int) 
 
 def run_matrix(folder: Path, run_dir: Path, name: str, binary: Path) -> Path:
     resume = (run_dir / "manifest.json").exists()
-    runner = api.prepare_run(folder / "matrix.yaml", run_dir, resume=resume, llama_server=str(binary))
-    with RunProgress(runner.total_todo(), name) as bar:
-        runner.observe = bar
-        runner.run()
+    api.run_matrix(
+        folder / "matrix.yaml",
+        run_dir,
+        resume=resume,
+        llama_server=str(binary),
+        progress=lambda runner: RunProgress(runner.total_todo(), name),
+    )
     print_summary(load_run(run_dir), title=f"{name}: {run_dir}")
     report = next(p for p in render_report(run_dir) if p.name == "report.html")
     stdout.print(f"report: {report}")

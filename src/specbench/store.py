@@ -322,7 +322,7 @@ def environment() -> dict[str, Any]:
         "cpu_count_logical": psutil.cpu_count(),
         "cpu_count_physical": psutil.cpu_count(logical=False),
         "ram_bytes": psutil.virtual_memory().total,
-        "gpus": _nvidia_smi(),
+        **_gpus(),
         "specbench_version": __version__,
         "captured_at": now_iso(),
     }
@@ -336,6 +336,15 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+def _gpus() -> dict[str, Any]:
+    """``{"gpus": [...]}``, or nothing when nvidia-smi hangs or breaks: the report then says
+    "unknown" (never "none detected", which would claim a CPU-only machine)."""
+    try:
+        return {"gpus": _nvidia_smi()}
+    except (OSError, subprocess.SubprocessError):
+        return {}
 
 
 def _nvidia_smi() -> list[dict[str, str]]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specbench.cli import _interrupt_on_signals
+from specbench.cli._app import _interrupt_on_signals
 from specbench.engines import process
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port

@@ -11,6 +11,7 @@ import httpx
 
 from specbench.engines.base import Engine, MetricSamples, sum_series
 from specbench.engines.install import build_info
+from specbench.errors import EngineStartError
 
 _LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 _VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
@@ -85,11 +86,14 @@ class LlamaCppEngine(Engine):
         ]
 
     def version(self) -> dict[str, Any]:
-        done = subprocess.run(
-            [str(self.binary), "--version"], capture_output=True, text=True, timeout=30, check=False
-        )
-        match = _VERSION.search(done.stderr + done.stdout)
         info: dict[str, Any] = {"binary": str(self.binary), "build": build_info(self.binary)}
+        try:
+            done = subprocess.run(
+                [str(self.binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+            )
+        except (OSError, subprocess.SubprocessError) as exc:  # missing, not executable, hung
+            raise EngineStartError(f"{self.binary} --version: {exc}") from exc
+        match = _VERSION.search(done.stderr + done.stdout)
         if match:
             info.update(version=match[1], build_number=int(match[2]), commit=match[3])
         return info

@@ -1,0 +1,98 @@
+"""``specbench report``, ``import``, ``merge`` and ``compare``: commands over run directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from specbench.cli._app import app
+from specbench.progress import console
+
+
+@app.command("report")
+def report(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")],
+    format: Annotated[
+        str, typer.Option("--format", help="comma-separated: md, html, json, csv")
+    ] = "md,html,json,csv",
+) -> None:
+    """Render the report from the run directory alone (nothing is re-run); print the files."""
+    from specbench.report import render_report
+
+    paths = render_report(run_dir, [f.strip() for f in format.split(",") if f.strip()])
+    if not (run_dir / "env.json").is_file() and not (run_dir / "envs").is_dir():
+        console.print(
+            f"[yellow]warning: {escape(str(run_dir / 'env.json'))} is missing: the environment is "
+            "reported as unknown",
+            soft_wrap=True,
+        )
+    for path in paths:
+        print(path)
+
+
+@app.command("import")
+def import_(
+    file: Annotated[
+        Path, typer.Argument(metavar="FILE", help="per-request CSV, JSON or JSONL from another tool")
+    ],
+    out: Annotated[Path, typer.Option(help="run directory to create")],
+    map: Annotated[list[str] | None, typer.Option("--map", help="field=column[,field=column...]")] = None,
+    flags: Annotated[
+        list[str] | None, typer.Option("--flags", help="columns that are per-arm configuration")
+    ] = None,
+    baseline: Annotated[str | None, typer.Option(help="the baseline arm")] = None,
+    format: Annotated[
+        str | None, typer.Option("--format", help="csv, tsv, json or jsonl (default: suffix)")
+    ] = None,
+    speculative: Annotated[
+        list[str] | None, typer.Option("--speculative", help="arms that speculate (default: drafted > 0)")
+    ] = None,
+    control: Annotated[
+        list[str] | None, typer.Option("--control", help="arms that never speculate (baseline re-runs)")
+    ] = None,
+) -> None:
+    """Turn another harness's per-request results into a run directory; print its summary."""
+    from specbench.analysis import load_run
+    from specbench.importer import import_file, parse_columns, parse_map
+    from specbench.summary import print_summary
+
+    result = import_file(
+        file,
+        out,
+        mapping=parse_map(map or []),
+        flags=parse_columns(flags or []),
+        baseline=baseline,
+        fmt=format,
+        speculative=parse_columns(speculative or []),
+        controls=parse_columns(control or []),
+    )
+    console.print(f"imported {result.records} records into {result.out}")
+    print_summary(load_run(result.out))
+
+
+@app.command("merge")
+def merge(
+    runs: Annotated[
+        list[Path], typer.Argument(metavar="RUNS", help="run directories, e.g. from several machines")
+    ],
+    out: Annotated[Path, typer.Option(help="merged run directory")],
+    force: Annotated[bool, typer.Option(help="pool different model hashes or engine commits anyway")] = False,
+) -> None:
+    """Combine runs into one dataset, each keeping its environment."""
+    from specbench.report import merge_runs
+
+    print(merge_runs(runs, out, force=force))
+
+
+@app.command("compare")
+def compare(
+    run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run")],
+    run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
+) -> None:
+    """What changed between two runs of the same matrix, with significance per arm."""
+    from specbench.report import compare_runs, format_comparison
+
+    print(format_comparison(compare_runs(run_a, run_b)))

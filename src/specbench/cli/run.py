@@ -1,0 +1,177 @@
+"""``specbench run``, ``tune``, ``demo`` and ``summary``: commands that measure."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from specbench.cli._app import EXIT_CODES, _interrupt_on_signals, app
+from specbench.config import LOOPBACK
+from specbench.errors import ConfigError, RunIncompleteError, SpecbenchError
+from specbench.progress import console
+
+if TYPE_CHECKING:
+    from specbench.runner import Runner
+
+
+def _finish_partial(out: Path, no_report: bool) -> None:
+    """What a run with a failed arm still measured is reported; a report that cannot be made
+    (nothing measured) is not an error of its own: the run's problem is the one to show."""
+    from specbench import api
+
+    try:
+        print("\n".join(api.finish_lines(out, report=not no_report)))
+    except SpecbenchError as err:
+        console.print(f"[yellow]no report: {err}", soft_wrap=True)
+
+
+def _announce(runner: Runner) -> None:
+    """Before anything is launched: exposure, repairs, the plan; signals act like Ctrl-C from here."""
+    from specbench.plan import read_plan
+
+    if runner.matrix.host not in LOOPBACK:
+        console.print(
+            f"[yellow]warning: engines listen on {runner.matrix.host}, reachable from other machines"
+        )
+    for line in runner.store.repairs:
+        console.print(f"[yellow]repaired: {line}", soft_wrap=True)
+    _interrupt_on_signals()
+    console.print(
+        "\n".join(read_plan(runner.store.root).lines()), markup=False, highlight=False, soft_wrap=True
+    )
+
+
+@app.command("run", epilog=EXIT_CODES)
+def run(
+    matrix: Annotated[Path, typer.Argument(metavar="MATRIX", help="matrix YAML file")],
+    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
+    resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
+    retry_failed: Annotated[bool, typer.Option(help="with --resume: run the arms that failed again")] = False,
+    allow_remote_host: Annotated[
+        bool, typer.Option(help="let a matrix 'host:' other than loopback expose the engine")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option(help="print the plan and the commands; launch nothing")] = False,
+    no_report: Annotated[bool, typer.Option("--no-report", help="skip writing the report")] = False,
+    attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
+    arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
+    arm_args: Annotated[
+        str | None,
+        typer.Option(
+            help='with --attach: the flags the server was started with, e.g. "--spec-type ngram-simple"'
+        ),
+    ] = None,
+    llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
+    executor: Annotated[str, typer.Option(help="local, or ray (pip install 'specbench[ray]')")] = "local",
+    address: Annotated[str | None, typer.Option(help="with --executor ray: the cluster address")] = None,
+    api_key_env: Annotated[
+        str | None,
+        typer.Option(help="environment variable holding the server's API key (sent as a bearer token)"),
+    ] = None,
+) -> None:
+    """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
+    from specbench import api
+    from specbench.analysis import load_run
+    from specbench.attach import parse_arm_args
+    from specbench.progress import RunProgress
+    from specbench.summary import print_summary
+
+    try:
+        if dry_run:
+            plan = api.plan_run(matrix, out, llama_server, resume=resume, retry_failed=retry_failed)
+            print("\n".join(plan.lines()) + "\ncommands:")
+            for name, argv in plan.commands.items():
+                print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
+            return
+        if arm_args is not None and not attach:
+            raise ConfigError("--arm-args: only with --attach (a launched arm's flags are in the matrix)")
+        if attach and executor != "local":
+            raise ConfigError("--attach measures one running server: use the default --executor local")
+        api.run_matrix(
+            matrix,
+            out,
+            resume=resume,
+            attach=attach,
+            arm=arm,
+            arm_args=parse_arm_args(arm_args),
+            llama_server=llama_server,
+            api_key_env=api_key_env,
+            retry_failed=retry_failed,
+            allow_remote_host=allow_remote_host,
+            executor=executor,
+            address=address,
+            on_ready=_announce,
+            progress=lambda runner: RunProgress(runner.total_todo(), matrix.stem),
+        )
+        print_summary(load_run(out))
+        problems = api.run_problems(out)
+        if problems:  # after the summary: the reason is the console's last line
+            _finish_partial(out, no_report)
+            raise RunIncompleteError("run incomplete: " + "; ".join(problems))
+        print("\n".join(api.finish_lines(out, report=not no_report)))
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
+        raise typer.Exit(130) from None
+
+
+@app.command("tune", epilog=EXIT_CODES)
+def tune(
+    matrix: Annotated[Path, typer.Argument(help="matrix YAML file with a tune: block")],
+    out: Annotated[Path, typer.Option(help="tune.json and a run directory per workload")] = Path("runs/tune"),
+    resume: Annotated[bool, typer.Option(help="continue an interrupted tune where it stopped")] = False,
+    llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
+) -> None:
+    """Which speculative settings to ship: race the tune block's candidates, fewest requests first."""
+    from specbench import api
+    from specbench.tunerun import answer_lines
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def observe(event: str, info: dict[str, Any]) -> None:
+        if event == "cell":
+            say(f"  round {info['repeat']}: {info['arm']}")
+        elif event == "failed":
+            say(f"  {info['arm']} failed: {info['reason']}")
+
+    try:
+        _interrupt_on_signals()
+        results = api.tune(matrix, out, resume=resume, llama_server=llama_server, say=say, observe=observe)
+        for result in results:
+            print("\n".join(answer_lines(result)))
+        print(f"tune log: {out / 'tune.json'}")
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: the tune so far is in {out}; continue with --resume")
+        raise typer.Exit(130) from None
+
+
+@app.command("summary")
+def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")]) -> None:
+    """Print the per-arm summary of a run directory."""
+    from specbench.analysis import load_run
+    from specbench.summary import print_summary
+
+    print_summary(load_run(run_dir))
+
+
+@app.command("demo")
+def demo(
+    out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
+    llama_server: Annotated[
+        str | None,
+        typer.Option(help="llama-server binary to use (default: the cached build, made if missing)"),
+    ] = None,
+    repeats: Annotated[int, typer.Option(help="repeats per arm")] = 3,
+    real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
+) -> None:
+    """The embedded default: build/find llama-server, make lab models, run a matrix, summarise."""
+    from specbench.demo import run_demo
+
+    try:
+        _interrupt_on_signals()
+        run_demo(out, llama_server=llama_server, repeats=repeats, real=real)
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")
+        raise typer.Exit(130) from None

@@ -1,0 +1,162 @@
+"""``specbench workloads`` and ``specbench predict``: what a run would send and what theory expects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from specbench.cli._app import app
+from specbench.errors import ConfigError
+from specbench.progress import console
+
+workloads_app = typer.Typer(no_args_is_help=True, help="Workload suites, bundled prompts, datasets.")
+app.add_typer(workloads_app, name="workloads")
+
+
+@workloads_app.command("list")
+def workloads_list() -> None:
+    """The named suites."""
+    from specbench.workloads.suites import SUITES
+
+    width = max(len(name) for name in SUITES)  # aligned however long the longest name is
+    for suite in SUITES.values():
+        print(f"{suite.name:{width}}  {suite.description}")
+
+
+@workloads_app.command("show")
+def workloads_show(name: Annotated[str, typer.Argument(metavar="NAME", help="suite name")]) -> None:
+    """One suite's defaults."""
+    from specbench.workloads.suites import get_suite
+
+    suite = get_suite(name)
+    for key, value in vars(suite).items():
+        if value is not None:  # unset: the suite leaves it to the prompts (printing "None" says nothing)
+            print(f"{key}: {value}")
+
+
+@workloads_app.command("prompts")
+def workloads_prompts(
+    category: Annotated[str | None, typer.Option(help="only this category")] = None,
+    file: Annotated[
+        Path | None, typer.Option("--file", help="a prompt JSONL file instead of the bundled set")
+    ] = None,
+) -> None:
+    """Prompt ids by category, with the start of each prompt (what `prompts`/`categories` pick from)."""
+    from specbench.workloads.prompts import listing, preview
+
+    groups = listing(category, file)
+    for name, prompts in groups.items():
+        print(f"{name} ({len(prompts)})")
+        for prompt in prompts:
+            print(f"  {prompt.id:24} {preview(prompt)}")
+
+
+@workloads_app.command("load")
+def workloads_load(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="dataset file")],
+    format: Annotated[
+        str, typer.Option("--format", help="spec-bench, speed-bench, sharegpt or jsonl")
+    ] = "jsonl",
+    skip_bad: Annotated[bool, typer.Option(help="skip malformed rows and count them")] = False,
+) -> None:
+    """Read a dataset and print its prompt count by category."""
+    from specbench.workloads.datasets import count_by_category, load_dataset
+
+    result = load_dataset(file, format, skip_bad=skip_bad)
+    for category, count in count_by_category(result.prompts).items():
+        print(f"{category:16} {count}")
+    print(
+        f"{'total':16} {len(result.prompts)}"
+        + (f" ({result.skipped} bad rows skipped)" if result.skipped else "")
+    )
+
+
+@app.command("predict")
+def predict(
+    model: Annotated[
+        str | None, typer.Option(help="model preset or path to a Hugging Face config.json")
+    ] = None,
+    gpu: Annotated[str | None, typer.Option(help="GPU preset, or 'cpu' to probe this machine")] = None,
+    method: Annotated[str | None, typer.Option(help="draft, mtp, eagle3, dflash or ngram")] = None,
+    quant: Annotated[str, typer.Option(help="quantisation, e.g. Q4_K_M, FP8, BF16")] = "Q4_K_M",
+    draft_max: Annotated[int, typer.Option(help="K, drafted tokens per round")] = 4,
+    acceptance: Annotated[float | None, typer.Option(help="server-style accepted/drafted ratio")] = None,
+    alpha: Annotated[float | None, typer.Option(help="per-token acceptance probability")] = None,
+    draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
+    concurrency: Annotated[int, typer.Option(help="requests in flight")] = 1,
+    context: Annotated[int, typer.Option(help="tokens in context")] = 4096,
+    calibrate: Annotated[
+        Path | None, typer.Option(help="run directory: calibrate on its baseline, predict every arm")
+    ] = None,
+    fit_arm: Annotated[
+        str | None, typer.Option(help="with --calibrate: also fit the per-round overhead to this arm")
+    ] = None,
+    replay: Annotated[
+        bool,
+        typer.Option(help="hybrid targets: re-run the accepted prefix after each restore (pinned llama.cpp)"),
+    ] = False,
+    format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+) -> None:
+    """Predict baseline and speculative decode speed from architecture and hardware."""
+    import json
+
+    from specbench import theory
+
+    if calibrate is not None:
+        fitted = theory.run_theory(calibrate, fit_arm=fit_arm)
+        print(
+            json.dumps(fitted.to_dict(), indent=1)
+            if format == "json"
+            else theory.format_arm_predictions(fitted)
+        )
+        return
+    if not (model and gpu and method):
+        raise ConfigError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)")
+    _check_predict_flags(method, draft_model, acceptance, alpha)
+    result = theory.predict(
+        model,
+        gpu,
+        quant,
+        method,
+        draft_max,
+        acceptance=acceptance,
+        alpha=alpha,
+        draft_model=draft_model,
+        concurrency=concurrency,
+        context=context,
+        replay=replay,
+    )
+    _note_gpu_alias(gpu)
+    print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+
+
+def _note_gpu_alias(gpu: str | None) -> None:
+    """A short name that picks one of several variants (h100: SXM, not PCIe) is said aloud: the
+    variants differ in bandwidth, and so in every predicted rate."""
+    from specbench.theory.presets import gpus, key
+
+    catalog = gpus()
+    if gpu is None or gpu.lower() == "cpu":
+        return
+    chosen = catalog.resolve(gpu)
+    others = [n for n in catalog.names() if n != chosen and key(n).startswith(key(gpu))]
+    if key(chosen) != key(gpu) and others:
+        console.print(
+            f"note: --gpu {gpu} is the {chosen} preset; also known: {', '.join(others)}", highlight=False
+        )
+
+
+def _check_predict_flags(
+    method: str, draft_model: str | None, acceptance: float | None, alpha: float | None
+) -> None:
+    """The library names its parameters; the user typed flags, so the message names those."""
+    if (draft_model is None) == (method == "draft"):
+        raise ConfigError(
+            "--draft-model: needed with --method draft (the draft's preset or config.json), and only then"
+        )
+    if (acceptance is None) == (alpha is None):
+        raise ConfigError(
+            "predict: give exactly one of --acceptance (accepted/drafted) or --alpha (per token)"
+        )
