@@ -16,6 +16,7 @@ from aiohttp import web
 from specbench import SCHEMA_VERSION
 from specbench.client import chat_body, open_streamer, sse_events, stream_chat
 from specbench.recordwriter import RecordWriter
+from specbench.schema import Chunk
 from specbench.store import RunStore
 
 EVENTS = [
@@ -87,11 +88,11 @@ def test_aiohttp_and_httpx_record_the_same_stream() -> None:
     fast, slow = _both(parts)
     for rec in (fast, slow):
         assert rec["error"] is None and rec["usage"]["completion_tokens"] == 4
-        assert [c[1:] for c in rec["chunks"]] == [
-            [None, None, None, None, None],
-            ["ab", None, None, None, None],
-            [None, "r", None, None, None],
-            ["c", None, None, "length", None],
+        assert [c._replace(t_ns=0) for c in rec["chunks"]] == [
+            Chunk(0, None, None, None, None, None),
+            Chunk(0, "ab", None, None, None, None),
+            Chunk(0, None, "r", None, None, None),
+            Chunk(0, "c", None, None, "length", None),
         ]
         stamps = [c[0] for c in rec["chunks"]]
         assert stamps == sorted(stamps) and stamps[0] >= rec["t_headers_ns"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from specbench.cellwork import CellJob
 from specbench.config import Matrix, RequestSpec, RunSpec, plan_cells
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.errors import ConfigError
@@ -53,13 +54,13 @@ def make_runner(tmp_path: Path, cls: type[Runner] = Runner) -> Runner:
 
 
 def test_run_delegates_the_cells_to_the_executor(tmp_path: Path) -> None:
-    seen: list[tuple[Runner, list[tuple[str, int]]]] = []
+    seen: list[tuple[CellJob, list[tuple[str, int]]]] = []
 
     class Fake:
         kind = "fake"
 
-        def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
-            seen.append((runner, [(c.arm, c.repeat) for c in cells]))
+        def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+            seen.append((job, [(c.arm, c.repeat) for c in cells]))
 
     runner = make_runner(tmp_path)
     runner.executor = Fake()
@@ -128,10 +129,10 @@ def test_hardware_by_arm_sees_arms_on_different_hardware(tmp_path: Path) -> None
     store.write_env({"cpu": "local cpu", "gpus": []})
     h100 = {"labels": ["accelerator_type:H100"], "gpus": ["NVIDIA H100"], "cpu": "x"}
     a100 = {"labels": ["accelerator_type:A100"], "gpus": ["NVIDIA A100"], "cpu": "x"}
-    store.append_cell({"arm": "baseline", "hardware": h100})
-    store.append_cell({"arm": "draft", "hardware": a100})
-    store.append_cell({"arm": "draft", "lost": True, "hardware": h100})  # lost cells measured nothing
-    store.append_cell({"arm": "local"})
+    store.append_cell({"arm": "baseline", "repeat": 0, "hardware": h100})
+    store.append_cell({"arm": "draft", "repeat": 0, "hardware": a100})
+    store.append_cell({"arm": "draft", "repeat": 1, "lost": True, "hardware": h100})  # measured nothing
+    store.append_cell({"arm": "local", "repeat": 0})
     assert hardware_by_arm(store) == {
         "baseline": [h100],
         "draft": [a100],

@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from specbench.schema import SCHEMA_VERSION  # light (typing only); its history is in schema.py
+
 #: name -> module that defines it; the only names ``from specbench import *`` gives.
 _EXPORTS = {
     "run_matrix": "specbench.api",
@@ -34,10 +36,6 @@ _EXPORTS = {
 __all__ = ["SCHEMA_VERSION", "__version__", *_EXPORTS]
 
 __version__ = "0.2.0"
-
-#: Version of the records written to a run directory; bump on any incompatible change.
-#: 2: each chunk row gains a sixth field, the server's running token count (None if not sent).
-SCHEMA_VERSION = 2
 
 
 def __getattr__(name: str) -> Any:

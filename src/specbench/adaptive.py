@@ -32,8 +32,7 @@ from specbench.config import RunSpec
 from specbench.executors.local import LocalExecutor
 
 if TYPE_CHECKING:
-    from specbench.executors import Executor
-    from specbench.runner import Runner
+    from specbench.cellwork import CellJob, Executor
 
 ALPHA = 0.05
 METRIC = "decode_tok_s"
@@ -82,7 +81,7 @@ class AdaptiveExecutor:
     inner: Executor | None = None
     kind: str = "adaptive"
 
-    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
+    def run_cells(self, cells: Sequence[RunSpec], runner: CellJob) -> None:
         inner = self.inner or LocalExecutor()
         m = runner.matrix
         state = self._state(runner)
@@ -99,12 +98,12 @@ class AdaptiveExecutor:
                     self._stop(runner, state, arm, repeat, "budget", f"max_minutes {m.max_minutes:g} reached")
                 break
             todo = [c for c in cells if c.repeat == repeat and (c.arm in active or c.arm == m.baseline)]
-            inner.run_cells(runner, todo)
+            inner.run_cells(todo, runner)
             state["minutes"] = spent + (time.monotonic() - started) / 60
             self._look(runner, state, active, repeat + 1, last=repeat == repeats[-1])
         runner.store.update_manifest(adaptive=state)
 
-    def _state(self, runner: Runner) -> dict[str, Any]:
+    def _state(self, runner: CellJob) -> dict[str, Any]:
         """The manifest's adaptive record (kept across --resume), with this run's rule."""
         state: dict[str, Any] = dict(runner.store.manifest().get("adaptive") or {})
         state.update(
@@ -119,7 +118,7 @@ class AdaptiveExecutor:
         runner.store.update_manifest(adaptive=state)
         return state
 
-    def _look(self, runner: Runner, state: dict[str, Any], active: list[str], n: int, last: bool) -> None:
+    def _look(self, runner: CellJob, state: dict[str, Any], active: list[str], n: int, last: bool) -> None:
         """After launch pair ``n``: stop every arm whose verdict is settled (or whose budget ended)."""
         if n < MIN_LAUNCHES:
             return
@@ -140,7 +139,7 @@ class AdaptiveExecutor:
 
     def _stop(
         self,
-        runner: Runner,
+        runner: CellJob,
         state: dict[str, Any],
         arm: str,
         n: int,

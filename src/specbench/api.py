@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from specbench import adaptive
 from specbench.attach import attach_matrix, probe
+from specbench.cellwork import Observer
 from specbench.config import (
     LOOPBACK,
     Matrix,
@@ -31,7 +32,7 @@ from specbench.errors import ConfigError, InstallError, StoreError
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.plan import Plan, make_plan, write_plan
 from specbench.redact import MASK, SECRET_FILE_FLAGS, Redactor, mask_args, secret_env_name
-from specbench.runner import Observer, Runner
+from specbench.runner import Runner
 from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
 

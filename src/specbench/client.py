@@ -26,6 +26,8 @@ from typing import Any
 import aiohttp
 import httpx
 
+from specbench.schema import Chunk
+
 Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
 Session = aiohttp.ClientSession | httpx.AsyncClient
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
@@ -66,15 +68,15 @@ async def open_streamer(
         yield session
 
 
-def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> list[Any]:
-    """One chunk as ``[t_ns, content, reasoning, tool_calls, finish_reason, tokens]``; ``tokens``
-    is the server's running count of generated tokens sent with the chunk (vLLM's
-    ``continuous_usage_stats``, llama.cpp's ``timings_per_token``), None when it sends none.
-    Records before schema 2 have the first five fields only."""
+def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:
+    """One chunk (written as the JSON list ``[t_ns, content, reasoning, tool_calls,
+    finish_reason, tokens]``); ``tokens`` is the server's running count of generated tokens sent
+    with the chunk (vLLM's ``continuous_usage_stats``, llama.cpp's ``timings_per_token``), None
+    when it sends none. Records before schema 2 have the first five fields only."""
     delta = choice.get("delta") or {}
     reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-    row = [t_ns, delta.get("content"), reasoning, delta.get("tool_calls"), choice.get("finish_reason")]
-    return [*row, tokens]
+    content, calls, finish = delta.get("content"), delta.get("tool_calls"), choice.get("finish_reason")
+    return Chunk._make((t_ns, content, reasoning, calls, finish, tokens))  # half Chunk(...)'s cost
 
 
 def _running_count(obj: dict[str, Any]) -> int | None:
@@ -119,7 +121,7 @@ class _Recorder:
 
     def result(self) -> dict[str, Any]:
         t_end = self.t_end if self.t_end is not None else time.perf_counter_ns() - self.t0
-        chunks: list[list[Any]] = []
+        chunks: list[Chunk] = []
         final: dict[str, Any] = {}
         try:
             for t_ns, data in sse_events(self.pieces):

@@ -12,20 +12,23 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
-from specbench.store import RunStore
+from specbench.schema import RequestRecord
+
+if TYPE_CHECKING:
+    from specbench.cellwork import RecordSink
 
 
 class RecordWriter:
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RecordSink) -> None:
         self.store = store
-        self._queue: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[RequestRecord | None] = queue.SimpleQueue()
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="specbench-records", daemon=True)
         self._thread.start()
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: RequestRecord) -> None:
         if self._error is not None:
             raise self._error  # the disk failed: stop measuring rather than lose records silently
         self._queue.put(record)

@@ -10,6 +10,9 @@ only what is missing. A server that crashes mid-cell is restarted once; then the
 :class:`~specbench.executors.local.LocalExecutor` runs them here, one after another, exactly as
 listed; the Ray executor runs each cell as a task on a cluster node and streams its records back.
 Either way the records, cells and manifest land in this run directory with the same schema.
+An executor gets the cells and this runner as a :class:`~specbench.cellwork.CellJob`; serving a
+cell writes to a :class:`~specbench.cellwork.RecordSink` (the run directory here, a relay on a
+Ray worker: :func:`serve_cell`), so executors never import this module.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
 import httpx
 
 from specbench import serverlog
+from specbench.cellwork import Executor, Observer, RecordSink, RemoteCell
 from specbench.client import Session, chat_body, open_streamer, stream_chat
 from specbench.clientlag import LoopLag
 from specbench.config import Matrix, RequestSpec, RunSpec
@@ -34,14 +38,12 @@ from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
 from specbench.recordwriter import RecordWriter
 from specbench.redact import flag_values
+from specbench.schema import CellInfo, RequestRecord
 from specbench.store import RunStore, now_iso
 from specbench.theory.machine import record_machine_probe
 from specbench.workloads import arrivals
 from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
 from specbench.workloads.rendered import render_samples
-
-if TYPE_CHECKING:
-    from specbench.executors import Executor
 
 PORT_RETRIES = 3
 START_ATTEMPTS = 2  # an engine that dies before answering /health is launched once more
@@ -56,7 +58,6 @@ _TIMEOUTS = frozenset(
     {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutError",
      "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
 )  # fmt: skip
-Observer = Callable[[str, dict[str, Any]], None]  # (event, details) for progress display
 
 
 @dataclass
@@ -82,6 +83,8 @@ class Runner:
     observe: Observer = field(default=lambda event, info: None)
     executor: Executor | None = None  # None: LocalExecutor (cells here, in order)
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
+    relay: RecordSink | None = None  # where a cell's lines go instead of ``store`` (a Ray worker's)
+    launched: Callable[[int], None] = field(default=lambda pid: None)  # each engine pid started
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
     _writer: RecordWriter | None = None  # records written off the event loop (recordwriter.py)
@@ -95,8 +98,13 @@ class Runner:
         done = self.store.completed()
         return sum(len(self.todo(c, done)) for c in self.cells)
 
+    @property
+    def sink(self) -> RecordSink:
+        """Where serving a cell writes: the run directory, or the relay that forwards to it."""
+        return self.relay if self.relay is not None else self.store
+
     def arm_failed(self, arm: str) -> bool:
-        return bool(self.store.manifest().get("arms", {}).get(arm, {}).get("status") == "failed")
+        return bool(self.sink.manifest().get("arms", {}).get(arm, {}).get("status") == "failed")
 
     def run(self) -> None:
         from specbench.executors.local import LocalExecutor
@@ -106,7 +114,7 @@ class Runner:
             self._fitted = self.store.fitted_prompts()
             executor = self.executor or LocalExecutor()
             self._record_theory_inputs(isinstance(executor, LocalExecutor))
-            executor.run_cells(self, self.cells)
+            executor.run_cells(self.cells, self)
             self.store.update_manifest(finished_at=now_iso())
         finally:
             self.store.close()  # fsync the journals, release the directory lock
@@ -129,6 +137,10 @@ class Runner:
         """Prompts built to their target length so far (prompt_id → messages, tokens, ...)."""
         return self._fitted
 
+    def remote(self) -> RemoteCell:
+        """This run's cell-serving inputs for another machine (the Ray executor's tasks)."""
+        return RemoteCell(self.matrix, self.engine, self.attach_url, serve_cell)
+
     # -- one cell ---------------------------------------------------------------------------
     def run_cell(self, cell: RunSpec, todo: list[RequestSpec]) -> None:
         """Serve ``cell`` here and run ``todo``: the unit of work every executor hands out."""
@@ -147,14 +159,14 @@ class Runner:
             finally:
                 crashed = not server.alive()
                 code = server.process.stop() if server.process else None
-                self.store.redactor.scrub_file(self.store.log_path(cell.arm))  # engine stopped
-            todo = self.todo(cell, self.store.completed())
+                self.sink.redactor.scrub_file(self.sink.log_path(cell.arm))  # engine stopped
+            todo = self.todo(cell, self.sink.completed())
             if not todo or not crashed:
                 return  # failed requests on a live server are data, not a reason to restart
             self.observe("restart", {"arm": cell.arm, "repeat": cell.repeat, "exit_code": code})
         why = "stopped answering" if server.hung else "crashed"
         self._fail_arm(
-            cell, f"engine {why} twice in repeat {cell.repeat}", log_tail(self.store.log_path(cell.arm))
+            cell, f"engine {why} twice in repeat {cell.repeat}", log_tail(self.sink.log_path(cell.arm))
         )
 
     def _launch_retrying(self, cell: RunSpec) -> Server:
@@ -164,31 +176,34 @@ class Runner:
             try:
                 return self._launch(cell)
             except EngineStartError as exc:
-                entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
+                entry = self.sink.manifest().get("arms", {}).get(cell.arm, {})
                 failures = [*entry.get("start_failures", []), {"repeat": cell.repeat, "error": str(exc)}]
-                self.store.set_arm_status(cell.arm, start_failures=failures)
+                self.sink.set_arm_status(cell.arm, start_failures=failures)
                 if attempt == START_ATTEMPTS:
                     raise
         raise AssertionError("unreachable")
 
     def _launch(self, cell: RunSpec) -> Server:
         if self.attach_url:
-            self.store.set_arm_status(cell.arm, command=[], attached=self.attach_url)
+            self.sink.set_arm_status(cell.arm, command=[], attached=self.attach_url)
             return Server(base_url=self.attach_url.rstrip("/"))
-        log = self.store.log_path(cell.arm)
+        log = self.sink.log_path(cell.arm)
         last: EngineStartError | None = None
         for _ in range(PORT_RETRIES):
             port = free_port(self.matrix.host)
             argv = self.engine.command(self.matrix.model, list(cell.args), self.matrix.host, port)
             env = {**self.engine.launch_env(self.matrix.model), **self.matrix.env}
-            self.store.set_arm_status(cell.arm, command=argv, env=env)  # env + argv reproduce the launch
+            self.sink.set_arm_status(cell.arm, command=argv, env=env)  # env + argv reproduce the launch
             offset = log.stat().st_size if log.exists() else 0
             proc = ServerProcess(argv, log, env=env)
             try:
                 proc.start(
                     f"http://{self.matrix.host}:{port}{self.engine.health_path}", self.matrix.startup_timeout
                 )
-                return Server(f"http://{self.matrix.host}:{port}", proc, offset)
+                server = Server(f"http://{self.matrix.host}:{port}", proc, offset)
+                if proc.pid is not None:
+                    self.launched(proc.pid)  # an orphan can be reaped by whoever is told
+                return server
             except EngineStartError as exc:
                 proc.stop()
                 last = exc
@@ -198,11 +213,11 @@ class Runner:
         raise last
 
     def _fail_arm(self, cell: RunSpec, reason: str, tail: str) -> None:
-        self.store.set_arm_status(cell.arm, status="failed", error=reason, log_tail=tail)
+        self.sink.set_arm_status(cell.arm, status="failed", error=reason, log_tail=tail)
         self.observe("failed", {"arm": cell.arm, "reason": reason, "log_tail": tail})
 
     def _serve_cell(self, cell: RunSpec, todo: list[RequestSpec], server: Server, attempt: int) -> None:
-        info: dict[str, Any] = {
+        info: CellInfo = {
             "arm": cell.arm,
             "repeat": cell.repeat,
             "attempt": attempt,
@@ -211,9 +226,9 @@ class Runner:
             "pid": server.process.pid if server.process else None,
         }
         probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
-        # Only a plain run directory is written from a thread; a store that relays records
-        # elsewhere (the Ray executor's) keeps its own synchronous append_record.
-        self._writer = RecordWriter(self.store) if type(self.store) is RunStore else None
+        # Only a sink that batches is written from a thread; one that relays records elsewhere
+        # (the Ray executor's) keeps its own synchronous append_record.
+        self._writer = RecordWriter(self.sink) if self.sink.batches else None
         try:
             asyncio.run(self._drive(cell, todo, server, info, warm=attempt == 0))
         finally:
@@ -225,16 +240,16 @@ class Runner:
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)
-        self.store.append_cell(info)
-        self.store.sync()
+        self.sink.append_cell(info)
+        self.sink.sync()
         # Keep a status already set ("failed"), else "ok". Read with .get: the arm's entry exists
         # only if _launch registered it first, and a served cell must never die on the manifest.
-        arm_entry = self.store.manifest().get("arms", {}).get(cell.arm, {})
+        arm_entry = self.sink.manifest().get("arms", {}).get(cell.arm, {})
         failed = arm_entry.get("status") == "failed"  # "retrying" (--retry-failed) becomes "ok"
-        self.store.set_arm_status(cell.arm, status="failed" if failed else "ok")
+        self.sink.set_arm_status(cell.arm, status="failed" if failed else "ok")
 
     async def _drive(
-        self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: dict[str, Any], warm: bool
+        self, cell: RunSpec, todo: list[RequestSpec], server: Server, info: CellInfo, warm: bool
     ) -> None:
         headers = _auth_headers(self.api_key, cell.args)
         peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
@@ -302,7 +317,7 @@ class Runner:
         offsets = arrivals.schedule(len(phase), rate, wl.burstiness, seed, wl.ramp_up_s)
         name = f"{cell.arm}-r{cell.repeat}-{phase[0].phase}".replace("/", "_")  # phases may hold "/"
         info = {"rate": rate, "burstiness": wl.burstiness, "ramp_up_s": wl.ramp_up_s, "seed": seed}
-        arrivals.save_schedule(self.store.root, name, {**info, "cap": cap, "offsets_s": offsets})
+        arrivals.save_schedule(self.sink.root, name, {**info, "cap": cap, "offsets_s": offsets})
 
         async def send(req: RequestSpec, timing: dict[str, Any]) -> None:
             if server.alive():
@@ -344,7 +359,7 @@ class Runner:
                 "fill_key": key,
                 "chars": chars,
             }
-        self.store.save_fitted_prompts(self._fitted)
+        self.sink.save_fitted_prompts(self._fitted)
 
     async def _one(
         self,
@@ -365,7 +380,7 @@ class Runner:
         url = f"{server.base_url}/v1/chat/completions"
         session = self._session if self._session is not None else client
         result = await self._request(session, client, server, url, body)
-        record = {
+        record: dict[str, Any] = {
             "arm": cell.arm,
             "repeat": cell.repeat,
             "workload": req.workload or cell.workload,
@@ -381,10 +396,11 @@ class Runner:
             **(timing or {}),
             **result,
         }
+        typed = cast(RequestRecord, record)  # the response's keys (client.stream_chat) are its too
         if self._writer is not None:
-            self._writer.append(record)
+            self._writer.append(typed)
         else:
-            self.store.append_record(record)
+            self.sink.append_record(typed)
         server.expected_lines += self.engine.expected_log_lines(record)
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
 
@@ -424,7 +440,7 @@ class Runner:
             return {"error": str(exc)}
         if resp.status_code != 200:
             return {"error": f"HTTP {resp.status_code}"}
-        path = self.store.save_scrape(cell.arm, cell.repeat, when, resp.text)
+        path = self.sink.save_scrape(cell.arm, cell.repeat, when, resp.text)
         return {"file": path, "spec": self.engine.spec_counters(parse_metrics(resp.text))}
 
     async def _safe(self, coro: Any) -> Any:
@@ -433,14 +449,14 @@ class Runner:
         except (httpx.HTTPError, ValueError) as exc:
             return {"error": str(exc)}
 
-    async def _log_window(self, server: Server, cell: RunSpec, info: dict[str, Any], start: bool) -> None:
+    async def _log_window(self, server: Server, cell: RunSpec, info: CellInfo, start: bool) -> None:
         """Wait for the acceptance lines of the requests finished so far (sources.py); at the start
         of the measured requests, remember where their lines begin so warm-ups stay out."""
         if server.process is None:
             return
         patterns = self.engine.acceptance_log_patterns()
         found, size = await serverlog.settle(
-            self.store.log_path(cell.arm),
+            self.sink.log_path(cell.arm),
             server.measured_offset if server.measured_offset is not None else server.log_offset,
             lambda ln: any(p in ln for p in patterns),
             server.expected_lines,
@@ -453,7 +469,7 @@ class Runner:
 
     def _new_log_lines(self, arm: str, server: Server) -> list[str]:
         """Failure lines from the launch on, then acceptance lines of the measured requests only."""
-        log = self.store.log_path(arm)
+        log = self.sink.log_path(arm)
         if server.process is None or not log.exists():
             return []
         lines = [ln.strip() for ln in serverlog.read_from(log, server.log_offset).splitlines()]
@@ -478,3 +494,30 @@ def _phases(requests: list[RequestSpec]) -> list[list[RequestSpec]]:
     for req in requests:
         groups.setdefault(req.phase, []).append(req)
     return list(groups.values())
+
+
+def serve_cell(
+    remote: RemoteCell,
+    cell: RunSpec,
+    todo: list[RequestSpec],
+    fitted: dict[str, Any],
+    scratch: RunStore,
+    sink: RecordSink,
+    observe: Observer,
+    launched: Callable[[int], None],
+) -> bool:
+    """Serve one cell on this machine for an executor elsewhere (:class:`cellwork.ServeCell`):
+    every line goes to ``sink``; returns whether the arm has failed."""
+    runner = Runner(
+        matrix=remote.matrix,
+        engine=remote.engine,
+        store=scratch,
+        cells=[cell],
+        attach_url=remote.attach_url,
+        observe=observe,
+        relay=sink,
+        launched=launched,
+    )
+    runner.fitted.update(fitted)
+    runner.run_cell(cell, todo)
+    return runner.arm_failed(cell.arm)

@@ -31,11 +31,12 @@ from typing import Any
 
 import psutil
 
-from specbench import SCHEMA_VERSION, __version__
+from specbench import __version__
 from specbench.errors import StoreError
 from specbench.journal import Journal, repair
 from specbench.paths import cache_dir
 from specbench.redact import Redactor
+from specbench.schema import SCHEMA_VERSION, CellInfo, Manifest, RequestRecord, stamped
 
 RecordKey = tuple[str, str, int]  # (arm, prompt_id, repeat)
 
@@ -69,6 +70,8 @@ _GROWING = ("arms", "baseline")
 
 
 class RunStore:
+    batches = True  # records may be appended in batches from a writer thread (cellwork.RecordSink)
+
     def __init__(self, root: Path, redactor: Redactor | None = None) -> None:
         self.root = root
         self.redactor = redactor or Redactor()  # every file written goes through its scrub
@@ -102,7 +105,7 @@ class RunStore:
             return
         for sub in ("metrics", "logs"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
-        base = {
+        base: Manifest = {
             "schema_version": SCHEMA_VERSION,
             "specbench_version": __version__,
             "host": platform.node(),
@@ -210,20 +213,26 @@ class RunStore:
             self._journals[path] = Journal(path, self.redactor.scrub)
         self._journals[path].append(obj)
 
-    def append_record(self, record: dict[str, Any]) -> None:
-        self.append(self.records_path, {"schema_version": SCHEMA_VERSION, **record})
+    def append_record(self, record: RequestRecord) -> None:
+        """The one writer of ``records.jsonl`` lines (batched: :meth:`append_records`)."""
+        self.append(self.records_path, stamped(record))
 
-    def append_records(self, records: list[dict[str, Any]]) -> None:
-        """Several records with one fsync (the batch a :class:`RecordWriter` thread drained)."""
+    def append_records(self, records: list[RequestRecord]) -> None:
+        """Several records with one fsync (the batch a :class:`RecordWriter` thread drained, an
+        import): the lines :meth:`append_record` writes. Not scrubbed, as before: the scrub's URL
+        regex is quadratic in a long unbroken word (12 ms for a 14 KB line holding a 4000-char one)
+        and holds the GIL meanwhile, stalling the loop that stamps chunks."""
+        lines = (json.dumps(stamped(r), default=str) + "\n" for r in records)
         with self.records_path.open("a") as fh:
-            lines = (json.dumps({"schema_version": SCHEMA_VERSION, **r}, default=str) for r in records)
-            fh.write("".join(line + "\n" for line in lines))
+            fh.write("".join(lines))
             fh.flush()
             os.fsync(fh.fileno())
 
-    def append_cell(self, cell: dict[str, Any]) -> None:
-        self.append(self.cells_path, {"schema_version": SCHEMA_VERSION, **cell})
+    def append_cell(self, cell: CellInfo) -> None:
+        self.append(self.cells_path, stamped(cell))
 
+    # Readers return plain dicts: lines of any schema version, edited or imported, are read as
+    # they are (analysis code takes them as such); writers take the typed shapes.
     def records(self) -> list[dict[str, Any]]:
         return self._read(self.records_path, _RECORD_KEYS)
 

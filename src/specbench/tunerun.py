@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import yaml
 
@@ -34,7 +34,8 @@ from specbench.tune import Answer, RaceState, answer, initial_state, race
 from specbench.tunespec import Candidate, TuneSpec
 
 if TYPE_CHECKING:
-    from specbench.runner import Observer, Runner
+    from specbench.cellwork import CellJob, Observer
+    from specbench.runner import Runner
 
 SERVE_PORT = 8080  # the port printed in the command to serve the winner
 
@@ -88,7 +89,8 @@ class _TuneExecutor(LocalExecutor):
     ) -> None:
         self.spec, self.state, self.save, self.say = spec, state, save, say
 
-    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
+    def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+        runner = cast("Runner", job)  # installed only on the tune's own Runner (run_tune)
         measure = _Measure(runner, cells[0], runner.matrix)
         prompts = len(cells[0].requests) + len(cells[0].warmup)
         self.state = race(self.spec, self.state, measure, prompts, self._save(runner), self.say)

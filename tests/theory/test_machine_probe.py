@@ -101,7 +101,7 @@ def test_the_runner_probes_before_the_first_cell_only_when_serving_locally(
     class Cluster:
         kind = "fake cluster"
 
-        def run_cells(self, runner: Any, cells: Any) -> None:
+        def run_cells(self, cells: Any, job: Any) -> None:
             events.append("remote cells")
 
     events.clear()

@@ -22,6 +22,7 @@ from specbench.analysis.finding import Finding
 from specbench.analysis.sources import SOURCE_TOLERANCE, Source
 from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 from specbench.engines.base import Engine, split_flags
+from specbench.schema import chunks
 
 __all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas", "split_flags"]
 
@@ -216,8 +217,8 @@ def output_drift(texts: pd.DataFrame, arms: Sequence[str], baseline: str) -> lis
 def tool_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Reassemble streamed tool calls: deltas carry ``index``, a name once, argument fragments."""
     calls: dict[int, dict[str, Any]] = {}
-    for chunk in record.get("chunks", []):
-        for delta in chunk[3] or []:
+    for chunk in chunks(record):
+        for delta in chunk.tool_calls or []:
             call = calls.setdefault(int(delta.get("index", 0)), {"name": "", "arguments": ""})
             fn = delta.get("function") or {}
             call["name"] += fn.get("name") or ""

@@ -1,7 +1,8 @@
 """Per-request metrics computed from raw records, one small function per metric.
 
-A record's ``chunks`` are ``[t_ns, content, reasoning, tool_calls, finish_reason]`` with
-``t_ns`` measured from just before the request was sent. Token counts come from the server
+A record's ``chunks`` are :class:`specbench.schema.Chunk` rows (``t_ns`` measured from just
+before the request was sent, the deltas, and from schema 2 the server's running token count),
+read by name through :func:`specbench.schema.chunks`. Token counts come from the server
 (``usage`` / llama.cpp ``timings``), never from the chunk count: with speculation several
 tokens may arrive in one chunk (docs/mistakes.md, mistake 10).
 """
@@ -9,22 +10,24 @@ tokens may arrive in one chunk (docs/mistakes.md, mistake 10).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from specbench.engines import request_draft_counts
+from specbench.schema import Chunk, chunks
 
 Record = dict[str, Any]
 NS_PER_MS = 1e6
 
 
-def _token_chunks(rec: Record, answer_only: bool = False) -> list[list[Any]]:
+def _token_chunks(rec: Record, answer_only: bool = False) -> list[Chunk]:
     """Chunks that carry generated text: content, tool calls and (unless answer_only) reasoning.
     llama.cpp's first role-only chunk (``content: null``) is not a token."""
-    fields = (1, 3) if answer_only else (1, 2, 3)
-    return [c for c in rec.get("chunks", []) if any(c[i] for i in fields)]
+    if answer_only:
+        return [c for c in chunks(rec) if c.content or c.tool_calls]
+    return [c for c in chunks(rec) if c.carries_token]
 
 
 def output_tokens(rec: Record) -> float:
@@ -50,14 +53,14 @@ def cached_tokens(rec: Record) -> float:
 
 def ttft_ms(rec: Record) -> float:
     """Time to first generated token of any kind (content, reasoning or tool call)."""
-    chunks = _token_chunks(rec)
-    return chunks[0][0] / NS_PER_MS if chunks else np.nan
+    tokens = _token_chunks(rec)
+    return tokens[0].t_ns / NS_PER_MS if tokens else np.nan
 
 
 def ttfa_ms(rec: Record) -> float:
     """Time to first answer token (content or tool call), after any reasoning."""
-    chunks = _token_chunks(rec, answer_only=True)
-    return chunks[0][0] / NS_PER_MS if chunks else np.nan
+    answer = _token_chunks(rec, answer_only=True)
+    return answer[0].t_ns / NS_PER_MS if answer else np.nan
 
 
 def e2e_ms(rec: Record) -> float:
@@ -67,8 +70,8 @@ def e2e_ms(rec: Record) -> float:
 
 def decode_window_ms(rec: Record) -> float:
     """First to last token chunk: the client-side decode window."""
-    chunks = _token_chunks(rec)
-    return (chunks[-1][0] - chunks[0][0]) / NS_PER_MS if len(chunks) > 1 else np.nan
+    tokens = _token_chunks(rec)
+    return (tokens[-1].t_ns - tokens[0].t_ns) / NS_PER_MS if len(tokens) > 1 else np.nan
 
 
 def tpot_ms(rec: Record) -> float:
@@ -115,7 +118,7 @@ def decode_tok_s(rec: Record) -> float:
 def chunk_tokens(rec: Record) -> list[int] | None:
     """Tokens in each token chunk, from the server's running count sent with every chunk (schema
     2 rows' sixth field); None when any token chunk lacks it (older records, other servers)."""
-    counts = [c[5] if len(c) > 5 else None for c in _token_chunks(rec)]
+    counts = [c.tokens for c in _token_chunks(rec)]
     if not counts or any(n is None for n in counts):
         return None
     steps = np.diff([0, *counts])
@@ -126,10 +129,10 @@ def _token_gaps_ms(rec: Record) -> np.ndarray:
     """Per-token inter-token intervals: a chunk carrying k tokens after a gap g counts as k
     intervals of g/k (a speculative step delivers several tokens at once). Without per-chunk
     counts, every chunk is assumed to carry the request's mean tokens per chunk."""
-    chunks = _token_chunks(rec)
-    if len(chunks) < 2:
+    tokens = _token_chunks(rec)
+    if len(tokens) < 2:
         return np.array([])
-    gaps = np.diff([c[0] for c in chunks]) / NS_PER_MS
+    gaps = np.diff([c.t_ns for c in tokens]) / NS_PER_MS
     counts = chunk_tokens(rec)
     if counts is not None:
         per = np.asarray(counts[1:], dtype=float)
@@ -138,7 +141,7 @@ def _token_gaps_ms(rec: Record) -> np.ndarray:
     n = output_tokens(rec)
     if not n > 1:
         return np.array([])
-    return gaps * (len(chunks) - 1) / (n - 1)
+    return gaps * (len(tokens) - 1) / (n - 1)
 
 
 def itl_ms(rec: Record) -> float:
@@ -155,15 +158,15 @@ def itl_p99_ms(rec: Record) -> float:
 
 def chunk_itl_ms(rec: Record) -> float:
     """Median gap between token chunks as they arrived, kept beside the per-token figure."""
-    chunks = _token_chunks(rec)
-    return float(np.median(np.diff([c[0] for c in chunks]))) / NS_PER_MS if len(chunks) > 1 else np.nan
+    tokens = _token_chunks(rec)
+    return float(np.median(np.diff([c.t_ns for c in tokens]))) / NS_PER_MS if len(tokens) > 1 else np.nan
 
 
 def tokens_per_chunk(rec: Record) -> float:
     """Generated tokens per streamed token chunk: 1 for plain decoding, more when a speculative
     step sends several accepted tokens in one chunk (a spec-decode signal of its own)."""
-    chunks, n = _token_chunks(rec), output_tokens(rec)
-    return n / len(chunks) if chunks and n > 0 else np.nan
+    tokens, n = _token_chunks(rec), output_tokens(rec)
+    return n / len(tokens) if tokens and n > 0 else np.nan
 
 
 def server_decode_tok_s(rec: Record) -> float:
@@ -217,11 +220,11 @@ def acceptance(rec: Record) -> float:
 
 def output_text(rec: Record) -> str:
     """The answer: all content deltas joined."""
-    return "".join(c[1] for c in rec.get("chunks", []) if c[1])
+    return "".join(c.content for c in chunks(rec) if c.content)
 
 
 def finish_reason(rec: Record) -> str | None:
-    reasons = [c[4] for c in rec.get("chunks", []) if c[4]]
+    reasons = [c.finish_reason for c in chunks(rec) if c.finish_reason]
     return reasons[-1] if reasons else None
 
 
@@ -231,27 +234,38 @@ def stopped_early(rec: Record) -> bool:
     return asked is not None and output_tokens(rec) < float(asked)
 
 
-METRICS: dict[str, Callable[[Record], float]] = {
-    "ttft_ms": ttft_ms,
-    "ttfa_ms": ttfa_ms,
-    "e2e_ms": e2e_ms,
-    "tpot_ms": tpot_ms,
-    "itl_ms": itl_ms,
-    "itl_p99_ms": itl_p99_ms,
-    "chunk_itl_ms": chunk_itl_ms,
-    "tokens_per_chunk": tokens_per_chunk,
-    "decode_tok_s": decode_tok_s,
-    "client_decode_tok_s": client_decode_tok_s,
-    "decode_disagrees": decode_disagrees,
-    "server_decode_tok_s": server_decode_tok_s,
-    "prefill_ms": prefill_ms,
-    "prefill_tok_s": prefill_tok_s,
-    "output_tokens": output_tokens,
-    "prompt_tokens": prompt_tokens,
-    "cached_tokens": cached_tokens,
-    "draft_n": draft_n,
-    "draft_accepted": draft_accepted,
-    "acceptance": acceptance,
+class Metric(NamedTuple):
+    """A per-request metric: how to compute it, its unit, and which way is better (None: not a
+    figure of merit, e.g. a count; comparing arms on it needs the direction passed explicitly)."""
+
+    fn: Callable[[Record], float]
+    unit: str
+    better: Literal["higher", "lower"] | None
+
+
+#: Every per-request metric, in frame column order: the one table other modules read names,
+#: units and directions from (stats.metric_higher_is_better, the importer's fields).
+METRICS: dict[str, Metric] = {
+    "ttft_ms": Metric(ttft_ms, "ms", "lower"),
+    "ttfa_ms": Metric(ttfa_ms, "ms", "lower"),
+    "e2e_ms": Metric(e2e_ms, "ms", "lower"),
+    "tpot_ms": Metric(tpot_ms, "ms", "lower"),
+    "itl_ms": Metric(itl_ms, "ms", "lower"),
+    "itl_p99_ms": Metric(itl_p99_ms, "ms", "lower"),
+    "chunk_itl_ms": Metric(chunk_itl_ms, "ms", "lower"),
+    "tokens_per_chunk": Metric(tokens_per_chunk, "tokens/chunk", None),
+    "decode_tok_s": Metric(decode_tok_s, "tok/s", "higher"),
+    "client_decode_tok_s": Metric(client_decode_tok_s, "tok/s", "higher"),
+    "decode_disagrees": Metric(decode_disagrees, "flag", None),
+    "server_decode_tok_s": Metric(server_decode_tok_s, "tok/s", "higher"),
+    "prefill_ms": Metric(prefill_ms, "ms", "lower"),
+    "prefill_tok_s": Metric(prefill_tok_s, "tok/s", "higher"),
+    "output_tokens": Metric(output_tokens, "tokens", None),
+    "prompt_tokens": Metric(prompt_tokens, "tokens", None),
+    "cached_tokens": Metric(cached_tokens, "tokens", None),
+    "draft_n": Metric(draft_n, "tokens", None),
+    "draft_accepted": Metric(draft_accepted, "tokens", None),
+    "acceptance": Metric(acceptance, "ratio", None),
 }
 KEYS = ("arm", "workload", "category", "prompt_id", "repeat", "seq", "warmup")
 
@@ -263,7 +277,8 @@ def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
         if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
             continue
         row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
-        row.update({name: fn(rec) for name, fn in METRICS.items()})
+        rec = {**rec, "chunks": chunks(rec)}  # named once here, not in every metric
+        row.update({name: m.fn(rec) for name, m in METRICS.items()})
         # Records imported from other tools have no raw chunks: they carry the values they had.
         row.update(
             {k: float(v) for k, v in (rec.get("imported") or {}).items() if k in METRICS and v is not None}

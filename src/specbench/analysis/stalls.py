@@ -19,6 +19,7 @@ from specbench import machine
 from specbench.analysis import bimodality, stats
 from specbench.analysis.finding import Finding
 from specbench.analysis.metrics import NS_PER_MS
+from specbench.schema import RequestRecord, chunks
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median chunk gap is a pause, not a step
 STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hiccup is no stall
@@ -27,9 +28,9 @@ STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hi
 Rows = Sequence[Mapping[str, Any]]
 
 
-def stall_ms(rec: Mapping[str, Any]) -> float:
+def stall_ms(rec: RequestRecord | Mapping[str, Any]) -> float:
     """The longest gap between token chunks when it is a stall (else 0.0)."""
-    times = [c[0] for c in rec.get("chunks") or [] if len(c) > 1 and any(c[1:5])]
+    times = [c.t_ns for c in chunks(rec) if c.carries_token or c.finish_reason]
     if len(times) < 3:
         return 0.0
     gaps = np.diff(np.asarray(times, dtype=np.float64)) / NS_PER_MS

@@ -39,13 +39,15 @@ from scipy import stats as sps
 
 from specbench.analysis import launches as L
 from specbench.analysis._arrays import FloatArray, _finite
+from specbench.analysis.metrics import METRICS
 
 Statistic = Callable[..., Any]
 Verdict = Literal["faster", "slower", "equivalent", "undetermined"]
 
 DEFAULT_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "decode_tok_s", "prefill_tok_s")
-HIGHER_IS_BETTER: frozenset[str] = frozenset({"decode_tok_s", "prefill_tok_s"})
-LOWER_IS_BETTER: frozenset[str] = frozenset({"ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"})
+#: Directions, from the one metric table (analysis/metrics.py).
+HIGHER_IS_BETTER: frozenset[str] = frozenset(k for k, m in METRICS.items() if m.better == "higher")
+LOWER_IS_BETTER: frozenset[str] = frozenset(k for k, m in METRICS.items() if m.better == "lower")
 PAIR_KEYS: tuple[str, ...] = ("workload", "prompt_id", "repeat")
 MIN_PAIRS = 3
 
@@ -144,10 +146,11 @@ class Comparison:
 
 
 def metric_higher_is_better(metric: str) -> bool:
-    """True for throughput-like metrics (``*_tok_s``), False for latencies (``*_ms``)."""
-    if metric in HIGHER_IS_BETTER or metric.endswith("_tok_s"):
+    """The metric's direction in :data:`specbench.analysis.metrics.METRICS` (True: throughputs,
+    False: latencies); a metric without one (a count, a ratio) needs it passed explicitly."""
+    if metric in HIGHER_IS_BETTER:
         return True
-    if metric in LOWER_IS_BETTER or metric.endswith("_ms"):
+    if metric in LOWER_IS_BETTER:
         return False
     raise ValueError(f"unknown direction for metric {metric!r}; pass higher_is_better explicitly")
 

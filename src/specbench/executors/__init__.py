@@ -1,34 +1,25 @@
 """Executors: where the runner's cells run.
 
-An executor receives the runner and its planned cells and makes every cell happen; the runner
-keeps the plan, the run directory and the record schema. ``local`` (the default) serves each cell
-on this machine in order. ``ray`` (``pip install 'specbench[ray]'``) runs each cell as a Ray task
-on a cluster node that has the arm's resources and streams the records back to this process,
-which appends them to the one run directory. Ray is imported only when it is asked for.
+An executor receives the planned cells and a :class:`~specbench.cellwork.CellJob` (the plan's
+rules, a function that serves one cell here, and what a worker elsewhere needs to serve one) and
+makes every cell happen; the runner keeps the plan, the run directory and the record schema.
+Executors never import the runner (:mod:`specbench.cellwork` is the seam). ``local`` (the
+default) serves each cell on this machine in order. ``ray`` (``pip install 'specbench[ray]'``)
+runs each cell as a Ray task on a cluster node that has the arm's resources and streams the
+records back to this process, which appends them to the one run directory. Ray is imported
+only when it is asked for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 
-from specbench.config import RunSpec
+from specbench.cellwork import Executor
 from specbench.errors import ConfigError
 from specbench.executors.local import LocalExecutor
 
-if TYPE_CHECKING:
-    from specbench.runner import Runner
-
 EXECUTORS = ("local", "ray")
-
-
-class Executor(Protocol):
-    """Runs cells for a runner. Must skip arms that have failed and requests already completed
-    (``runner.todo(cell, runner.store.completed())``), so ``--resume`` works across executors."""
-
-    kind: str
-
-    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None: ...
 
 
 def make_executor(

@@ -1,10 +1,11 @@
 """The worker's side of the Ray executor: the Ray task that serves one cell on the node Ray
 picked, and the helpers the driver pins to a node (environment probe, orphan reaper).
 
-The task runs the cell with the same code as a local run (:class:`specbench.runner.Runner`);
-only its store differs: :class:`_RelayStore` sends every record, cell summary, /metrics
-scrape, arm status and fitted prompt set to the driver's inbox as it is written, so the driver
-(:mod:`specbench.executors._ray_driver`) can append them to the one run directory.
+The task serves the cell with the same code as a local run (the job's
+:class:`~specbench.cellwork.RemoteCell`); only where its lines go differs: :class:`_RelaySink`
+sends every record, cell summary, /metrics scrape, arm status and fitted prompt set to the
+driver's inbox as it is written, so the driver (:mod:`specbench.executors._ray_driver`) can append
+them to the one run directory.
 """
 
 from __future__ import annotations
@@ -21,70 +22,84 @@ from typing import Any
 
 import psutil
 
+from specbench.cellwork import RemoteCell
 from specbench.config import RunSpec
 from specbench.engines.base import Engine
 from specbench.executors._ray_common import Relay, here
-from specbench.runner import Runner, Server
+from specbench.redact import Redactor
+from specbench.schema import CellInfo, RequestRecord
 from specbench.store import RecordKey, RunStore, environment, file_sha256
 
 RemoteObserver = Callable[[str, dict[str, Any]], None]
 
 
-class _RelayStore(RunStore):
-    """A cell's run directory on the worker: a scratch folder (the engine log, and a manifest the
-    runner reads the arm status back from) whose every write also goes to the driver."""
+class _RelaySink:
+    """A cell's lines on the worker (a :class:`~specbench.cellwork.RecordSink`): each goes to the
+    driver; a scratch run directory keeps the engine log, the scrapes and a manifest the runner
+    reads its arm's status back from."""
 
-    def __init__(self, root: Path, relay: Relay, done: set[RecordKey]) -> None:
-        super().__init__(root)
+    batches = False  # each send waits for delivery, in order, on the runner's thread
+
+    def __init__(self, scratch: RunStore, relay: Relay, done: set[RecordKey]) -> None:
+        self.scratch = scratch
         self.relay = relay
-        self.done = set(done)
+        self.done = set(done)  # measured keys: this cell's own, as the driver's run directory has them
+
+    @property
+    def root(self) -> Path:
+        return self.scratch.root
+
+    @property
+    def redactor(self) -> Redactor:
+        return self.scratch.redactor
+
+    def manifest(self) -> dict[str, Any]:
+        return self.scratch.manifest()
 
     def set_arm_status(self, arm: str, **fields: Any) -> None:
-        super().set_arm_status(arm, **fields)
+        self.scratch.set_arm_status(arm, **fields)
         self.relay.send("arm_status", arm=arm, fields=fields)
 
-    def append_record(self, record: dict[str, Any]) -> None:
+    def append_record(self, record: RequestRecord) -> None:
         self.relay.send("record", record=record)
         if not record.get("warmup") and record.get("error") is None:
             self.done.add((record["arm"], record["prompt_id"], record["repeat"]))
 
-    def append_cell(self, cell: dict[str, Any]) -> None:
-        self.relay.send("cell", info=cell)
+    def append_records(self, records: list[RequestRecord]) -> None:
+        for record in records:
+            self.append_record(record)
 
-    def records(self) -> list[dict[str, Any]]:
-        return []
+    def append_cell(self, cell: CellInfo) -> None:
+        self.relay.send("cell", info=cell)
 
     def completed(self) -> set[RecordKey]:
         return set(self.done)
 
+    def log_path(self, arm: str) -> Path:
+        return self.scratch.log_path(arm)
+
     def save_scrape(self, arm: str, repeat: int, when: str, text: str) -> str:
-        name = super().save_scrape(arm, repeat, when, text)
+        name = self.scratch.save_scrape(arm, repeat, when, text)
         self.relay.send("scrape", name=name, text=text)
         return name
 
     def save_fitted_prompts(self, fitted: dict[str, Any]) -> None:
         self.relay.send("fitted", fitted=fitted)
 
-
-class _RemoteRunner(Runner):
-    """A runner that also tells the driver each engine it starts, so an orphan can be reaped."""
-
-    def _launch(self, cell: RunSpec) -> Server:
-        server = super()._launch(cell)
-        pid = server.process.pid if server.process else None
-        if pid is not None and isinstance(self.store, _RelayStore):
-            self.store.relay.send("server", pid=pid, create_time=psutil.Process(pid).create_time())
-        return server
+    def sync(self) -> None:
+        self.scratch.sync()
 
 
 def _run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
     """The Ray task: serve one cell on this node, relaying everything to the driver."""
     cell: RunSpec = job["cell"]
+    remote: RemoteCell = job["remote"]
     relay = Relay(inbox, job["tag"])
     scratch = Path(tempfile.mkdtemp(prefix="specbench-cell-"))
     relay.send("start", node=here(), scratch=str(scratch), wall=time.time())
-    store = _RelayStore(scratch, relay, job["done"])
+    store = RunStore(scratch)
     store.create({"scratch_for": job["tag"]}, resume=False)
+    sink = _RelaySink(store, relay, job["done"])
     hook: RemoteObserver | None = job["remote_observer"]
 
     def observe(event: str, info: dict[str, Any]) -> None:
@@ -93,18 +108,12 @@ def _run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
         if hook is not None:
             hook(event, info)
 
-    runner = _RemoteRunner(
-        matrix=job["matrix"],
-        engine=job["engine"],
-        store=store,
-        cells=[cell],
-        attach_url=job["attach_url"],
-        observe=observe,
-    )
-    runner.fitted.update(job["fitted"])
+    def launched(pid: int) -> None:  # so the driver can reap an orphaned engine
+        relay.send("server", pid=pid, create_time=psutil.Process(pid).create_time())
+
     try:
-        runner.run_cell(cell, job["todo"])
-        return {"failed": runner.arm_failed(cell.arm)}
+        failed = remote.serve(remote, cell, job["todo"], job["fitted"], store, sink, observe, launched)
+        return {"failed": failed}
     finally:
         log = store.log_path(cell.arm)
         with contextlib.suppress(Exception):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
+from specbench.cellwork import CellJob
 from specbench.config import Matrix, RunSpec
 from specbench.executors._ray_cell import _probe_node, _reap, _run_cell_remote
 from specbench.executors._ray_common import node_clock, node_name, node_table, pinned, start_inbox
@@ -30,7 +31,7 @@ from specbench.executors._ray_resources import (
     node_hardware,
     task_options,
 )
-from specbench.runner import Runner
+from specbench.schema import CellInfo, RequestRecord
 from specbench.store import RecordKey, _write_json, now_iso
 
 if TYPE_CHECKING:
@@ -58,18 +59,19 @@ class _Task:
 class _Driver:
     """One ``run_cells`` call: submits tasks, drains the inbox into the store, retries lost ones."""
 
-    def __init__(self, ex: RayExecutor, runner: Runner, cells: list[RunSpec]) -> None:
+    def __init__(self, ex: RayExecutor, job: CellJob, cells: list[RunSpec]) -> None:
         self.ex = ex
-        self.runner = runner
-        self.store = runner.store
-        self.matrix: Matrix = runner.matrix
+        self.job = job  # the plan's rules, the run's sequence numbers, fitted prompts, observer
+        self.store = job.store
+        self.remote = job.remote()
+        self.matrix: Matrix = self.remote.matrix
         self.seen: set[RecordKey] = self.store.completed()
         self.waiting: deque[_Task] = deque(_Task(cell, 0) for cell in cells)
         self.pending: dict[Any, _Task] = {}
         self.tasks: dict[str, _Task] = {}
         self.first: _Task | None = None
         self.needs_fit = any(
-            r.target_tokens and r.prompt_id not in runner.fitted for c in cells for r in c.requests
+            r.target_tokens and r.prompt_id not in job.fitted for c in cells for r in c.requests
         )
         self.pin: dict[str, float] | None = None if self._may_pin() else {}
         self.nodes: dict[str, dict[str, Any]] = {}  # node id → name, Ray description, probe, env
@@ -118,8 +120,8 @@ class _Driver:
                 return
             task = self.waiting.popleft()
             cell = task.cell
-            todo = self.runner.todo(cell, self.seen)
-            if self.runner.arm_failed(cell.arm) or not todo:
+            todo = self.job.todo(cell, self.seen)
+            if self.job.arm_failed(cell.arm) or not todo:
                 continue
             request = self.ex.requested(cell.arm)
             if self.pin and not names_accelerator(request):
@@ -130,10 +132,8 @@ class _Driver:
                 "cell": cell,
                 "todo": todo,
                 "done": {k for k in self.seen if k[0] == cell.arm and k[2] == cell.repeat},
-                "matrix": self.matrix,
-                "engine": self.runner.engine,
-                "attach_url": self.runner.attach_url,
-                "fitted": dict(self.runner.fitted),
+                "remote": self.remote,
+                "fitted": dict(self.job.fitted),
                 "remote_observer": self.ex.remote_observer,
             }
             remote = ray.remote(_run_cell_remote).options(
@@ -156,9 +156,7 @@ class _Driver:
         except ray.exceptions.RayError as exc:
             self._lost(task, exc)
             return
-        self.runner.observe(
-            "cell_done", {"arm": task.cell.arm, "repeat": task.cell.repeat, "node": task.node}
-        )
+        self.job.observe("cell_done", {"arm": task.cell.arm, "repeat": task.cell.repeat, "node": task.node})
 
     def _lost(self, task: _Task, exc: Exception) -> None:
         """Worker or node gone: keep what arrived, reap the orphan, resubmit what is missing."""
@@ -186,12 +184,12 @@ class _Driver:
         info = {"arm": cell.arm, "repeat": cell.repeat, "node": task.node, "error": error}
         if task.attempt < self.ex.max_retries:
             self.stats["retried"] += 1
-            self.runner.observe("retry", {**info, "task_attempt": task.attempt + 1})
+            self.job.observe("retry", {**info, "task_attempt": task.attempt + 1})
             self.waiting.appendleft(_Task(cell, task.attempt + 1))
         else:
             reason = f"cell lost {task.attempt + 1} times in repeat {cell.repeat}: {error}"
             self.store.set_arm_status(cell.arm, status="failed", error=reason, log_tail="")
-            self.runner.observe("failed", {"arm": cell.arm, "reason": reason, "log_tail": ""})
+            self.job.observe("failed", {"arm": cell.arm, "reason": reason, "log_tail": ""})
 
     def _abort(self) -> None:
         """Ctrl-C or an error: cancel running cells (their engines stop), keep what they sent."""
@@ -227,24 +225,24 @@ class _Driver:
 
     def _on_arm_status(self, task: _Task, msg: dict[str, Any]) -> None:
         fields = dict(msg["fields"])
-        if fields.get("status") == "ok" and self.runner.arm_failed(msg["arm"]):
+        if fields.get("status") == "ok" and self.job.arm_failed(msg["arm"]):
             del fields["status"]  # another cell failed the arm: one cell's success does not undo it
         if fields:
             self.store.set_arm_status(msg["arm"], **fields)
 
     def _on_record(self, task: _Task, msg: dict[str, Any]) -> None:
-        rec: dict[str, Any] = msg["record"]
+        rec: RequestRecord = msg["record"]
         key = (rec["arm"], rec["prompt_id"], rec["repeat"])
         measured_ok = not rec.get("warmup") and rec.get("error") is None
         if measured_ok and key in self.seen:
             self.stats["duplicates_dropped"] += 1
             return
-        rec.update(seq=self.runner.next_seq(), node=task.node, task_attempt=task.attempt)
+        rec["seq"], rec["node"], rec["task_attempt"] = self.job.next_seq(), task.node, task.attempt
         self.store.append_record(rec)
         if measured_ok:
             self.seen.add(key)
         info = {"arm": rec["arm"], "warmup": rec.get("warmup"), "error": rec.get("error"), "node": task.node}
-        self.runner.observe("request", info)
+        self.job.observe("request", info)
 
     def _on_cell(self, task: _Task, msg: dict[str, Any]) -> None:
         self.store.append_cell({**msg["info"], **self._where(task)})
@@ -256,14 +254,14 @@ class _Driver:
 
     def _on_fitted(self, task: _Task, msg: dict[str, Any]) -> None:
         for prompt_id, fitted in msg["fitted"].items():
-            self.runner.fitted.setdefault(prompt_id, fitted)  # the first fit wins: one set of prompts
-        self.store.save_fitted_prompts(self.runner.fitted)
+            self.job.fitted.setdefault(prompt_id, fitted)  # the first fit wins: one set of prompts
+        self.store.save_fitted_prompts(self.job.fitted)
 
     def _on_observe(self, task: _Task, msg: dict[str, Any]) -> None:
         info = {**msg["info"], "node": task.node, "task_attempt": task.attempt}
         if msg["event"] == "cell":
             info["node_cells"] = self.cells_per_node[task.node or ""]
-        self.runner.observe(msg["event"], info)
+        self.job.observe(msg["event"], info)
 
     def _on_log(self, task: _Task, msg: dict[str, Any]) -> None:
         self._append_log(task, msg["text"], "")
@@ -287,7 +285,7 @@ class _Driver:
             self.nodes[node_id] = {
                 "name": node_name(node["host"], node_id),
                 "ray": self.table.get(node_id, {"resources": {}, "labels": {}}),
-                "probe": probe.remote(self.runner.engine, model),
+                "probe": probe.remote(self.remote.engine, model),
                 "env": None,
             }
         return str(self.nodes[node_id]["name"])
@@ -308,9 +306,9 @@ class _Driver:
         env_: dict[str, Any] = node["env"]
         return env_
 
-    def _where(self, task: _Task, env_timeout: float = 300.0) -> dict[str, Any]:
+    def _where(self, task: _Task, env_timeout: float = 300.0) -> CellInfo:
         """Where a cell ran, for its cells.jsonl line."""
-        out: dict[str, Any] = {
+        out: CellInfo = {
             "executor": "ray",
             "task_attempt": task.attempt,
             "node": task.node,
@@ -343,7 +341,7 @@ class _Driver:
         confounds = []
         if len(classes) > 1 or any(len(v) > 1 for v in by_arm.values()):
             confounds.append(f"arms ran on different hardware: {by_arm}")
-            self.runner.observe("confound", {"hardware_by_arm": by_arm})
+            self.job.observe("confound", {"hardware_by_arm": by_arm})
         self.store.update_manifest(
             executor={
                 "kind": "ray",

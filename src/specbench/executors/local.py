@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
+from specbench.cellwork import CellJob
 from specbench.config import RunSpec
-
-if TYPE_CHECKING:
-    from specbench.runner import Runner
 
 
 class LocalExecutor:
@@ -16,10 +13,10 @@ class LocalExecutor:
 
     kind = "local"
 
-    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
+    def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
         for cell in cells:
-            if runner.arm_failed(cell.arm):
+            if job.arm_failed(cell.arm):
                 continue
-            todo = runner.todo(cell, runner.store.completed())
+            todo = job.todo(cell, job.store.completed())
             if todo:
-                runner.run_cell(cell, todo)
+                job.run_cell(cell, todo)

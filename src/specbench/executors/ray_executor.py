@@ -2,8 +2,9 @@
 
 Each task asks for the arm's resources (``num_cpus``, ``num_gpus``, ``memory`` and custom ones
 such as ``accelerator_type:H100``), launches the engine on the node Ray picks, runs the cell's
-requests with the same code as a local run (:class:`specbench.runner.Runner`) and sends every
-record, cell summary, /metrics scrape, arm status and the engine log to the driver as it goes.
+requests with the same code as a local run (the job's :class:`~specbench.cellwork.RemoteCell`)
+and sends every record, cell summary, /metrics scrape, arm status and the engine log to the
+driver as it goes.
 The driver — the process that called ``specbench run`` — appends them to the one run directory,
 so the layout and the record schema are those of a local run, plus where things ran:
 
@@ -23,7 +24,7 @@ a clean-up task on that node when the node is still there.
 
 The code follows the data: :mod:`~specbench.executors._ray_resources` plans what each cell asks
 Ray for, :mod:`~specbench.executors._ray_driver` submits the cells and appends what they send,
-:mod:`~specbench.executors._ray_cell` is the worker's side (the cell task and its relaying store)
+:mod:`~specbench.executors._ray_cell` is the worker's side (the cell task and its relay sink)
 and :mod:`~specbench.executors._ray_common` holds what they share with the distributed load
 generator (:mod:`specbench.executors.ray_load`).
 """
@@ -36,6 +37,7 @@ from typing import Any
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
+from specbench.cellwork import CellJob
 from specbench.config import RunSpec
 from specbench.executors._ray_cell import RemoteObserver
 from specbench.executors._ray_driver import _Driver
@@ -47,7 +49,6 @@ from specbench.executors._ray_resources import (
     json_key,
     task_options,
 )
-from specbench.runner import Runner
 
 __all__ = [
     "SLOT",
@@ -113,7 +114,7 @@ class RayExecutor:
         base = getattr(self, "exclusive", {"num_cpus": 1})
         return {**base, **self.resources.get("*", {}), **self.resources.get(arm, {})}
 
-    def run_cells(self, runner: Runner, cells: Sequence[RunSpec]) -> None:
+    def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
         started = not ray.is_initialized()
         if started:
             options = dict(self.init_options)
@@ -122,7 +123,7 @@ class RayExecutor:
             ray.init(address=self.address, runtime_env=self.runtime_env, **options)
         self.exclusive = exclusive_request()
         try:
-            _Driver(self, runner, list(cells)).run()
+            _Driver(self, job, list(cells)).run()
         finally:
             if started:
                 ray.shutdown()

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import ray  # type: ignore[import-not-found, unused-ignore]
@@ -33,6 +33,7 @@ from specbench.client import chat_body, stream_chat
 from specbench.config import RequestSpec
 from specbench.executors._ray_common import Relay, clock_offset, here, node_name, start_inbox
 from specbench.executors._ray_resources import task_options
+from specbench.schema import RequestRecord
 from specbench.store import RunStore, _write_json, environment, now_iso
 
 Observer = Callable[[str, dict[str, Any]], None]
@@ -305,7 +306,7 @@ class _Load:
         self.seq += 1
         self.records[index] = record
         if self.store is not None:
-            self.store.append_record(record)
+            self.store.append_record(cast(RequestRecord, record))
         self.observe("request", {"index": index, "worker": record.get("worker"), "error": record["error"]})
 
     def _missing(self, index: int) -> dict[str, Any]:

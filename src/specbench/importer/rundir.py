@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -15,10 +13,11 @@ from specbench import SCHEMA_VERSION
 from specbench.analysis.metrics import METRICS
 from specbench.importer.mapping import NUMERIC
 from specbench.importer.values import _int, _num, _str_or
+from specbench.schema import Chunk, RequestRecord
 from specbench.store import RunStore, now_iso
 
 
-def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[dict[str, Any]]:
+def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[RequestRecord]:
     """One record per row, in file order (``seq``): the only order an imported file records."""
     repeats = table.groupby(["arm", "prompt"], sort=False).cumcount().tolist()
     by_row: dict[int, list[str]] = {}
@@ -35,12 +34,12 @@ def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> l
     return out
 
 
-def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
+def _record(row: dict[Any, Any], seq: int, repeat: int) -> RequestRecord:
     """The shape of a native record (runner.Runner._one) with ``imported`` values instead of
     raw chunks; metrics.frame prefers ``imported`` over anything computed from chunks."""
     num = {f: _num(row.get(f)) for f in NUMERIC}
     usage = {"prompt_tokens": num["prompt_tokens"], "completion_tokens": num["output_tokens"]}
-    rec: dict[str, Any] = {
+    rec: RequestRecord = {
         "arm": row["arm"],
         "repeat": repeat,
         "workload": _str_or(row.get("workload"), "imported"),
@@ -52,7 +51,7 @@ def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
         "request": {"max_tokens": _int(num["max_tokens"]), "temperature": num["temperature"]},
         "usage": {k: int(v) for k, v in usage.items() if v is not None},
         "chunks": _text_chunks(_str_or(row.get("text"), None), num["ttft_ms"]),
-        "imported": {f: num[f] for f in METRICS if num[f] is not None},
+        "imported": {f: v for f in METRICS if (v := num[f]) is not None},
     }
     if num["draft_n"] is not None:
         rec["timings"] = {"draft_n": int(num["draft_n"])}
@@ -61,13 +60,13 @@ def _record(row: dict[Any, Any], seq: int, repeat: int) -> dict[str, Any]:
     return rec
 
 
-def _text_chunks(text: str | None, ttft_ms: float | None) -> list[list[Any]]:
+def _text_chunks(text: str | None, ttft_ms: float | None) -> list[Chunk]:
     """Output text, when the file has it, as one chunk so OUTPUT_DRIFT can compare arms. Its time
     is the file's TTFT, or NaN when unknown, so no latency is invented."""
     if text is None:
         return []
     t_ns = ttft_ms * 1e6 if ttft_ms is not None else float("nan")
-    return [[t_ns, text, None, None, None]]
+    return [Chunk(t_ns, text, None, None, None)]
 
 
 def _manifest(
@@ -103,7 +102,7 @@ def _manifest(
     }
 
 
-def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[dict[str, Any]]) -> None:
+def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[RequestRecord]) -> None:
     """Manifest, a copy of the source file, an env that says the machine is unknown, records."""
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(out)
@@ -120,18 +119,9 @@ def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[dict[s
             "captured_at": now_iso(),
         }
     )
-    _write_records(store, records)
+    # One fsync at the end: per-record fsync protects a live measurement from a crash, but an
+    # import can simply be run again (and a 5000-row file took 20 s with it).
+    store.append_records(records)
     for arm in manifest["matrix"]["arms"]:
         store.set_arm_status(arm, status="imported")
     store.update_manifest(finished_at=now_iso())
-
-
-def _write_records(store: RunStore, records: list[dict[str, Any]]) -> None:
-    """The lines RunStore.append_record writes, with one fsync at the end: per-record fsync
-    protects a live measurement from a crash, but an import can simply be run again (and a
-    5000-row file took 20 s with it)."""
-    lines = (json.dumps({"schema_version": SCHEMA_VERSION, **rec}, default=str) + "\n" for rec in records)
-    with store.records_path.open("a") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())

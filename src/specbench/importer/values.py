@@ -4,7 +4,7 @@ and the small helpers that read one cell."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import pandas as pd
@@ -145,6 +145,10 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
+@overload
+def _str_or(value: Any, default: str) -> str: ...
+@overload
+def _str_or(value: Any, default: None) -> str | None: ...
 def _str_or(value: Any, default: str | None) -> str | None:
     return default if _missing(value) else str(value)
 

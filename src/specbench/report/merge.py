@@ -13,9 +13,10 @@ import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from specbench.errors import StoreError
+from specbench.schema import CellInfo, RequestRecord
 from specbench.store import RunStore, now_iso
 
 
@@ -77,9 +78,10 @@ def _copy_rows(s: dict[str, Any], out: RunStore, offset: int, seq: int) -> int:
     """Append the source's records and cells, tagged; returns the last seq used."""
     for rec in s["store"].records():
         seq += 1
-        out.append(out.records_path, rec | _tags(s, rec, offset) | {"seq": seq})
+        # Through the one writer; each line keeps its own schema_version (schema.stamped).
+        out.append_record(cast(RequestRecord, rec | _tags(s, rec, offset) | {"seq": seq}))
     for cell in s["store"].cells():
-        out.append(out.cells_path, cell | _tags(s, cell, offset))
+        out.append_cell(cast(CellInfo, cell | _tags(s, cell, offset)))
     return seq
 
 
