@@ -66,12 +66,28 @@ def summary_frame(run: RunData) -> pd.DataFrame:
         for metric in METRICS:
             mid, low, high = median_ci(sub[metric])
             row |= {f"{metric}_median": mid, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
-        row["acceptance"] = analysis.pooled_acceptance(sub)
+        row["acceptance"], row["acceptance_source"] = _acceptance(run, str(arm), sub)
         row |= _speedup_cols(run, cmps.get(str(workload), {}), str(arm))
         rows.append(row)
     order = {a: i for i, a in enumerate(run.arms)}
     rows.sort(key=lambda r: (str(r["workload"]), order.get(r["arm"], len(order))))
     return pd.DataFrame(rows)
+
+
+def _acceptance(run: RunData, arm: str, sub: pd.DataFrame) -> tuple[float, str]:
+    """Per-request counts of this workload's requests; without them (vLLM without per-request
+    metrics) the arm's /metrics counter deltas, named, when the run has one workload (a cell's
+    counters cannot be split between workloads)."""
+    pooled = analysis.pooled_acceptance(sub)
+    if not np.isnan(pooled) or run.df["workload"].nunique() > 1:
+        return pooled, "" if np.isnan(pooled) else "timings"
+    return analysis.arm_acceptance(run, arm)
+
+
+def acceptance_text(rate: float, source: str) -> str:
+    """The rate, with its source named when it is not the per-request counts."""
+    named = source not in ("", "timings") and not math.isnan(rate)
+    return fmt(rate, ".3f") + (f" ({source})" if named else "")
 
 
 def _speedup_cols(run: RunData, cmps: dict[str, Any], arm: str) -> dict[str, Any]:
@@ -108,7 +124,7 @@ def arm_table(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
             "e2e ms": _cell(r, "e2e_ms", ".0f"),
             "ITL ms (per token)": _cell(r, "itl_ms", ".2f"),
             "tokens/chunk": _cell(r, "tokens_per_chunk", ".2f"),
-            "acceptance": fmt(r["acceptance"], ".3f"),
+            "acceptance": acceptance_text(r["acceptance"], r["acceptance_source"]),
             "decode speedup": fmt_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], ".3f"),
             "verdict": r["verdict"],
         }
