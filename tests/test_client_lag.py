@@ -48,3 +48,7 @@ def test_client_behind_names_requests_the_late_loop_read_at_once() -> None:
     )
     (found,) = client_lag_findings(cells, df)
     assert "1 of 3 requests arrived in one read and have no decode rate" in found.evidence
+    # No server timing (vLLM): the decode rate is the client's too, and the finding says so.
+    assert "TTFT, ITL and decode tok/s (the server times no request itself)" in found.evidence
+    timed = df.assign(server_decode_tok_s=[770.0, 800.0, 825.0])
+    assert "so TTFT/ITL partly measure" in client_lag_findings(cells, timed)[0].evidence
