@@ -159,4 +159,7 @@ def test_a_response_read_in_one_go_takes_the_servers_decode_rate() -> None:
     chunks = [[5_000_000, t, None, None, None, n] for n, t in enumerate("abcd", start=1)]
     rec = {"chunks": chunks, "usage": {"completion_tokens": 4}, "timings": {"predicted_per_second": 8000.0}}
     assert metrics.decode_window_ms(rec) == 0.0 and metrics.decode_tok_s(rec) == 8000.0
+    # Regression (#15 audit, vLLM baseline whose 129 chunks came in one read while the client's loop
+    # was 174 ms late): its ITL read 0.00 ms and pulled the arm's ITL interval down to 0.00.
+    assert np.isnan(metrics.itl_ms(rec)) and np.isnan(metrics.itl_p99_ms(rec))
     assert np.isnan(metrics.decode_tok_s({**rec, "timings": None}))

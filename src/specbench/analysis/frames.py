@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import bimodality, checks, stalls, stats
-from specbench.analysis.run import RunData, pooled_acceptance, workload_comparisons
+from specbench.analysis.run import RunData, arm_acceptance, pooled_acceptance, workload_comparisons
 
 METRICS = ("ttft_ms", "decode_tok_s", "e2e_ms", "prefill_ms", "itl_ms", "tokens_per_chunk")
 
@@ -29,12 +29,22 @@ def summary_frame(run: RunData) -> pd.DataFrame:
         for metric in METRICS:
             mid, low, high = stats.median_ci(sub[metric])
             row |= {f"{metric}_median": mid, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
-        row["acceptance"] = pooled_acceptance(sub)
+        row["acceptance"], row["acceptance_source"] = _acceptance(run, str(arm), sub)
         row |= _speedup_cols(run, cmps.get(str(workload), {}), str(arm))
         rows.append(row)
     order = {a: i for i, a in enumerate(run.arms)}
     rows.sort(key=lambda r: (str(r["workload"]), order.get(r["arm"], len(order))))
     return pd.DataFrame(rows)
+
+
+def _acceptance(run: RunData, arm: str, sub: pd.DataFrame) -> tuple[float, str]:
+    """Per-request counts of this workload's requests; without them (vLLM without per-request
+    metrics) the arm's /metrics counter deltas, named, when the run has one workload (a cell's
+    counters cannot be split between workloads)."""
+    pooled = pooled_acceptance(sub)
+    if not np.isnan(pooled) or run.df["workload"].nunique() > 1:
+        return pooled, "" if np.isnan(pooled) else "timings"
+    return arm_acceptance(run, arm)
 
 
 def _speedup_cols(run: RunData, cmps: dict[str, Any], arm: str) -> dict[str, Any]:

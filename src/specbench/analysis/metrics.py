@@ -133,6 +133,8 @@ def _token_gaps_ms(rec: Record) -> np.ndarray:
     if len(tokens) < 2:
         return np.array([])
     gaps = np.diff([c.t_ns for c in tokens]) / NS_PER_MS
+    if not gaps.any():  # every chunk stamped by one read: no latency was measured, not 0 ms
+        return np.array([])
     counts = chunk_tokens(rec)
     if counts is not None:
         per = np.asarray(counts[1:], dtype=float)

@@ -124,12 +124,15 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: Mapping[str, Source
         others = [name for name in full if name != "timings"]
         agree = all(abs(full[n]["rate"] - 1.0) <= SOURCE_TOLERANCE for n in others)
         check = f"{' and '.join(others)} agree" if others and agree else "no independent source confirms it"
+        stream = _stream_confirms(drafting, full.get("metrics"))
         out.append(
             Finding(
                 "ACCEPTANCE_ARTEFACT",
                 (arm,),
                 f"{arm}: accepted == drafted on all {len(drafting)} drafting requests ({check}); 100 % "
-                "is often a counter that sees only re-verified tokens — check the drafter's own counters.",
+                "is often a counter that sees only re-verified tokens — "
+                + (stream or "check the drafter's own counters."),
+                "info" if stream else "warning",
             )
         )
     rates = {name: s["rate"] for name, s in full.items()}
@@ -143,3 +146,29 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: Mapping[str, Source
             )
         )
     return out
+
+
+STREAM_TOLERANCE = 0.10  # tokens per streamed chunk within this of the counters' tokens per step
+
+
+def _stream_confirms(drafting: pd.DataFrame, metrics: Source | None) -> str:
+    """A sentence when the client's own stream confirms the counters, else "".
+
+    A server that sends each verification step's tokens as one chunk (vLLM) shows its real
+    acceptance in the stream: tokens per chunk ≈ 1 + accepted / drafts. A counter that saw only
+    re-verified tokens would claim K + 1 per step while the stream shows fewer. llama.cpp sends one
+    token per chunk, so there the stream says nothing and the warning stands."""
+    if metrics is None or not {"tokens_per_chunk", "output_tokens"} <= set(drafting.columns):
+        return ""
+    per_step = float(metrics.get("mean_accepted_length", np.nan))
+    per_chunk = float(drafting["tokens_per_chunk"].mean())
+    if not (np.isfinite(per_step) and np.isfinite(per_chunk)) or per_chunk <= 1.0:
+        return ""
+    n = drafting["output_tokens"].to_numpy(np.float64)
+    expected = float(np.mean(n / (1.0 + (n - 1.0) / per_step)))  # the first token is prefill's chunk
+    if not abs(per_chunk / expected - 1.0) <= STREAM_TOLERANCE:
+        return ""
+    return (
+        f"here the stream confirms it: {per_chunk:.2f} tokens per streamed chunk, {expected:.2f} "
+        f"expected at the counters' {per_step:.2f} tokens per verification step."
+    )

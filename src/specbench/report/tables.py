@@ -32,6 +32,12 @@ def fmt_ci(mid: float, low: float, high: float, spec: str = ".1f") -> str:
     return f"{fmt(mid, spec)} ({fmt(low, spec)}–{fmt(high, spec)})"
 
 
+def acceptance_text(rate: float, source: str) -> str:
+    """The rate, with its source named when it is not the per-request counts."""
+    named = source not in ("", "timings") and not math.isnan(rate)
+    return fmt(rate, ".3f") + (f" ({source})" if named else "")
+
+
 def _cell(row: dict[Hashable, Any], metric: str, spec: str) -> str:
     return fmt_ci(row[f"{metric}_median"], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"], spec)
 
@@ -51,7 +57,7 @@ def arm_table(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
             "e2e ms": _cell(r, "e2e_ms", ".0f"),
             "ITL ms (per token)": _cell(r, "itl_ms", ".2f"),
             "tokens/chunk": _cell(r, "tokens_per_chunk", ".2f"),
-            "acceptance": fmt(r["acceptance"], ".3f"),
+            "acceptance": acceptance_text(r["acceptance"], r["acceptance_source"]),
             "decode speedup": fmt_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], ".3f"),
             "verdict": r["verdict"],
         }

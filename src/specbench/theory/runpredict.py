@@ -246,7 +246,8 @@ def calibrate_from_run(run_dir: Path, fit_arm: str | None = None) -> Efficiency:
 
 # -- per arm ------------------------------------------------------------------------------------
 def _acceptance(run: RunData, arm: str) -> float:
-    a = analysis.pooled_acceptance(run.df[run.df["arm"] == arm])
+    # Per-request counts, else the /metrics counter deltas (vLLM without per-request metrics).
+    a, _ = analysis.arm_acceptance(run, arm)
     if not math.isfinite(a):
         raise ConfigError("no drafted tokens were measured, so there is no acceptance to predict from")
     return a
