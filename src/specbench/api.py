@@ -7,7 +7,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from specbench import adaptive
@@ -35,6 +35,7 @@ from specbench.store import RunStore, environment, file_sha256
 from specbench.workloads.suites import build_requests
 
 if TYPE_CHECKING:
+    from specbench.analysis import RunData
     from specbench.tunerun import WorkloadResult
 
 
@@ -142,9 +143,10 @@ def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
         )
 
 
-def run_problems(out: Path) -> list[str]:
+def run_problems(out: Path, records: list[dict[str, Any]] | None = None) -> list[str]:
     """Why a finished run cannot answer its question (empty: it can): arms that failed, arms
-    of which no request succeeded. The CLI turns these into a non-zero exit."""
+    of which no request succeeded. The CLI turns these into a non-zero exit. ``records``: the
+    run's records when the caller has them loaded already (not read again)."""
     store = RunStore(out)
     arms = store.manifest().get("arms", {})
     problems = [
@@ -152,7 +154,7 @@ def run_problems(out: Path) -> list[str]:
         for name, info in arms.items()
         if info.get("status") == "failed"
     ]
-    measured = [r for r in store.records() if not r.get("warmup")]
+    measured = [r for r in (store.records() if records is None else records) if not r.get("warmup")]
     for name in sorted({r["arm"] for r in measured}):
         mine = [r for r in measured if r["arm"] == name]
         if all(r.get("error") for r in mine):
@@ -281,17 +283,19 @@ def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
     return [f"arm{'s' if len(a) > 1 else ''} {', '.join(a)}: {w}" for w, a in arms.items()]
 
 
-def finish_lines(run_dir: Path, report: bool = True) -> list[str]:
+def finish_lines(run_dir: Path, report: bool = True, run: RunData | None = None) -> list[str]:
     """What ``run`` ends with: where the report is (written here unless ``report`` is False)
-    and one decision line per workload, so the user knows the answer and where the evidence is."""
+    and one decision line per workload, so the user knows the answer and where the evidence is.
+    ``run``: the run directory already loaded (the summary's), so its records are not parsed
+    and measured again."""
     from specbench.analysis import decision_table, load_run
     from specbench.report import render_report
 
     if not report:
         lines = [f"report: not written (--no-report); write it with `specbench report {run_dir}`"]
-        decisions = [d.to_dict() for d in decision_table(load_run(run_dir))]
+        decisions = [d.to_dict() for d in decision_table(run or load_run(run_dir))]
     else:
-        page = next(p for p in render_report(run_dir) if p.name == "report.html")
+        page = next(p for p in render_report(run_dir, run=run) if p.name == "report.html")
         lines = [f"report: {page}"]
         decisions = json.loads((page.parent / "findings.json").read_text())["decisions"]
     return lines + [f"decision for {d['workload']}: {d['recommendation']} ({d['reason']})" for d in decisions]

@@ -8,7 +8,7 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.markup import escape
@@ -17,6 +17,9 @@ from typer import _click as click
 from specbench.config import LOOPBACK
 from specbench.errors import ConfigError, InstallError, RunIncompleteError, SpecbenchError
 from specbench.progress import console
+
+if TYPE_CHECKING:
+    from specbench.analysis import RunData
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "
@@ -234,13 +237,13 @@ def lab_check(
     print(result.line())
 
 
-def _finish_partial(out: Path, no_report: bool) -> None:
+def _finish_partial(out: Path, no_report: bool, loaded: RunData | None = None) -> None:
     """What a run with a failed arm still measured is reported; a report that cannot be made
     (nothing measured) is not an error of its own: the run's problem is the one to show."""
     from specbench import api
 
     try:
-        print("\n".join(api.finish_lines(out, report=not no_report)))
+        print("\n".join(api.finish_lines(out, report=not no_report, run=loaded)))
     except SpecbenchError as err:
         console.print(f"[yellow]no report: {err}", soft_wrap=True)
 
@@ -317,12 +320,13 @@ def run(
         with RunProgress(runner.total_todo(), matrix.stem) as bar:
             runner.observe = bar
             runner.run()
-        print_summary(load_run(out))
-        problems = api.run_problems(out)
+        loaded = load_run(out)  # once: summary, checks and report share it (each reload re-measured it)
+        print_summary(loaded)
+        problems = api.run_problems(out, loaded.records)
         if problems:  # after the summary: the reason is the console's last line
-            _finish_partial(out, no_report)
+            _finish_partial(out, no_report, loaded)
             raise RunIncompleteError("run incomplete: " + "; ".join(problems))
-        print("\n".join(api.finish_lines(out, report=not no_report)))
+        print("\n".join(api.finish_lines(out, report=not no_report, run=loaded)))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
         raise typer.Exit(130) from None

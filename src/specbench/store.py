@@ -215,9 +215,12 @@ class RunStore:
 
     def append_records(self, records: list[dict[str, Any]]) -> None:
         """Several records with one fsync (the batch a :class:`RecordWriter` thread drained)."""
+        self.append_lines([record_line(r) for r in records])
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Records already serialized by :func:`record_line`, with one fsync."""
         with self.records_path.open("a") as fh:
-            lines = (json.dumps({"schema_version": SCHEMA_VERSION, **r}, default=str) for r in records)
-            fh.write("".join(line + "\n" for line in lines))
+            fh.write("".join(lines))
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -275,6 +278,11 @@ class RunStore:
 # What a line must hold to be a record or a cell; anything else is counted and skipped.
 _RECORD_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "prompt_id": (str, int), "repeat": int}
 _CELL_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "repeat": int}
+
+
+def record_line(record: dict[str, Any]) -> str:
+    """One record as its line in records.jsonl."""
+    return json.dumps({"schema_version": SCHEMA_VERSION, **record}, default=str) + "\n"
 
 
 def _read_jsonl(path: Path, keys: dict[str, type | tuple[type, ...]]) -> tuple[list[dict[str, Any]], int]:

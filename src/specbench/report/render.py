@@ -93,13 +93,16 @@ def _documents(c: Computed, run_dir: Path, formats: Sequence[str]) -> list[Path]
     return written
 
 
-def render_report(run_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+def render_report(
+    run_dir: Path, formats: Sequence[str] = FORMATS, run: analysis.RunData | None = None
+) -> list[Path]:
     """Write ``run_dir/report/``: report.md, report.html, findings.json, summary.csv +
     requests.parquet (per ``formats``), plots/*.png for md/html, and BENCHMARK_ENV.md always.
     Returns the paths written. Raises StoreError if ``run_dir`` is not a run directory and
-    ConfigError for an unknown format."""
+    ConfigError for an unknown format. ``run``: the directory already loaded by the caller (the
+    end of ``specbench run`` has it from the summary), so records are not parsed again."""
     _check_formats(formats)
-    run = load_run(run_dir)
+    run = run or load_run(run_dir)
     out = run_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     written = [_write(out / "BENCHMARK_ENV.md", markdown.render(env_blocks(run_dir, run.manifest), out))]
