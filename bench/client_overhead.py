@@ -156,7 +156,7 @@ def write_tokenizer(folder: Path) -> None:
 def run_one(client: str, url: str, c: int, args: argparse.Namespace, root: Path) -> dict[str, Any] | None:
     out = root / f"{client}-c{c}-{time.perf_counter_ns()}"
     out.mkdir(parents=True)
-    n = max(4, args.requests_per_c * c)
+    n = max(12, args.requests_per_c * c)  # at c = 1, 4 requests were too few tokens for a CPU figure
     if client.startswith("specbench"):
         transport = client.partition("-")[2] or "aiohttp"
         worker = [url, str(c), str(n), str(args.tokens), str(out), transport]

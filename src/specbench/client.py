@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import gc
 import json
 import re
 import time
@@ -64,8 +65,16 @@ async def open_streamer(
     # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
     # server for ``timeout`` seconds is.
     limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
-    async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
-        yield session
+    # A full collection walks every object alive, modules and libraries included: ~11 ms with
+    # the loop stopped, every open stream's next stamp late by as much. Objects that exist
+    # before the requests are set aside (gc.freeze) while they stream, so a collection walks
+    # only what the streaming made.
+    gc.freeze()
+    try:
+        async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
+            yield session
+    finally:
+        gc.unfreeze()
 
 
 def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> list[Any]:
