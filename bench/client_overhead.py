@@ -1,23 +1,26 @@
 """Side-by-side client cost (not a test: no thresholds). Every client drives the same fast local
 streaming server (bench/stream_server.py, its own process) at each concurrency, and this prints,
-per client and concurrency: client CPU ms per 1000 tokens (the client process's CPU over the
-server's load window, first request to last token), achieved tok/s, the per-token timestamp error
-(client gap minus the server's true send gap, chunk by chunk, p50/p99) and the ratio to the best
-peer. Peers run when their own venv exists in the cache (``vllm bench serve`` from
-``~/.cache/specbench/vllm/*/bin/vllm``); nothing is installed into the project's environment.
+per client and concurrency: client CPU ms per 1000 tokens (the client's process tree's CPU over
+the server's load window, first request to last token), achieved tok/s, the per-token timestamp
+error (|client gap - true server gap| for each pair of consecutive token chunks, p50/p99; one
+definition for every client that keeps per-chunk times, "n/a" for one that does not) and the
+ratio to the best peer, then whether specbench met the goals at that concurrency (CPU per token
+<= the best peer's, tok/s >= 0.95x the best peer's, timestamp error p99 < 0.1 ms at c <= 64).
+Peers: ``vllm bench serve`` (the vLLM venv in the cache), AIPerf and GuideLLM (each installed
+into its own venv under ~/.cache/specbench/bench-peers on first use, pinned; see
+bench/client_peers.py). Nothing is installed into the project's environment.
 
     .venv/bin/python bench/client_overhead.py [--c 1 16 64 256] [--tokens 256] [--interval-ms 2]
-        [--requests-per-c 4] [--tokens-per-chunk 1] [--clients specbench vllm]
+        [--requests-per-c 4] [--tokens-per-chunk 1]
+        [--clients specbench specbench-httpx vllm aiperf guidellm]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import glob
 import itertools
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -30,6 +33,7 @@ from typing import Any
 import httpx
 import numpy as np
 import psutil
+from client_peers import PEERS, pair_errors, peer_binary, peer_command, peer_errors, stamps
 
 HERE = Path(__file__).resolve().parent
 
@@ -62,36 +66,13 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
 
 
 def gap_errors(records_path: Path) -> list[float]:
-    """|client gap − server gap| in ms for every consecutive pair of token chunks."""
+    """|client gap - server gap| in ms for every consecutive pair of token chunks."""
     errors: list[float] = []
     for line in records_path.read_text().splitlines():
-        rec = json.loads(line)
-        pairs = [(c[0], int(c[1].split()[0][1:])) for c in rec["chunks"] if c[1] and c[1].startswith("@")]
-        for (t0, s0), (t1, s1) in itertools.pairwise(pairs):
-            errors.append(abs((t1 - t0) - (s1 - s0)) / 1e6)
+        chunks = [c for c in json.loads(line)["chunks"] if c[1] and c[1].startswith("@")]
+        client = [(b[0] - a[0]) / 1e6 for a, b in itertools.pairwise(chunks)]
+        errors += pair_errors(client, [stamps(c[1])[0] for c in chunks])
     return errors
-
-
-# -- vllm bench serve as a peer ----------------------------------------------------------------
-def vllm_binary() -> str | None:
-    cache = Path(os.environ.get("SPECBENCH_CACHE", Path.home() / ".cache" / "specbench"))
-    found = sorted(glob.glob(str(cache / "vllm" / "*" / "bin" / "vllm")))
-    return found[-1] if found else None
-
-
-def vllm_command(binary: str, url: str, c: int, n: int, tokens: int, out: Path) -> list[str]:
-    return [
-        binary, "bench", "serve", "--backend", "openai-chat", "--base-url", url,
-        "--endpoint", "/v1/chat/completions", "--model", "bench", "--tokenizer", str(out / "tok"),
-        "--dataset-name", "random", "--random-input-len", "8", "--random-output-len", str(tokens),
-        "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos",
-        "--save-result", "--save-detailed", "--result-dir", str(out), "--result-filename", "r.json",
-    ]  # fmt: skip
-
-
-def vllm_errors(out: Path, interval_ms: float) -> list[float]:
-    data = json.loads((out / "r.json").read_text())
-    return [abs(x * 1000 - interval_ms) for itls in data.get("itls", []) for x in itls]
 
 
 # -- the harness -------------------------------------------------------------------------------
@@ -133,7 +114,9 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(name: str, argv: list[str], url: str, interval_ms: float, out: Path) -> dict[str, Any]:
+def measure(name: str, argv: list[str], url: str, out: Path) -> dict[str, Any] | None:
+    """One client's run: its CPU over the server's load window, tok/s and timestamp errors; None
+    (and why, printed) when the client failed."""
     httpx.get(f"{url}/reset")
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     sampler = CpuSampler(proc.pid)
@@ -142,17 +125,16 @@ def measure(name: str, argv: list[str], url: str, interval_ms: float, out: Path)
     sampler.stop.set()
     sampler.join()
     if proc.returncode != 0:
-        raise SystemExit(f"{name} failed: {err[-2000:]}")
+        print(f"{name} failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
+        return None
     stats = httpx.get(f"{url}/stats").json()
     window = (stats["last_ns"] - stats["first_ns"]) / 1e9
-    errs = (
-        gap_errors(out / "records.jsonl") if name.startswith("specbench") else vllm_errors(out, interval_ms)
-    )
+    errs = gap_errors(out / "records.jsonl") if name.startswith("specbench") else peer_errors(name, out)
     return {
         "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
         "tok_s": stats["tokens"] / window,
-        "err_p50": float(np.percentile(errs, 50)) if errs else float("nan"),
-        "err_p99": float(np.percentile(errs, 99)) if errs else float("nan"),
+        "err_p50": float(np.percentile(errs, 50)) if errs else None,
+        "err_p99": float(np.percentile(errs, 99)) if errs else None,
         "server_tick_p99": stats["tick_p99_ms"],
     }
 
@@ -171,29 +153,18 @@ def write_tokenizer(folder: Path) -> None:
     (folder / "tokenizer_config.json").write_text(json.dumps(cfg))
 
 
-def run_one(client: str, url: str, c: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+def run_one(client: str, url: str, c: int, args: argparse.Namespace, root: Path) -> dict[str, Any] | None:
     out = root / f"{client}-c{c}-{time.perf_counter_ns()}"
     out.mkdir(parents=True)
-    n = max(4, args.requests_per_c * c)
+    n = max(12, args.requests_per_c * c)  # at c = 1, 4 requests were too few tokens for a CPU figure
     if client.startswith("specbench"):
         transport = client.partition("-")[2] or "aiohttp"
-        argv = [
-            sys.executable,
-            __file__,
-            "--worker",
-            url,
-            str(c),
-            str(n),
-            str(args.tokens),
-            str(out),
-            transport,
-        ]
+        worker = [url, str(c), str(n), str(args.tokens), str(out), transport]
+        argv = [sys.executable, __file__, "--worker", *worker]
     else:
-        binary = vllm_binary()
-        assert binary is not None
         write_tokenizer(out / "tok")
-        argv = vllm_command(binary, url, c, n, args.tokens, out)
-    return measure(client, argv, url, args.interval_ms, out)
+        argv = peer_command(client, args.binaries[client], url, c, n, args.tokens, out)
+    return measure(client, argv, url, out)
 
 
 def main() -> None:
@@ -206,8 +177,9 @@ def main() -> None:
     parser.add_argument(
         "--clients",
         nargs="+",
-        default=["specbench", "vllm"],
-        help="specbench (aiohttp, as the runner), specbench-httpx (the httpx path), vllm",
+        default=["specbench", *PEERS],
+        choices=["specbench", "specbench-httpx", *PEERS],
+        help="specbench (aiohttp, as the runner), specbench-httpx (the httpx path), and the peers",
     )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -215,9 +187,8 @@ def main() -> None:
         url, c, n, tokens, out, transport = args.worker
         asyncio.run(specbench_load(url, int(c), int(n), int(tokens), Path(out), transport))
         return
-    clients = [c for c in args.clients if c != "vllm" or vllm_binary()]
-    if "vllm" in args.clients and "vllm" not in clients:
-        print("vllm bench serve: no venv at ~/.cache/specbench/vllm/*/bin/vllm, skipped")
+    args.binaries = {name: peer_binary(name) for name in args.clients if name in PEERS}
+    clients = [name for name in args.clients if name not in PEERS or args.binaries[name]]
     port = free_port()
     server_argv = [sys.executable, str(HERE / "stream_server.py"), "--port", str(port)]
     server_argv += ["--interval-ms", str(args.interval_ms), "--tokens-per-chunk", str(args.tokens_per_chunk)]
@@ -230,25 +201,49 @@ def main() -> None:
         server.wait()
 
 
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def report(clients: list[str], url: str, args: argparse.Namespace) -> None:
     print(
         f"{args.tokens} tokens/request, one chunk of {args.tokens_per_chunk} token(s) every "
-        f"{args.interval_ms} ms; error = |client gap - true gap| per chunk"
+        f"{args.interval_ms} ms; error = |client gap - true gap| per pair of token chunks"
     )
     head = f"{'client':<16} {'c':>4} {'CPU ms/1k tok':>14} {'tok/s':>9} {'err p50 ms':>11} "
-    print(head + f"{'err p99 ms':>11} {'srv tick p99':>12} {'CPU vs best':>11} {'tok/s vs best':>13}")
+    print(head + f"{'err p99 ms':>11} {'srv tick p99':>12} {'CPU/best peer':>13} {'tok/s/best peer':>15}")
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.c:
-            rows = {name: run_one(name, url, c, args, Path(tmp)) for name in clients}
-            best_cpu = min(r["cpu_ms_per_1k"] for r in rows.values())
-            best_tps = max(r["tok_s"] for r in rows.values())
+            done = {name: run_one(name, url, c, args, Path(tmp)) for name in clients}
+            rows = {name: r for name, r in done.items() if r is not None}
+            peers = {name: r for name, r in rows.items() if name in PEERS} or rows
+            if not rows:
+                continue
+            best_cpu = min(r["cpu_ms_per_1k"] for r in peers.values())
+            best_tps = max(r["tok_s"] for r in peers.values())
             for name, r in rows.items():
                 print(
                     f"{name:<16} {c:>4} {r['cpu_ms_per_1k']:>14.1f} {r['tok_s']:>9.0f} "
-                    f"{r['err_p50']:>11.3f} {r['err_p99']:>11.3f} {r['server_tick_p99'] or 0:>12.2f} "
-                    f"{r['cpu_ms_per_1k'] / best_cpu:>10.2f}x {r['tok_s'] / best_tps:>12.2f}x",
+                    f"{_ms(r['err_p50']):>11} {_ms(r['err_p99']):>11} {r['server_tick_p99'] or 0:>12.2f} "
+                    f"{r['cpu_ms_per_1k'] / best_cpu:>12.2f}x {r['tok_s'] / best_tps:>14.2f}x",
                     flush=True,
                 )
+            if "specbench" in rows and peers is not rows:
+                print(goals_line(c, rows["specbench"], best_cpu, best_tps), flush=True)
+
+
+def goals_line(c: int, r: dict[str, Any], best_cpu: float, best_tps: float) -> str:
+    """Whether specbench met the issue's goals at this concurrency, each with its figure."""
+    parts = [
+        f"CPU/token {'met' if r['cpu_ms_per_1k'] <= best_cpu else 'MISSED'} "
+        f"({r['cpu_ms_per_1k'] / best_cpu:.2f}x best peer)",
+        f"tok/s {'met' if r['tok_s'] >= 0.95 * best_tps else 'MISSED'} ({r['tok_s'] / best_tps:.2f}x)",
+    ]
+    if c <= 64:
+        p99 = r["err_p99"]
+        ok = p99 is not None and p99 < 0.1
+        parts.append(f"timestamp error p99 {'met' if ok else 'MISSED'} ({_ms(p99)} ms)")
+    return f"  goals at c={c}: " + "; ".join(parts)
 
 
 if __name__ == "__main__":

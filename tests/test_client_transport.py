@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from specbench import SCHEMA_VERSION
-from specbench.client import chat_body, open_streamer, sse_events, stream_chat
+from specbench.client import _Recorder, chat_body, open_streamer, sse_events, stream_chat
 from specbench.recordwriter import RecordWriter
 from specbench.schema import Chunk
 from specbench.store import RunStore
@@ -42,6 +42,32 @@ def test_events_are_stamped_by_the_read_that_completed_them() -> None:
 
 def test_a_trailing_partial_event_is_not_an_event() -> None:
     assert sse_events([(1, b'data: {"a": 1}\n\ndata: {"b"')]) == [(1, '{"a": 1}')]
+
+
+def test_a_finished_stream_is_parsed_without_holding_the_loop() -> None:
+    """Requests that end on the same server step must not each hold the loop for a whole parse
+    while the others' reads wait to be stamped: the parse hands the loop back between slices."""
+    token = {"choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": None}]}
+    wire = f"data: {json.dumps(token)}\n\n".encode() * 256
+    rec = _Recorder()
+    rec.pieces = [(i, wire[i * 64 : (i + 1) * 64]) for i in range(len(wire) // 64 + 1)]
+    turns = 0
+
+    async def other_stream() -> None:  # counts the turns of the loop it got during the parse
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    async def main() -> None:
+        other = asyncio.create_task(other_stream())
+        await asyncio.sleep(0)
+        await rec.parse()
+        other.cancel()
+
+    asyncio.run(main())
+    assert len(rec.result()["chunks"]) == 256  # the record is whole
+    assert turns >= 8  # and the other stream ran between slices of at most 32 events
 
 
 async def _fake_app_client(parts: list[bytes], content_type: str = "text/event-stream") -> Any:

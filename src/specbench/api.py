@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from specbench import adaptive
@@ -191,9 +191,10 @@ def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
         )
 
 
-def run_problems(out: Path) -> list[str]:
+def run_problems(out: Path, records: list[dict[str, Any]] | None = None) -> list[str]:
     """Why a finished run cannot answer its question (empty: it can): arms that failed, arms
-    of which no request succeeded. The CLI turns these into a non-zero exit."""
+    of which no request succeeded. The CLI turns these into a non-zero exit. ``records``: the
+    run's records when the caller has them loaded already (not read again)."""
     store = RunStore(out)
     arms = store.manifest().get("arms", {})
     problems = [
@@ -201,7 +202,7 @@ def run_problems(out: Path) -> list[str]:
         for name, info in arms.items()
         if info.get("status") == "failed"
     ]
-    measured = [r for r in store.records() if not r.get("warmup")]
+    measured = [r for r in (store.records() if records is None else records) if not r.get("warmup")]
     for name in sorted({r["arm"] for r in measured}):
         mine = [r for r in measured if r["arm"] == name]
         if all(r.get("error") for r in mine):

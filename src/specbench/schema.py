@@ -10,6 +10,7 @@ read chunks with :func:`chunks`, which names the fields of rows of any version.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, NamedTuple, TypedDict
 
@@ -149,6 +150,11 @@ class Manifest(TypedDict, total=False):
     executor: dict[str, Any]
     distributed_load: list[dict[str, Any]]
     sources: list[dict[str, Any]]
+
+
+def record_line(record: RequestRecord) -> str:
+    """One record as its line in records.jsonl (what :meth:`RunStore.append_lines` takes)."""
+    return json.dumps(stamped(record), default=str) + "\n"
 
 
 def stamped(row: RequestRecord | CellInfo | dict[str, Any]) -> dict[str, Any]:

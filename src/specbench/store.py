@@ -36,7 +36,7 @@ from specbench.errors import StoreError
 from specbench.journal import Journal, repair
 from specbench.paths import cache_dir
 from specbench.redact import Redactor
-from specbench.schema import SCHEMA_VERSION, CellInfo, Manifest, RequestRecord, stamped
+from specbench.schema import SCHEMA_VERSION, CellInfo, Manifest, RequestRecord, record_line, stamped
 
 RecordKey = tuple[str, str, int]  # (arm, prompt_id, repeat)
 
@@ -218,11 +218,14 @@ class RunStore:
         self.append(self.records_path, stamped(record))
 
     def append_records(self, records: list[RequestRecord]) -> None:
-        """Several records with one fsync (the batch a :class:`RecordWriter` thread drained, an
-        import): the lines :meth:`append_record` writes. Not scrubbed, as before: the scrub's URL
-        regex is quadratic in a long unbroken word (12 ms for a 14 KB line holding a 4000-char one)
-        and holds the GIL meanwhile, stalling the loop that stamps chunks."""
-        lines = (json.dumps(stamped(r), default=str) + "\n" for r in records)
+        """Several records with one fsync (an import, a merge): the lines :meth:`append_record`
+        writes. Not scrubbed, as before: the scrub's URL regex is quadratic in a long unbroken
+        word (12 ms for a 14 KB line holding a 4000-char one) and holds the GIL meanwhile."""
+        self.append_lines([record_line(r) for r in records])
+
+    def append_lines(self, lines: list[str]) -> None:
+        """Records already serialized by :func:`schema.record_line` (a :class:`RecordWriter`
+        thread serializes them one at a time), with one fsync."""
         with self.records_path.open("a") as fh:
             fh.write("".join(lines))
             fh.flush()

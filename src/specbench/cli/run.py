@@ -108,7 +108,7 @@ def run(
         )
         result = analyse_dir(out)  # once: the summary and the report show the same numbers
         print_summary(result)
-        problems = api.run_problems(out)
+        problems = api.run_problems(out, result.run.records)
         if problems:  # after the summary: the reason is the console's last line
             _finish_partial(out, no_report, result)
             raise RunIncompleteError("run incomplete: " + "; ".join(problems))

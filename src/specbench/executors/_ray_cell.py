@@ -11,6 +11,7 @@ them to the one run directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -18,7 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 
@@ -68,6 +69,10 @@ class _RelaySink:
     def append_records(self, records: list[RequestRecord]) -> None:
         for record in records:
             self.append_record(record)
+
+    def append_lines(self, lines: list[str]) -> None:
+        for line in lines:  # never called (batches is False), kept so the protocol holds whole
+            self.append_record(cast(RequestRecord, json.loads(line)))
 
     def append_cell(self, cell: CellInfo) -> None:
         self.relay.send("cell", info=cell)

@@ -100,7 +100,8 @@ def render_report(
     requests.parquet (per ``formats``), plots/*.png for md/html, and BENCHMARK_ENV.md always.
     ``analysis``: the run's already computed :class:`Analysis` (``analyse`` runs otherwise).
     Returns the paths written. Raises StoreError if ``run_dir`` is not a run directory and
-    ConfigError for an unknown format."""
+    ConfigError for an unknown format. ``run``: the directory already loaded by the caller (the
+    end of ``specbench run`` has it from the summary), so records are not parsed again."""
     _check_formats(formats)
     run = load_run(run_dir) if analysis is None else analysis.run
     out = run_dir / "report"
