@@ -155,3 +155,22 @@ def test_rate_sweep_plot_only_for_a_sweep() -> None:
     assert fig is not None and [len(ax.lines) >= 2 for ax in fig.axes] == [True, True]
     closed = [{**rec("baseline", 0, 1.0, i, 100.0), "arrival": None} for i in range(3)]
     assert goodput_vs_rate(analyse(run_of(closed, None))) is None
+
+
+def test_findings_json_carries_goodput_and_the_rate_sweep() -> None:
+    """A reader of findings.json (a script, a dashboard) gets what the report's goodput section
+    shows: the SLOs, goodput per arm with its interval, the sweep rows and its summary."""
+    import json
+
+    from specbench.analysis import analyse
+    from specbench.report.render import findings_json
+
+    run = run_of(sweep_records({1.0: 0.7, 2.0: 0.7, 4.0: 1.3}), {"e2e_ms": 1000.0})
+    out = json.loads(json.dumps(findings_json(analyse(run)), allow_nan=False))["goodput"]
+    assert out["slo"]["e2e_ms"] == 1000.0
+    assert {r["arm"] for r in out["per_arm"]} == {"baseline", "spec"}
+    assert sorted({r["rate"] for r in out["rate_sweep"]}) == sorted(RATES)
+    assert {r["arm"] for r in out["rate_sweep_summary"]} >= {"spec"}
+    closed = [{**rec("baseline", 0, 1.0, i, 100.0), "arrival": None} for i in range(3)]
+    empty = findings_json(analyse(run_of(closed, None)))["goodput"]
+    assert empty == {"slo": None, "per_arm": [], "rate_sweep": [], "rate_sweep_summary": []}

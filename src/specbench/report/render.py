@@ -50,6 +50,12 @@ def findings_json(c: Analysis) -> dict[str, Any]:
             "decisions": [d.to_dict() for d in c.decisions],
             "crossovers": c.crossovers.to_dict("records"),
             "wall_clock_winners": c.winners.to_dict("records"),
+            "goodput": {
+                "slo": c.goodput.slo.model_dump() if c.goodput.slo is not None else None,
+                "per_arm": c.goodput.per_arm.to_dict("records"),
+                "rate_sweep": c.goodput.table.to_dict("records"),
+                "rate_sweep_summary": c.goodput.summary.to_dict("records"),
+            },
         }
     )
     return out
