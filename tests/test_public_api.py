@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import specbench
 
 SRC = Path(specbench.__file__).parent
@@ -73,3 +75,16 @@ def test_no_import_cycle_between_modules() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == [], cycles
+
+
+def test_no_tracked_file_points_outside_the_repository() -> None:
+    """The reference notes the developers used are not shipped: no source, doc, test or report
+    caption may send a user to them (docs/mistakes.md states the facts in the project's words)."""
+    root = Path(__file__).resolve().parents[1]
+    needle = "shared/" + "reference"  # split, so this file does not match itself
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    found = subprocess.run(
+        ["git", "grep", "-n", needle], cwd=root, capture_output=True, text=True, check=False
+    ).stdout
+    assert found == ""
