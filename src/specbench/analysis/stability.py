@@ -74,11 +74,11 @@ def _unstable(
     )
     msg = f"{arm} on {wl}: {metric} varies by CV {cv:.1%} ({basis}), above the {max_cv:.0%} limit."
     severe = cv > SEVERE_CV
-    if severe and client_behind:  # the client's own lag stamped this arm's chunks late (CLIENT_BEHIND)
+    if client_behind:  # the client's own lag stamped this arm's chunks late (CLIENT_BEHIND)
+        lead = f" Above {SEVERE_CV:.0%} no verdict or recommendation is trusted: the" if severe else " The"
         msg += (
-            f" Above {SEVERE_CV:.0%} no verdict or recommendation is trusted: the client's event loop fell"
-            " behind on this arm (CLIENT_BEHIND), so part of the spread is the client's own lag; lower"
-            " the concurrency or give the client its own cores, then rerun."
+            f"{lead} client's event loop fell behind on this arm (CLIENT_BEHIND), so part of the spread"
+            " is the client's own lag; lower the concurrency or give the client its own cores, then rerun."
         )
     elif severe:
         msg += (
