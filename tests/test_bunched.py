@@ -6,13 +6,17 @@ rows are ``[t_ns, content, reasoning, tool_calls, finish_reason]``."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import evidence, metrics, stability
+from specbench.analysis import evidence, load_run, metrics, stability
+from specbench.analysis.judge import findings
 from specbench.clientlag import client_lag_findings
+from tests.report.synth import Arm, Plan, make_run, spec
 
 MS = 1_000_000
 
@@ -103,3 +107,17 @@ def test_unstable_names_the_clients_lag_when_client_behind_fires_on_the_arm() ->
     mild.loc[mild["repeat"] % 2 == 1, "decode_tok_s"] *= 1.3  # a CV near 14 %: a warning, not an error
     (warn,) = [w for w in stability.stability_warnings(mild, client_behind={"ngram"}) if w.code == "UNSTABLE"]
     assert not warn.severe and "The client's event loop fell behind" in warn.message
+
+
+def test_the_judge_passes_client_behind_on_to_unstable(tmp_path: Path) -> None:
+    # A synthetic run (tests/report/synth.py) with noisy repeats and a late client loop on the baseline.
+    run = make_run(tmp_path / "run", Plan({"baseline": Arm(), "fast": spec(60)}, noise=0.5))
+    cells = [json.loads(line) for line in (run / "cells.jsonl").read_text().splitlines()]
+    for cell in cells:
+        if cell["arm"] == "baseline":
+            cell["client_lag"] = {"n": 100, "p50_ms": 1.0, "p99_ms": 500.0, "max_ms": 600.0}
+    (run / "cells.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cells))
+    found = findings(load_run(run))
+    assert [f.arms for f in found if f.code == "CLIENT_BEHIND"] == [("baseline",)]
+    unstable = {f.arms[0]: f.evidence for f in found if f.code == "UNSTABLE"}
+    assert "CLIENT_BEHIND" in unstable["baseline"] and "CLIENT_BEHIND" not in unstable["fast"]
