@@ -264,6 +264,8 @@ def test_a_self_draft_is_recognised(tmp_path: Any) -> None:
     target.write_bytes(b"x")
     found = checks.self_draft("self", ["-md", str(target), "--spec-type", "draft-simple"], str(target), LLAMA)
     assert found is not None and found.code == "SELF_DRAFT" and found.severity == "info"
+    # what the speedup prices, exactly: not "only the verification overhead" (the drafts cost too)
+    assert "K draft passes of the full target model plus one verification pass" in found.evidence
     assert checks.self_draft("d", ["-md", str(tmp_path / "d.gguf")], str(target), LLAMA) is None
 
 

@@ -44,10 +44,15 @@ def test_client_behind_names_requests_the_late_loop_read_at_once() -> None:
     lag 174 ms) had no decode rate and left the comparison, and no finding said so."""
     cells = [{"arm": "base", "repeat": 2, "client_lag": {"p99_ms": 173.7, "max_ms": 187.2}}]
     df = pd.DataFrame(
-        {"arm": ["base"] * 3, "tpot_ms": [1.3, 0.0, 1.2], "decode_tok_s": [770.0, float("nan"), 825.0]}
+        {
+            "arm": ["base"] * 3,
+            "tpot_ms": [1.3, 0.0, 1.2],
+            "bunched": [0.0, 1.0, 0.0],
+            "decode_tok_s": [770.0, float("nan"), 825.0],
+        }
     )
     (found,) = client_lag_findings(cells, df)
-    assert "1 of 3 requests arrived in one read and have no decode rate" in found.evidence
+    assert "1 of 3 requests arrived bunched and have no decode rate" in found.evidence
     # No server timing (vLLM): the decode rate is the client's too, and the finding says so.
     assert "TTFT, ITL and decode tok/s (the server times no request itself)" in found.evidence
     timed = df.assign(server_decode_tok_s=[770.0, 800.0, 825.0])

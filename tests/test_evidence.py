@@ -33,7 +33,8 @@ def stalled_record() -> dict[str, Any]:
 
 def test_a_stalled_stream_uses_the_servers_decode_rate_and_is_flagged() -> None:
     rec = stalled_record()
-    assert metrics.client_decode_tok_s(rec) > 3000  # what the old summary reported
+    assert 1000 / metrics.tpot_ms(rec) > 3000  # what the old summary reported
+    assert metrics.bunched(rec) == 1.0 and metrics.client_decode_tok_s(rec) == 20.0
     assert metrics.decode_disagrees(rec) == 1.0 and metrics.decode_tok_s(rec) == 20.0
     df = metrics.frame([rec])
     (found,) = evidence.client_server_disagreement(df, ["draft"])
@@ -42,6 +43,9 @@ def test_a_stalled_stream_uses_the_servers_decode_rate_and_is_flagged() -> None:
 
 def test_agreeing_rates_keep_the_clients_number() -> None:
     rec = stalled_record()
+    # on time: the first token at 10 ms, not 481 (a late first token is a bunched stream)
+    rec["chunks"] = [[t - 471_000_000, *rest] for t, *rest in rec["chunks"]]
+    assert metrics.bunched(rec) == 0.0
     rec["timings"]["predicted_per_second"] = metrics.client_decode_tok_s(rec) * 1.1
     assert metrics.decode_disagrees(rec) == 0.0
     assert metrics.decode_tok_s(rec) == metrics.client_decode_tok_s(rec)

@@ -104,6 +104,7 @@ def prepare_run(
         {
             "matrix": matrix.model_dump(mode="json"),
             "matrix_path": str(matrix_path.resolve()),
+            "cwd": str(Path.cwd()),  # vLLM reads a relative model path against it (theory.runspec.run_path)
             "attach": attach,
             "planned_requests": len(cells) * len(requests),
             "prompts": [r.model_dump(mode="json") for r in requests],

@@ -97,14 +97,14 @@ def _measures(df: pd.DataFrame, arm: str) -> str:
 def _untimed_text(df: pd.DataFrame, arm: str) -> str:
     """Requests whose every token chunk the late loop read at once: with no server timing to stand
     in, they have no decode rate and silently leave the arm's decode figures and pairs."""
-    if not {"tpot_ms", "decode_tok_s"} <= set(df.columns):
+    if not {"bunched", "decode_tok_s"} <= set(df.columns):
         return ""
     mine = df[df["arm"] == arm]
-    n = int(((mine["tpot_ms"] == 0) & mine["decode_tok_s"].isna()).sum())
+    n = int(((mine["bunched"] == 1.0) & mine["decode_tok_s"].isna()).sum())
     if not n:
         return ""
     return (
-        f"; {n} of {len(mine)} requests arrived in one read and have no decode rate "
+        f"; {n} of {len(mine)} requests arrived bunched and have no decode rate "
         "(left out of its decode figures)"
     )
 

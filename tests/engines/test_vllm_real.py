@@ -197,7 +197,7 @@ def test_several_tokens_per_chunk_are_counted_per_token(launched: Path) -> None:
         assert len(texts) < MAX_TOKENS and max(len(t) for t in texts) > 1
         assert sum(len(t) for t in texts) == MAX_TOKENS  # one character per lab token
         window_s = metrics.decode_window_ms(rec) / 1000
-        if metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS:  # the whole answer in one burst: the
+        if metrics.bunched(rec) == 1.0:  # the answer reached the client bunched: the
             # client timed nothing, and the server's own rate (per-request metrics) stands in
             assert metrics.client_decode_tok_s(rec) == metrics.server_decode_tok_s(rec) > 0
             continue
@@ -287,7 +287,7 @@ def _bursts_take_the_servers_rate(records: list[dict[str, Any]]) -> int:
     for rec in records:
         server = metrics.server_decode_tok_s(rec)
         assert server > 0  # --enable-per-request-metrics: vLLM timed every request itself
-        if metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS:
+        if metrics.bunched(rec) == 1.0:
             bursts += 1
             assert metrics.decode_tok_s(rec) == server
         assert np.isfinite(metrics.decode_tok_s(rec))

@@ -110,3 +110,13 @@ def test_the_first_token_of_each_request_is_prefill_not_a_decode_pass() -> None:
     # 63 decode tokens in 15 passes (12 rounds of 2 steps, 3 plain) vs 64 in 16 counted with prefill
     assert replayed_speedup(two, 1.0, 2.0) == pytest.approx(63 / (12 * 2 + 3))
     assert replayed_speedup(one, 1.0, 2.0) == pytest.approx(64 / (12 * 2 + 4))
+
+
+def test_accepted_tokens_cut_off_by_max_tokens_are_not_counted() -> None:
+    # A real vLLM draft arm: a 128-token answer whose counters say 48 rounds and 82 accepted
+    # (1 + 48 + 82 = 131 > 128: the last round's accepted tokens ran past max_tokens). Counting
+    # them left 45 passes for 48 rounds, a drafting share of 104 %.
+    rows = [{"arm": "draft", "output_tokens": 128, "draft_n": 96, "draft_accepted": 82, "tpot_ms": 5.0}]
+    counts = draft_counts(pd.DataFrame(rows), [cell("draft", 0, 48)], "draft", k=2)
+    assert counts.accepted == 79 and counts.decode_passes == 48
+    assert counts.drafting_share <= 1.0

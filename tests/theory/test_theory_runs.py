@@ -446,3 +446,26 @@ def test_a_round_not_measurable_is_printed_as_such_with_its_reason() -> None:
     (row,) = prediction_rows([arm])
     assert row["round ms measured / model"] == "not measurable / 8.1"
     assert skipped_lines([arm]) == ["draft4: round time not measurable: why"]
+
+
+@pytest.mark.parametrize("recorded", ["matrix_path", "cwd", "nothing"])
+def test_a_relative_model_path_renders_the_same_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: str
+) -> None:
+    # vLLM reads `model: models/lab/target` against the folder specbench ran in; a report rendered
+    # from another folder said "No prediction" for the same run (issue 15).
+    project = tmp_path / "project"
+    run = make_run(project / "runs" / "vllm", small_plan(baseline=Arm()))
+    run = use_lab_model(run, lab_truth("membound", "dense"))
+    (project / "models" / "lab").mkdir(parents=True)
+    shutil.move(run / "lab" / "truth.json", project / "models" / "lab" / "truth.json")
+    (project / "models" / "lab" / "target.gguf").touch()  # the file the engine served
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["matrix"]["model"] = "models/lab/target.gguf"
+    kept = {"matrix_path": str(project / "m.yaml"), "cwd": str(project)}
+    # older runs recorded no cwd: then the folders holding the run directory stand in
+    manifest.update({k: v for k, v in kept.items() if k == recorded})
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.chdir(tmp_path)
+    models = model_from_run(run)
+    assert models is not None and str(project / "models" / "lab") in models.source

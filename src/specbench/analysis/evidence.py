@@ -5,9 +5,10 @@
 * ``CLIENT_SERVER_DISAGREE`` — the client's decode rate and the server's own timing of the same
   request disagree (a stalled stream delivers every token at once and reads thousands of tok/s);
   the summary then uses the server's rate for that request (:func:`specbench.analysis.metrics.decode_tok_s`);
-* ``UNTIMED_DECODE`` — every token chunk of a request reached the client in one burst (a CPU
-  vLLM starved of CPU sends a whole answer at once), and the server gave no timing of its own: the
-  request has no decode rate at all, and the arm's rate rests on the others.
+* ``UNTIMED_DECODE`` — a request's token chunks reached the client bunched (a CPU vLLM starved
+  of CPU sends a whole answer at once; a client behind reads most of it in the first token's read),
+  and the server gave no timing of its own: the request has no decode rate at all, and the arm's
+  rate rests on the others.
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.finding import Finding
-from specbench.analysis.metrics import BURST_TPOT_MS, CLIENT_SERVER_TOLERANCE
+from specbench.analysis.metrics import (
+    BUNCH_SHARE,
+    BUNCH_TTFT_SHARE,
+    CLIENT_SERVER_TOLERANCE,
+    LEAD_BURST_SHARE,
+)
 
 CACHED_SHARE = 0.5  # more than this share of a cold request's prompt from the cache is a finding
 #: Categories built to hit the cache (cache-reuse suite) or to share a prefix by design (agents).
@@ -52,15 +58,17 @@ def client_server_disagreement(df: pd.DataFrame, arms: Sequence[str]) -> list[Fi
         sub = df[(df["arm"] == arm) & df["decode_disagrees"].notna()]
         bad = sub[sub["decode_disagrees"] == 1.0]
         if len(bad):
-            ratio = (bad["client_decode_tok_s"] / bad["server_decode_tok_s"]).to_numpy(dtype=float)
-            worst = bad.iloc[int(np.argmax(np.abs(np.log(ratio))))]
+            client = 1000.0 / bad["tpot_ms"]  # the client's own window, even where it came bunched
+            ratio = (client / bad["server_decode_tok_s"]).to_numpy(dtype=float)
+            at = int(np.argmax(np.abs(np.log(ratio))))
+            worst = bad.iloc[at]
             out.append(
                 Finding(
                     "CLIENT_SERVER_DISAGREE",
                     (arm,),
                     f"{arm}: on {len(bad)} of {len(sub)} requests the client's decode rate differs from "
                     f"the server's own by more than {CLIENT_SERVER_TOLERANCE:.0%} (e.g. "
-                    f"{worst['prompt_id']}: client {worst['client_decode_tok_s']:.1f} vs server "
+                    f"{worst['prompt_id']}: client {client.iloc[at]:.1f} vs server "
                     f"{worst['server_decode_tok_s']:.1f} tok/s); the summary uses the server's rate there.",
                 )
             )
@@ -68,21 +76,22 @@ def client_server_disagreement(df: pd.DataFrame, arms: Sequence[str]) -> list[Fi
 
 
 def untimed_decode(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
-    """Requests of several tokens whose chunks came in one burst (tpot under
-    :data:`~specbench.analysis.metrics.BURST_TPOT_MS`) and whose server timed nothing either, so
-    their decode rate is NaN instead of a number."""
+    """Requests of several tokens whose chunks came bunched (:func:`~specbench.analysis.metrics.bunched`:
+    the first token's read held most of the stream, or nearly all of it came within a sliver of the
+    TTFT) and whose server timed nothing either, so their decode rate is NaN instead of a number."""
     out = []
     for arm in arms:
         sub = df[(df["arm"] == arm) & (df["output_tokens"] > 1)]
-        lost = sub[(sub["tpot_ms"] < BURST_TPOT_MS) & sub["decode_tok_s"].isna()]
+        lost = sub[(sub["bunched"] == 1.0) & sub["decode_tok_s"].isna()]
         if len(lost):
             out.append(
                 Finding(
                     "UNTIMED_DECODE",
                     (arm,),
-                    f"{arm}: {len(lost)} of {len(sub)} requests reached the client in one burst (every "
-                    f"token chunk within {BURST_TPOT_MS * 1000:.0f} µs per token, e.g. "
-                    f"{lost.iloc[0]['prompt_id']}) and the server "
+                    f"{arm}: {len(lost)} of {len(sub)} requests reached the client bunched (the read "
+                    f"that stamped the first token held {LEAD_BURST_SHARE:.0%} or more of the token "
+                    f"chunks, or {BUNCH_SHARE:.0%} of them came within {BUNCH_TTFT_SHARE:.0%} of the "
+                    f"TTFT, e.g. {lost.iloc[0]['prompt_id']}) and the server "
                     "timed none of them: they have no decode rate, and the arm's rests on the other "
                     f"{len(sub) - len(lost)}. vLLM: start it with --enable-per-request-metrics so its "
                     "own timing stands in.",

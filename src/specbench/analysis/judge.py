@@ -22,9 +22,9 @@ def findings(run: RunData) -> list[Finding]:
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
     out += _evidence_findings(run)
-    out += client_lag_findings(run.cells, run.df)
-    out += schedule_findings(run.records)
-    out += _statistical_findings(run)
+    lag = client_lag_findings(run.cells, run.df)
+    out += lag + schedule_findings(run.records)
+    out += _statistical_findings(run, {f.arms[0] for f in lag if f.code == "CLIENT_BEHIND"})
     return sorted(out, key=lambda f: SEVERITY_ORDER.get(f.severity, 3))
 
 
@@ -54,12 +54,12 @@ def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[F
     return out + artefacts
 
 
-def _statistical_findings(run: RunData) -> list[Finding]:
+def _statistical_findings(run: RunData, client_behind: set[str]) -> list[Finding]:
     if run.df.empty:
         return []
     out = [
         Finding(w.code, (w.arm,), w.message, "error" if w.severe else "warning")
-        for w in stability.stability_warnings(run.df, baseline=run.baseline)
+        for w in stability.stability_warnings(run.df, baseline=run.baseline, client_behind=client_behind)
     ]
     out += stalls.stall_findings(run.records, run.measured_arms, run.df, run.baseline)
     out += stalls.bimodal_findings(run.df, run.records, run.cells, run.measured_arms)

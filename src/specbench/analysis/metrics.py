@@ -22,12 +22,28 @@ Record = dict[str, Any]
 NS_PER_MS = 1e6
 
 
+#: Where :func:`frame` keeps a record's token chunks, found once: a dozen metrics read them, and
+#: filtering every record's chunks a dozen times was most of the end-of-run summary (issue 15).
+TOKENS_KEY, ANSWER_KEY = "_token_chunks", "_answer_chunks"
+
+
 def _token_chunks(rec: Record, answer_only: bool = False) -> list[Chunk]:
     """Chunks that carry generated text: content, tool calls and (unless answer_only) reasoning.
     llama.cpp's first role-only chunk (``content: null``) is not a token."""
+    found: list[Chunk] | None = rec.get(ANSWER_KEY if answer_only else TOKENS_KEY)
+    if found is not None:
+        return found
     if answer_only:
         return [c for c in chunks(rec) if c.content or c.tool_calls]
     return [c for c in chunks(rec) if c.carries_token]
+
+
+def with_token_chunks(rec: Record) -> Record:
+    """A copy of ``rec`` with its chunks named and its token chunks found once, for the metrics."""
+    rows = chunks(rec)
+    tokens = [c for c in rows if c.carries_token]
+    answer = [c for c in tokens if c.content or c.tool_calls]
+    return {**rec, "chunks": rows, TOKENS_KEY: tokens, ANSWER_KEY: answer}
 
 
 def output_tokens(rec: Record) -> float:
@@ -83,16 +99,47 @@ def tpot_ms(rec: Record) -> float:
 #: Under 10 µs per token (100 000 tok/s for one stream) no engine decodes: the chunks came in one
 #: burst of socket reads (a CPU vLLM on a busy box, issue 15), and their spacing times nothing.
 BURST_TPOT_MS = 0.01
+#: Chunks read less than this apart came in one burst of reads: no engine step is this short.
+BURST_GAP_MS = 0.1
+#: The first token's burst holding this share of the token chunks means the first stamp came late
+#: (the decode had run while the client was not reading) and the window is too short: a real
+#: vLLM n-gram request read 24 of 34 chunks at once, 60 ms after sending, and "5279 tok/s" where
+#: its repeats read 1693 and 2226; no on-time request of the audited runs passed a third.
+LEAD_BURST_SHARE = 0.5
+#: ... or the first token and this share of the chunks after it stamped within a tiny window next
+#: to the request's TTFT (first token at 481 ms, then 95 chunks in 28 ms), at a spacing no single
+#: stream decodes at. Only from the first token: a burst later on is one verification round's
+#: tokens sent one per chunk (llama.cpp: a token, 136 ms, then 11 tokens within 0.5 ms), timed.
+BUNCH_SHARE, BUNCH_TTFT_SHARE, BUNCH_TPOT_MS = 0.9, 0.1, 1.0
+
+
+def bunched(rec: Record) -> float:
+    """1.0 when the client's stamps cannot time the decode (see the constants above), 0.0 when
+    they can, NaN with fewer than two token chunks."""
+    tokens = _token_chunks(rec)
+    if len(tokens) < 2:
+        return np.nan
+    t = np.array([c.t_ns for c in tokens], dtype=float) / NS_PER_MS
+    n = output_tokens(rec)
+    if n > 1 and (t[-1] - t[0]) / (n - 1) < BURST_TPOT_MS:
+        return 1.0
+    late = np.flatnonzero(np.diff(t) >= BURST_GAP_MS)
+    lead = int(late[0]) + 1 if late.size else t.size  # chunks in the first token's burst
+    if lead >= LEAD_BURST_SHARE * t.size:
+        return 1.0
+    k = int(np.ceil(BUNCH_SHARE * t.size))
+    span = float(t[k - 1] - t[0])
+    return float(span < BUNCH_TTFT_SHARE * t[0] and span < BUNCH_TPOT_MS * (k - 1))
 
 
 def client_decode_tok_s(rec: Record) -> float:
-    """(output_tokens − 1) / (t_last − t_first), measured by the client. When every token chunk
-    arrived in one burst (a tiny model answering in a few ms, a server starved of CPU) the client
-    cannot time the decode at all; the server's own rate (llama.cpp ``timings``, vLLM per-request
-    metrics) stands in, NaN if it has none."""
-    tpot = tpot_ms(rec)
-    if 0.0 <= tpot < BURST_TPOT_MS:
+    """(output_tokens − 1) / (t_last − t_first), measured by the client. When the chunks arrived
+    bunched (:func:`bunched`: a tiny model answering in a few ms, a server or client starved of
+    CPU) the client cannot time the decode; the server's own rate (llama.cpp ``timings``, vLLM
+    per-request metrics) stands in, NaN if it has none."""
+    if bunched(rec) == 1.0:
         return server_decode_tok_s(rec)
+    tpot = tpot_ms(rec)
     return 1000.0 / tpot if tpot and tpot > 0 else np.nan
 
 
@@ -103,7 +150,11 @@ def decode_disagrees(rec: Record) -> float:
     """1.0 when the client's decode rate and the server's own differ by more than the tolerance
     (a stalled stream: first token late, then every chunk at once), 0.0 when they agree, NaN when
     the server gives no timing."""
-    client, server = client_decode_tok_s(rec), server_decode_tok_s(rec)
+    # The client's own window, bunched or not: a stall it stamped late is exactly the disagreement
+    # to report (one burst under BURST_TPOT_MS times nothing at all, so it disagrees with nothing).
+    tpot = tpot_ms(rec)
+    client = 1000.0 / tpot if tpot >= BURST_TPOT_MS else np.nan
+    server = server_decode_tok_s(rec)
     if np.isnan(client) or np.isnan(server) or server <= 0:
         return np.nan
     return float(abs(client / server - 1.0) > CLIENT_SERVER_TOLERANCE)
@@ -111,7 +162,8 @@ def decode_disagrees(rec: Record) -> float:
 
 def decode_tok_s(rec: Record) -> float:
     """The trustworthy decode rate: the client's, unless the server's own timing disagrees with
-    it beyond the tolerance — then the server's (it timed the tokens, not the stream's delivery)."""
+    it beyond the tolerance — then the server's (it timed the tokens, not the stream's delivery).
+    A bunched stream's client rate is already the server's, NaN when the server timed nothing."""
     return server_decode_tok_s(rec) if decode_disagrees(rec) == 1.0 else client_decode_tok_s(rec)
 
 
@@ -258,6 +310,7 @@ METRICS: dict[str, Metric] = {
     "tokens_per_chunk": Metric(tokens_per_chunk, "tokens/chunk", None),
     "decode_tok_s": Metric(decode_tok_s, "tok/s", "higher"),
     "client_decode_tok_s": Metric(client_decode_tok_s, "tok/s", "higher"),
+    "bunched": Metric(bunched, "flag", None),
     "decode_disagrees": Metric(decode_disagrees, "flag", None),
     "server_decode_tok_s": Metric(server_decode_tok_s, "tok/s", "higher"),
     "prefill_ms": Metric(prefill_ms, "ms", "lower"),
@@ -279,7 +332,7 @@ def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
         if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
             continue
         row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
-        rec = {**rec, "chunks": chunks(rec)}  # named once here, not in every metric
+        rec = with_token_chunks(rec)  # named and filtered once here, not in every metric
         row.update({name: m.fn(rec) for name, m in METRICS.items()})
         # Records imported from other tools have no raw chunks: they carry the values they had.
         row.update(

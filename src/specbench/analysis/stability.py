@@ -9,7 +9,7 @@ order), i.e. the machine changed while the run was going on. Input is the frame 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,7 +63,9 @@ def repeat_cv(g: pd.DataFrame, metric: str) -> tuple[float, int]:
     return describe(_finite(g[metric].to_numpy(np.float64))).cv, 0
 
 
-def _unstable(arm: str, wl: str, g: pd.DataFrame, metric: str, max_cv: float) -> Warning_ | None:
+def _unstable(
+    arm: str, wl: str, g: pd.DataFrame, metric: str, max_cv: float, client_behind: bool = False
+) -> Warning_ | None:
     cv, prompts = repeat_cv(g, metric)
     if not cv > max_cv:
         return None
@@ -72,7 +74,13 @@ def _unstable(arm: str, wl: str, g: pd.DataFrame, metric: str, max_cv: float) ->
     )
     msg = f"{arm} on {wl}: {metric} varies by CV {cv:.1%} ({basis}), above the {max_cv:.0%} limit."
     severe = cv > SEVERE_CV
-    if severe:
+    if client_behind:  # the client's own lag stamped this arm's chunks late (CLIENT_BEHIND)
+        lead = f" Above {SEVERE_CV:.0%} no verdict or recommendation is trusted: the" if severe else " The"
+        msg += (
+            f"{lead} client's event loop fell behind on this arm (CLIENT_BEHIND), so part of the spread"
+            " is the client's own lag; lower the concurrency or give the client its own cores, then rerun."
+        )
+    elif severe:
         msg += (
             f" Above {SEVERE_CV:.0%} no verdict or recommendation is trusted: the machine was likely busy,"
             " rerun on a quiet one."
@@ -109,15 +117,17 @@ def stability_warnings(
     metric: str = "decode_tok_s",
     drift_threshold: float = 0.05,
     alpha: float = 0.05,
+    client_behind: Collection[str] = (),
 ) -> list[Warning_]:
     """Per (arm, workload) cell: LOW_N if n < ``min_n``; UNSTABLE if the repeat-to-repeat CV
-    (:func:`repeat_cv`) > ``max_cv``;
+    (:func:`repeat_cv`) > ``max_cv``, naming the client's lag for arms in ``client_behind``;
     DRIFT (``baseline`` arm only, every arm if None) if the first and last thirds in ``seq``
     order differ by > ``drift_threshold`` in median with Mann-Whitney p < ``alpha``."""
     out: list[Warning_] = []
     for arm, wl, g in _cells(df):
         x = _finite(g[metric].to_numpy(np.float64))
-        found = [_low_n(arm, wl, x, metric, min_n), _unstable(arm, wl, g, metric, max_cv)]
+        behind = arm in client_behind
+        found = [_low_n(arm, wl, x, metric, min_n), _unstable(arm, wl, g, metric, max_cv, behind)]
         if baseline is None or arm == baseline:
             found.append(_drift(arm, wl, g, metric, drift_threshold, alpha))
         out += [w for w in found if w is not None]

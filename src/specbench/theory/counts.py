@@ -88,15 +88,29 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
     rounds = counted if counted is not None else drafted / k
     # the decode window (first to last token) is tpot · (N − 1); a one-token request has none
     window = (rows["tpot_ms"] * (rows["output_tokens"] - 1) / 1000.0).where(rows["output_tokens"] > 1, 0.0)
+    tokens = float(rows["output_tokens"].sum())
     return DraftCounts(
-        tokens=float(rows["output_tokens"].sum()),
+        tokens=tokens,
         drafted=drafted,
-        accepted=float(rows["draft_accepted"].sum()),
+        accepted=emitted_accepted(float(rows["draft_accepted"].sum()), tokens, len(rows), rounds),
         rounds=rounds,
         rounds_counted=counted is not None,
         requests=len(rows),
         window_s=float(window.sum()) if window.notna().all() else math.nan,
     )
+
+
+def emitted_accepted(accepted: float, tokens: float, requests: int, rounds: float) -> float:
+    """The accepted draft tokens that reached the output: at most N − n − R.
+
+    Each request's first token is prefill's and every drafting round's pass emits one token of
+    its own beside its accepted drafts, so N ≥ n + R + a. vLLM counts a round's accepted tokens
+    before max_tokens cuts the answer (a 128-token answer counted 1 + 48 rounds + 82 accepted =
+    131), which would leave fewer passes than rounds and a drafting share above 100 %; the
+    accepted tokens cut off never reached the output, so they are not counted."""
+    if not math.isfinite(rounds):
+        return accepted
+    return min(accepted, max(0.0, tokens - requests - rounds))
 
 
 def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float, replays: float = 0.0) -> float:

@@ -48,6 +48,7 @@ from specbench.theory.runspec import (
     device_from_run,
     draft_weights,
     model_from_run,
+    run_path,
 )
 
 DEFAULT_CONTEXT = 512
@@ -66,6 +67,7 @@ class RunSetup:
     curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
     roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
     base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
+    run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
 
     @property
     def replays(self) -> bool:
@@ -212,7 +214,9 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     level, context = _single_level(run), _context(base)
     ceiling = within_roofline(rate, models.target, device_from_run(run_dir), level, context, Efficiency())
     curve = _pass_curve(run, level, rate)
-    return RunSetup(run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency)
+    return RunSetup(
+        run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency, run_dir
+    )
 
 
 def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
@@ -254,7 +258,10 @@ def _acceptance(run: RunData, arm: str) -> float:
 
 
 def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency) -> Prediction:
-    draft = draft_weights(spec.draft_path) if spec.draft_path else None
+    path = spec.draft_path
+    if path and setup.run_dir is not None:
+        path = run_path(setup.run_dir, path)
+    draft = draft_weights(path) if path else None
     return predict_architecture(
         setup.models.target,
         setup.gpu,

@@ -228,13 +228,31 @@ def weights_for(model: str, file_bytes: int | None = None) -> tuple[Weights, str
     return model_weights(arch, model, file_bytes), source
 
 
+def run_path(run_dir: Path, value: str) -> str:
+    """A model path the run named, as the engine found it, whatever folder the report is rendered
+    from: a relative path (vLLM reads ``models/x`` against its own working directory) is tried
+    against the matrix file's folder, the working directory the run recorded, then the folders
+    holding the run directory (``--out runs/x`` from the folder the run was made in, for runs that
+    recorded no working directory); unchanged when none holds it (a hub id)."""
+    path = Path(value).expanduser()
+    if not value or path.is_absolute():
+        return str(path) if value else value
+    manifest = RunStore(run_dir).manifest()
+    bases = [Path(str(manifest["matrix_path"])).parent] if manifest.get("matrix_path") else []
+    bases += [Path(str(manifest["cwd"]))] if manifest.get("cwd") else []
+    for base in [*bases, *run_dir.resolve().parents]:
+        if (base / path).exists():
+            return str((base / path).resolve())
+    return value
+
+
 def _matrix_model(run_dir: Path) -> tuple[str, int | None]:
     store = RunStore(run_dir)
     model = str((store.manifest().get("matrix") or {}).get("model") or "")
     if not model:
         raise ConfigError("the run's matrix names no model")
     size = (store.env().get("model") or {}).get("bytes")
-    return model, int(size) if isinstance(size, int | float) and size > 0 else None
+    return run_path(run_dir, model), int(size) if isinstance(size, int | float) and size > 0 else None
 
 
 def model_from_run(run_dir: Path) -> RunModels | None:
