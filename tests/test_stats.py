@@ -111,7 +111,9 @@ def test_paired_speedup_detects_true_twenty_percent() -> None:
     base, arm = paired_values(np.random.default_rng(1), 40, effect=1.2)
     c = S.speedup(frame({"base": base, "spec": arm}, launches=4), "spec", "base")
     assert c.paired and c.n_pairs == 40 and c.n_launches == 4
-    assert c.estimator.startswith("geometric mean of paired ratios; mixed model over 4 launches")
+    assert c.estimator.startswith(
+        "order-balanced mean of launch-pair log-ratios; mixed model over 4 launches"
+    )
     assert c.verdict == "faster"
     assert c.ci_low <= 1.2 <= c.ci_high
     assert c.ratio == pytest.approx(1.2, abs=0.05)

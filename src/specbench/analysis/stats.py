@@ -284,7 +284,8 @@ def _launch_estimate(pairs: pd.DataFrame, confidence: float, threshold: float) -
     f = L.fit(pairs, confidence)
     how = "pooled with within-launch noise" if f.pooled else "t"
     est = (
-        f"geometric mean of paired ratios; mixed model over {f.n_launches} launches ({how}, {f.dof:.0f} dof)"
+        f"order-balanced mean of launch-pair log-ratios; mixed model over {f.n_launches} launches "
+        f"({how}, {f.dof:.0f} dof)"
     )
     decidable = f.n_launches >= L.MIN_LAUNCHES
     n = f.n_pairs
