@@ -112,7 +112,7 @@ class CellDriver:
             await self._fit(client, server, cell.requests)
             if cell.repeat == 0:  # once per arm: an arm's flags may change the chat template
                 info["rendered_prompts"] = await render_samples(
-                    client, server.base_url, cell.requests, self.fitted
+                    self.engine, client, server.base_url, cell.requests, self.fitted
                 )
             for req in cell.warmup if warm else ():
                 await self._one(client, server, cell, req, warmup=True)
