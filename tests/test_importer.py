@@ -267,7 +267,7 @@ def test_bad_inputs_are_config_errors(tmp_path: Path) -> None:
 
 # -- round trip ---------------------------------------------------------------------------------
 def native_record(arm: str, prompt: int, seq: int, tok_s: float, rng: np.random.Generator) -> dict[str, Any]:
-    """A record shaped as runner.Runner._one writes it: raw chunks, usage, timings."""
+    """A record shaped as drive.CellDriver._one writes it: raw chunks, usage, timings."""
     ttft_ns = int(rng.uniform(20, 40) * 1e6)
     gap_ns = int(1e9 / tok_s * rng.uniform(0.97, 1.03))
     chunks = [[ttft_ns + k * gap_ns, "t", None, None, None] for k in range(16)]

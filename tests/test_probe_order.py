@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from specbench import runner as runner_module
+from specbench import drive as drive_module
 from specbench.config import Matrix, RequestSpec, plan_cells
+from specbench.drive import CellDriver
 from specbench.engines.openai import AttachedEngine
 from specbench.runner import Runner
 from specbench.store import RunStore
@@ -28,20 +29,20 @@ def test_the_probe_runs_after_the_measured_requests_and_the_after_scrape(
         events.append("probe")
         return {"samples": []}
 
-    original_scrape, original_one = Runner._scrape, Runner._one
+    original_scrape, original_one = CellDriver._scrape, CellDriver._one
 
-    async def scrape(self: Runner, client: Any, server: Any, cell: Any, when: str) -> dict[str, Any]:
+    async def scrape(self: CellDriver, client: Any, server: Any, cell: Any, when: str) -> dict[str, Any]:
         events.append(f"scrape {when}")
         return await original_scrape(self, client, server, cell, when)
 
-    async def one(self: Runner, client: Any, server: Any, cell: Any, req: Any, warmup: bool) -> None:
+    async def one(self: CellDriver, client: Any, server: Any, cell: Any, req: Any, warmup: bool) -> None:
         events.append("warmup" if warmup else "request")
         await original_one(self, client, server, cell, req, warmup)
 
-    monkeypatch.setattr(runner_module, "forward_probe", probe)
-    monkeypatch.setattr(Runner, "_scrape", scrape)
-    monkeypatch.setattr(Runner, "_one", one)
-    monkeypatch.setattr(Runner, "_probes", lambda self, cell: True)  # attach mode never probes itself
+    monkeypatch.setattr(drive_module, "forward_probe", probe)
+    monkeypatch.setattr(CellDriver, "_scrape", scrape)
+    monkeypatch.setattr(CellDriver, "_one", one)
+    monkeypatch.setattr(CellDriver, "_probes", lambda self, cell: True)  # attach mode never probes itself
 
     matrix = Matrix(engine="openai", model=fv.MODEL, arms={"baseline": ()}, repeats=1, warmup=1)
     req = RequestSpec(

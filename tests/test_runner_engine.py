@@ -140,7 +140,7 @@ def test_a_port_clash_moves_to_another_port(
     busy.listen()
     ports = [busy.getsockname()[1]]
     real = process.free_port
-    monkeypatch.setattr("specbench.runner.free_port", lambda host: ports.pop() if ports else real(host))
+    monkeypatch.setattr("specbench.launch.free_port", lambda host: ports.pop() if ports else real(host))
     matrix = write_matrix(tmp_path, dense_pair, llama_server, {"baseline": []}, repeats=1)
     runner = api.prepare_run(matrix, tmp_path / "run")
     runner.run()

@@ -48,7 +48,7 @@ def chunks(rec: RequestRecord | Mapping[str, Any]) -> list[Chunk]:
 class RequestRecord(TypedDict, total=False):
     """One ``records.jsonl`` line: a request as sent and everything its response streamed.
 
-    Keys in the first group are always present in a native record (runner.Runner._one); the
+    Keys in the first group are always present in a native record (drive.CellDriver._one); the
     response keys come from :func:`specbench.client.stream_chat`; the rest only where noted."""
 
     schema_version: int

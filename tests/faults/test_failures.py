@@ -13,7 +13,7 @@ import yaml
 
 from specbench import api
 from specbench.engines.process import error_line
-from specbench.runner import START_ATTEMPTS
+from specbench.launch import START_ATTEMPTS
 from specbench.store import RunStore
 from tests.conftest import Pair
 from tests.faults.engine_util import engines_tagged, kill_all, specbench, tag, tagged_matrix

@@ -80,7 +80,7 @@ def test_the_run_moves_to_a_free_port_and_stores_nothing_from_the_impostor(
 ) -> None:
     ports = [impostor]
     real = process.free_port
-    monkeypatch.setattr("specbench.runner.free_port", lambda host: ports.pop() if ports else real(host))
+    monkeypatch.setattr("specbench.launch.free_port", lambda host: ports.pop() if ports else real(host))
     name = tag()
     matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=1, forward_probe=False)
     try:

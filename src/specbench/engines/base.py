@@ -203,6 +203,17 @@ class Engine(ABC):
         """What a running server says about itself: build, model, speculation state."""
         return {}
 
+    async def render_prompt(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        messages: list[dict[str, Any]],
+        tools: list[Any] | None,
+    ) -> dict[str, str] | None:
+        """The prompt text the server builds from ``messages`` with its chat template, and the
+        endpoint that read it (``{"text", "via"}``); None where the engine offers no way to ask."""
+        return None
+
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """Engine-specific fields added to every chat-completions body."""
         return {}
@@ -300,26 +311,5 @@ async def count_prompt_tokens(
         if resp.status_code == 200 and "count" in resp.json():
             return int(resp.json()["count"])
     except (httpx.HTTPError, ValueError, KeyError):
-        return None
-    return None
-
-
-async def render_prompt(
-    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None = None
-) -> dict[str, str] | None:
-    """The prompt text the server builds from ``messages`` with its chat template, and how it was
-    read: llama.cpp ``POST /apply-template``; vLLM ``/tokenize`` of the messages, then
-    ``/detokenize`` of those tokens. None when the server offers neither (or refuses both)."""
-    body: dict[str, Any] = {"messages": messages, **({"tools": tools} if tools else {})}
-    try:
-        resp = await client.post(f"{base_url}/apply-template", json=body)
-        if resp.status_code == 200 and isinstance(resp.json().get("prompt"), str):
-            return {"text": resp.json()["prompt"], "via": "/apply-template"}
-        resp = await client.post(f"{base_url}/tokenize", json=body)
-        if resp.status_code == 200 and "count" in resp.json():
-            back = await client.post(f"{base_url}/detokenize", json={"tokens": resp.json()["tokens"]})
-            if back.status_code == 200 and isinstance(back.json().get("prompt"), str):
-                return {"text": back.json()["prompt"], "via": "/tokenize + /detokenize"}
-    except (httpx.HTTPError, ValueError, KeyError, AttributeError):
         return None
     return None

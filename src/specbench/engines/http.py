@@ -1,5 +1,6 @@
 """HTTP helpers every engine's ``describe`` and attach mode share: GET a JSON body, a status or a
-/metrics scrape, each None when the server does not answer. Their own module, so the engines
+/metrics scrape, each None when the server does not answer; the two ways a server shows the prompt
+its chat template builds (llama.cpp's and vLLM's). Their own module, so the engines
 (vllm.py, sglang.py) and attach mode (openai.py) import them without importing each other."""
 
 from __future__ import annotations
@@ -54,3 +55,42 @@ def model_cards(body: Any) -> list[dict[str, Any]]:
     data = body.get("data") if isinstance(body, dict) else None
     keys = ("id", "root", "owned_by", "max_model_len")
     return [{k: m.get(k) for k in keys if k in m} for m in data or [] if isinstance(m, dict)]
+
+
+#: A rendered prompt: its text and the endpoint(s) that read it (``via``).
+Rendered = dict[str, str]
+_RENDER_ERRORS = (httpx.HTTPError, ValueError, KeyError, AttributeError, TypeError)
+
+
+def _chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> dict[str, Any]:
+    return {"messages": messages, **({"tools": tools} if tools else {})}
+
+
+async def apply_template(
+    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None
+) -> Rendered | None:
+    """llama.cpp: ``POST /apply-template`` answers the prompt text itself. None when it refuses
+    (tools on a llama-server started without ``--jinja``) or is not there."""
+    try:
+        resp = await client.post(f"{base_url}/apply-template", json=_chat(messages, tools))
+        if resp.status_code == 200 and isinstance(resp.json().get("prompt"), str):
+            return {"text": resp.json()["prompt"], "via": "/apply-template"}
+    except _RENDER_ERRORS:
+        return None
+    return None
+
+
+async def tokenize_roundtrip(
+    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None
+) -> Rendered | None:
+    """vLLM: ``POST /tokenize`` takes the chat ``messages`` (template applied) and answers tokens and
+    a ``count``; ``/detokenize`` turns those tokens back into the prompt text. None otherwise."""
+    try:
+        resp = await client.post(f"{base_url}/tokenize", json=_chat(messages, tools))
+        if resp.status_code == 200 and "count" in resp.json():
+            back = await client.post(f"{base_url}/detokenize", json={"tokens": resp.json()["tokens"]})
+            if back.status_code == 200 and isinstance(back.json().get("prompt"), str):
+                return {"text": back.json()["prompt"], "via": "/tokenize + /detokenize"}
+    except _RENDER_ERRORS:
+        return None
+    return None

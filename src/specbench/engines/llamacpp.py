@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
+from specbench.engines.http import apply_template
 from specbench.engines.install import build_info
 from specbench.errors import EngineStartError
 
@@ -167,6 +168,15 @@ class LlamaCppEngine(Engine):
                 else []
             ),
         }
+
+    async def render_prompt(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        messages: list[dict[str, Any]],
+        tools: list[Any] | None,
+    ) -> dict[str, str] | None:
+        return await apply_template(client, base_url, messages, tools)
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         # timings_per_token: timings (with the running predicted_n) in every streamed chunk, so

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, Speculation
-from specbench.engines.http import get_json, get_metrics, model_cards
+from specbench.engines.http import apply_template, get_json, get_metrics, model_cards, tokenize_roundtrip
 from specbench.engines.llamacpp import LlamaCppEngine
 
 #: Engines attach mode can recognise; "openai" means "unknown OpenAI-compatible server".
@@ -138,6 +138,20 @@ class AttachedEngine(Engine):
             except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
                 info["describe_error"] = f"{type(exc).__name__}: {exc}"
         return info
+
+    async def render_prompt(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        messages: list[dict[str, Any]],
+        tools: list[Any] | None,
+    ) -> dict[str, str] | None:
+        """The detected engine's way; while the engine is unknown, llama.cpp's then vLLM's."""
+        delegate = _delegate(self.detected)
+        if delegate is not None:
+            return await delegate.render_prompt(client, base_url, messages, tools)
+        found = await apply_template(client, base_url, messages, tools)
+        return found if found is not None else await tokenize_roundtrip(client, base_url, messages, tools)
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         # Engine-specific fields only once the engine is known: a strict OpenAI server rejects them.

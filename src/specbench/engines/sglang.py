@@ -169,6 +169,17 @@ class SglangEngine(Engine):
             "models": model_cards(await get_json(client, f"{base_url}/v1/models")),
         }
 
+    async def render_prompt(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        messages: list[dict[str, Any]],
+        tools: list[Any] | None,
+    ) -> dict[str, str] | None:
+        # SGLang's /tokenize takes prompt text only (no ``messages``), so the chat template cannot be
+        # asked for over HTTP: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/entrypoints/openai/serving_tokenize.py
+        return None
+
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """``ignore_eos`` and neutral ``min_p``/``repetition_penalty`` (SGLang OpenAI protocol
         extras, SGLang docs): servers fill unset sampling fields from the model's preferences."""

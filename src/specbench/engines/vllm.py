@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
-from specbench.engines.http import get_json, get_metrics, get_status, model_cards
+from specbench.engines.http import get_json, get_metrics, get_status, model_cards, tokenize_roundtrip
 from specbench.engines.install_vllm import cpu_env, is_cpu_build
 from specbench.errors import ConfigError
 
@@ -193,6 +193,15 @@ class VllmEngine(Engine):
             "models": model_cards(await get_json(client, f"{base_url}/v1/models")),
             "spec_metrics_present": None if samples is None else COUNTERS["drafts"] in _names(samples),
         }
+
+    async def render_prompt(
+        self,
+        client: httpx.AsyncClient,
+        base_url: str,
+        messages: list[dict[str, Any]],
+        tools: list[Any] | None,
+    ) -> dict[str, str] | None:
+        return await tokenize_roundtrip(client, base_url, messages, tools)
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """``ignore_eos`` (vLLM chat protocol), plus neutral ``min_p``/``repetition_penalty``:

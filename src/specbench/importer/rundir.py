@@ -35,7 +35,7 @@ def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> l
 
 
 def _record(row: dict[Any, Any], seq: int, repeat: int) -> RequestRecord:
-    """The shape of a native record (runner.Runner._one) with ``imported`` values instead of
+    """The shape of a native record (drive.CellDriver._one) with ``imported`` values instead of
     raw chunks; metrics.frame prefers ``imported`` over anything computed from chunks."""
     num = {f: _num(row.get(f)) for f in NUMERIC}
     usage = {"prompt_tokens": num["prompt_tokens"], "completion_tokens": num["output_tokens"]}

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 
 from specbench.config import RequestSpec
-from specbench.engines.base import render_prompt
+from specbench.engines.base import Engine
 
 
 def samples(requests: tuple[RequestSpec, ...]) -> list[RequestSpec]:
@@ -24,14 +24,21 @@ def samples(requests: tuple[RequestSpec, ...]) -> list[RequestSpec]:
 
 
 async def render_samples(
-    client: httpx.AsyncClient, base_url: str, requests: tuple[RequestSpec, ...], fitted: dict[str, Any]
+    engine: Engine,
+    client: httpx.AsyncClient,
+    base_url: str,
+    requests: tuple[RequestSpec, ...],
+    fitted: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """Each sample's rendered prompt, with the messages the run sends (fitted ones where a target
-    length was set); a sample the server cannot render is left out (nothing to show, no error)."""
+    """Each sample's rendered prompt, asked of ``engine``'s own endpoint, with the messages the run
+    sends (fitted ones where a target length was set); a sample the server cannot render is left
+    out (nothing to show, no error), and an engine with no way to ask gives an empty list."""
     out = []
     for req in samples(requests):
         messages = fitted[req.prompt_id]["messages"] if req.prompt_id in fitted else list(req.messages)
-        rendered = await render_prompt(client, base_url, messages, list(req.tools) if req.tools else None)
+        rendered = await engine.render_prompt(
+            client, base_url, messages, list(req.tools) if req.tools else None
+        )
         if rendered is None:  # e.g. tools on a llama-server without --jinja: show the others
             continue
         out.append(
