@@ -25,7 +25,7 @@ from specbench.cellwork import Observer, RecordSink
 from specbench.client import Session, chat_body, open_streamer, stream_chat
 from specbench.clientlag import LoopLag
 from specbench.config import Matrix, RequestSpec, RunSpec
-from specbench.engines.base import Engine, count_prompt_tokens, parse_metrics
+from specbench.engines.base import Engine, parse_metrics
 from specbench.launch import Server
 from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
@@ -185,10 +185,11 @@ class CellDriver:
         if not todo:
             return
         probe = [{"role": "user", "content": "probe"}]
-        exact = await count_prompt_tokens(client, server.base_url, probe) is not None
+        # The engine asks its own endpoint (none on SGLang): one probe decides for the whole fit.
+        exact = await self.engine.count_prompt_tokens(client, server.base_url, probe) is not None
 
         async def count(messages: list[dict[str, Any]]) -> int:
-            n = await count_prompt_tokens(client, server.base_url, messages) if exact else None
+            n = await self.engine.count_prompt_tokens(client, server.base_url, messages) if exact else None
             return n if n is not None else await estimate_tokens(messages)
 
         # One filler per fill key (default: the prompt's own id, so no two prompts share a prefix);

@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from specbench.analysis.checks import split_flags
@@ -152,6 +153,26 @@ def test_describe_falls_back_to_get_server_info() -> None:
 
 def test_describe_reports_speculation_off() -> None:
     assert describe(fs.FakeSglang(algorithm=None))["speculative"]["speculative_algorithm"] is None
+
+
+# -- prompt tokens ----------------------------------------------------------------------------
+def test_prompt_tokens_are_not_counted_and_nothing_is_asked() -> None:
+    """SGLang's /tokenize takes text only (no chat template) and a chat request would leave the
+    prompt in the radix cache: no count, and no request to the server at all."""
+    fake, asked = fs.FakeSglang(), []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return fake.handler(request)
+
+    async def go() -> int | None:
+        async with mock_client(handler) as client:
+            return await SglangEngine().count_prompt_tokens(
+                client, "http://fake", [{"role": "user", "content": "hi"}]
+            )
+
+    assert asyncio.run(go()) is None
+    assert asked == []
 
 
 # -- the real client on the fake stream -------------------------------------------------------

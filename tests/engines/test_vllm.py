@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from specbench.analysis.checks import split_flags
@@ -153,6 +154,34 @@ def test_describe_reads_version_models_and_spec_metrics() -> None:
 
 def test_describe_flags_missing_spec_metrics() -> None:
     assert describe(fv.FakeVllm(speculative=False))["spec_metrics_present"] is False
+
+
+# -- prompt tokens ----------------------------------------------------------------------------
+def test_prompt_tokens_are_counted_by_tokenize_of_the_messages() -> None:
+    """vLLM's /tokenize takes the chat ``messages`` and answers a ``count`` (TokenizeChatRequest,
+    vllm/entrypoints/serve/tokenize/protocol.py); here a FAKE answers it, keeping the body."""
+    fake, asked = fv.FakeVllm(), []
+    messages = [{"role": "user", "content": "Name three rivers in Europe."}]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if (request.method, request.url.path) != ("POST", "/tokenize"):
+            return fake.handler(request)
+        asked.append(json.loads(request.content))
+        return httpx.Response(200, json={"count": 17, "max_model_len": 8192, "tokens": list(range(17))})
+
+    async def go() -> int | None:
+        async with mock_client(handler) as client:
+            return await VllmEngine().count_prompt_tokens(client, "http://fake", messages)
+
+    assert asyncio.run(go()) == 17
+    assert asked == [{"messages": messages}]  # vLLM's defaults: generation prompt on, no extra BOS
+    # a vLLM that does not answer: no count (prompts are then fitted to the estimate)
+    assert asyncio.run(_count_on(fake.handler, VllmEngine(), messages)) is None
+
+
+async def _count_on(handler: Any, engine: VllmEngine, messages: list[dict[str, Any]]) -> int | None:
+    async with mock_client(handler) as client:
+        return await engine.count_prompt_tokens(client, "http://fake", messages)
 
 
 # -- the real client on the fake stream -------------------------------------------------------

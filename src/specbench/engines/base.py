@@ -214,6 +214,14 @@ class Engine(ABC):
         endpoint that read it (``{"text", "via"}``); None where the engine offers no way to ask."""
         return None
 
+    async def count_prompt_tokens(
+        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+    ) -> int | None:
+        """Tokens the server will prefill for ``messages``, chat template included, asked of this
+        engine's own endpoint; None where the engine offers no way to ask (prompts are then fitted
+        to an estimate, :func:`specbench.workloads.length.estimate_tokens`)."""
+        return None
+
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """Engine-specific fields added to every chat-completions body."""
         return {}
@@ -290,26 +298,3 @@ def sum_series(samples: MetricSamples, name: str) -> float | None:
     """Sum of a counter over all its label sets (DP engines, ranks); None if absent."""
     found = series(samples, name)
     return sum(v for _, v in found) if found else None
-
-
-async def count_prompt_tokens(
-    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
-) -> int | None:
-    """Tokens the server will prefill for ``messages``, chat template included.
-
-    llama.cpp: ``POST /apply-template`` then ``/tokenize`` with special tokens; vLLM: ``/tokenize``
-    takes ``messages`` itself. None when the server offers neither.
-    """
-    try:
-        resp = await client.post(f"{base_url}/apply-template", json={"messages": messages})
-        if resp.status_code == 200 and "prompt" in resp.json():
-            body = {"content": resp.json()["prompt"], "add_special": True, "parse_special": True}
-            tok = await client.post(f"{base_url}/tokenize", json=body)
-            if tok.status_code == 200:
-                return len(tok.json()["tokens"])
-        resp = await client.post(f"{base_url}/tokenize", json={"messages": messages})
-        if resp.status_code == 200 and "count" in resp.json():
-            return int(resp.json()["count"])
-    except (httpx.HTTPError, ValueError, KeyError):
-        return None
-    return None

@@ -1,6 +1,6 @@
 """HTTP helpers every engine's ``describe`` and attach mode share: GET a JSON body, a status or a
 /metrics scrape, each None when the server does not answer; the two ways a server shows the prompt
-its chat template builds (llama.cpp's and vLLM's). Their own module, so the engines
+its chat template builds, and counts its tokens (llama.cpp's and vLLM's). Their own module, so the engines
 (vllm.py, sglang.py) and attach mode (openai.py) import them without importing each other."""
 
 from __future__ import annotations
@@ -91,6 +91,40 @@ async def tokenize_roundtrip(
             back = await client.post(f"{base_url}/detokenize", json={"tokens": resp.json()["tokens"]})
             if back.status_code == 200 and isinstance(back.json().get("prompt"), str):
                 return {"text": back.json()["prompt"], "via": "/tokenize + /detokenize"}
+    except _RENDER_ERRORS:
+        return None
+    return None
+
+
+async def template_token_count(
+    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+) -> int | None:
+    """llama.cpp: ``POST /apply-template`` builds the prompt, ``POST /tokenize`` counts it with
+    special tokens added and parsed (the template's own markers are single tokens, as when served).
+    None when either endpoint refuses or is not there."""
+    rendered = await apply_template(client, base_url, messages, None)
+    if rendered is None:
+        return None
+    body = {"content": rendered["text"], "add_special": True, "parse_special": True}
+    try:
+        resp = await client.post(f"{base_url}/tokenize", json=body)
+        if resp.status_code == 200:
+            return len(resp.json()["tokens"])
+    except _RENDER_ERRORS:
+        return None
+    return None
+
+
+async def tokenize_count(
+    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+) -> int | None:
+    """vLLM: ``POST /tokenize`` with the chat ``messages`` applies the template itself (generation
+    prompt added, no extra BOS: vLLM's defaults, as for a chat request) and answers a ``count``
+    (vllm/entrypoints/serve/tokenize/protocol.py). None otherwise."""
+    try:
+        resp = await client.post(f"{base_url}/tokenize", json=_chat(messages, None))
+        if resp.status_code == 200 and "count" in resp.json():
+            return int(resp.json()["count"])
     except _RENDER_ERRORS:
         return None
     return None

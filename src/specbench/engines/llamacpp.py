@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
-from specbench.engines.http import apply_template
+from specbench.engines.http import apply_template, template_token_count
 from specbench.engines.install import build_info
 from specbench.errors import EngineStartError
 
@@ -177,6 +177,11 @@ class LlamaCppEngine(Engine):
         tools: list[Any] | None,
     ) -> dict[str, str] | None:
         return await apply_template(client, base_url, messages, tools)
+
+    async def count_prompt_tokens(
+        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+    ) -> int | None:
+        return await template_token_count(client, base_url, messages)
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         # timings_per_token: timings (with the running predicted_n) in every streamed chunk, so

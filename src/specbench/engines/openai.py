@@ -16,7 +16,15 @@ from typing import Any, ClassVar
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, Speculation
-from specbench.engines.http import apply_template, get_json, get_metrics, model_cards, tokenize_roundtrip
+from specbench.engines.http import (
+    apply_template,
+    get_json,
+    get_metrics,
+    model_cards,
+    template_token_count,
+    tokenize_count,
+    tokenize_roundtrip,
+)
 from specbench.engines.llamacpp import LlamaCppEngine
 
 #: Engines attach mode can recognise; "openai" means "unknown OpenAI-compatible server".
@@ -152,6 +160,16 @@ class AttachedEngine(Engine):
             return await delegate.render_prompt(client, base_url, messages, tools)
         found = await apply_template(client, base_url, messages, tools)
         return found if found is not None else await tokenize_roundtrip(client, base_url, messages, tools)
+
+    async def count_prompt_tokens(
+        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+    ) -> int | None:
+        """The detected engine's way; while the engine is unknown, llama.cpp's then vLLM's."""
+        delegate = _delegate(self.detected)
+        if delegate is not None:
+            return await delegate.count_prompt_tokens(client, base_url, messages)
+        found = await template_token_count(client, base_url, messages)
+        return found if found is not None else await tokenize_count(client, base_url, messages)
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         # Engine-specific fields only once the engine is known: a strict OpenAI server rejects them.

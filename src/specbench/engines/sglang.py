@@ -180,6 +180,14 @@ class SglangEngine(Engine):
         # asked for over HTTP: https://github.com/sgl-project/sglang/blob/main/python/sglang/srt/entrypoints/openai/serving_tokenize.py
         return None
 
+    async def count_prompt_tokens(
+        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+    ) -> int | None:
+        # The same /tokenize counts text without the chat template, which would undercount every
+        # prompt by the template's tokens; a chat request's usage would count it but leave the
+        # fitted prompt in the radix cache. So no count: prompts are fitted to the estimate.
+        return None
+
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """``ignore_eos`` and neutral ``min_p``/``repetition_penalty`` (SGLang OpenAI protocol
         extras, SGLang docs): servers fill unset sampling fields from the model's preferences."""

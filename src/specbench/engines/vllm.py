@@ -22,7 +22,14 @@ from typing import Any, ClassVar
 import httpx
 
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
-from specbench.engines.http import get_json, get_metrics, get_status, model_cards, tokenize_roundtrip
+from specbench.engines.http import (
+    get_json,
+    get_metrics,
+    get_status,
+    model_cards,
+    tokenize_count,
+    tokenize_roundtrip,
+)
 from specbench.engines.install_vllm import cpu_env, is_cpu_build
 from specbench.errors import ConfigError
 
@@ -202,6 +209,11 @@ class VllmEngine(Engine):
         tools: list[Any] | None,
     ) -> dict[str, str] | None:
         return await tokenize_roundtrip(client, base_url, messages, tools)
+
+    async def count_prompt_tokens(
+        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+    ) -> int | None:
+        return await tokenize_count(client, base_url, messages)
 
     def request_extras(self, ignore_eos: bool) -> dict[str, Any]:
         """``ignore_eos`` (vLLM chat protocol), plus neutral ``min_p``/``repetition_penalty``:
