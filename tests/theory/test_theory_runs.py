@@ -20,14 +20,8 @@ from specbench.theory.cost import forward_cost, sampling_time
 from specbench.theory.formulas import tokens_per_round
 from specbench.theory.hardware import Gpu
 from specbench.theory.predict import predict_architecture
-from specbench.theory.runpredict import (
-    calibrate_from_run,
-    calibrate_setup,
-    predict_arms,
-    run_setup,
-    run_theory,
-    theory_or_reason,
-)
+from specbench.theory.runpredict import calibrate_from_run, predict_arms, run_theory, theory_or_reason
+from specbench.theory.runsetup import calibrate_setup, run_setup
 from specbench.theory.runspec import (
     arm_method,
     device_from_run,

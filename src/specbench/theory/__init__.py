@@ -21,6 +21,7 @@ See docs/theory.md for the model, its assumptions and its limits.
 
 from __future__ import annotations
 
+from specbench.theory.calibrate import calibrate_efficiency
 from specbench.theory.cost import Efficiency
 from specbench.theory.formulas import (
     acceptance_from_alpha,
@@ -30,7 +31,8 @@ from specbench.theory.formulas import (
     tokens_per_round,
 )
 from specbench.theory.methods import METHODS
-from specbench.theory.predict import Breakdown, Prediction, calibrate_efficiency, format_prediction, predict
+from specbench.theory.predict import Breakdown, Prediction, predict
+from specbench.theory.predicttext import format_prediction
 from specbench.theory.presets import list_presets
 from specbench.theory.runpredict import (
     ArmPrediction,

@@ -22,9 +22,10 @@ from dataclasses import dataclass, replace
 from scipy.optimize import brentq
 
 from specbench.errors import ConfigError
+from specbench.theory.calibrate import baseline_tok_s
 from specbench.theory.cost import Efficiency, forward_cost
 from specbench.theory.hardware import Gpu
-from specbench.theory.predict import Weights, baseline_tok_s
+from specbench.theory.predict import Weights
 
 MARGIN = 1e-6  # solve for a bandwidth this much above the exact one, so η_bw = 1 fits it
 

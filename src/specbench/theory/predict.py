@@ -20,10 +20,8 @@ yields τ + (1 − α^γ) tokens).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
-
-from scipy.optimize import brentq
 
 from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture, recurrent_state_bytes
@@ -41,6 +39,9 @@ from specbench.theory.methods import (
     snapshots,
 )
 from specbench.theory.presets import get_gpu, get_model, get_quant
+
+# Fitting η_bw to a measured baseline is in theory/calibrate.py, the text of a Prediction in
+# theory/predicttext.py.
 
 TargetPass = Callable[[int], float]  # tokens in one target pass -> seconds
 
@@ -109,7 +110,8 @@ def _resolve_alpha(acceptance: float | None, alpha: float | None, k: int) -> tup
     return alpha_from_acceptance(acceptance, k), acceptance
 
 
-def _check_inputs(draft_max: int, concurrency: int, context: int) -> None:
+def check_inputs(draft_max: int, concurrency: int, context: int) -> None:
+    """K, C and context each at least 1 (a ConfigError naming the one that is not)."""
     if draft_max < 1:
         raise ConfigError(f"draft_max must be at least 1, got {draft_max}")
     if concurrency < 1:
@@ -142,7 +144,7 @@ def predict(
     and refused otherwise; ``draft_quant`` defaults to ``quant``.
     """
     m = check_method(method)
-    _check_inputs(draft_max, concurrency, context)
+    check_inputs(draft_max, concurrency, context)
     if (draft_model is not None) != (m == "draft"):
         raise ConfigError("draft_model is required for method 'draft' and only for it")
     _resolve_alpha(acceptance, alpha, draft_max)  # input errors before any lookup or CPU probe
@@ -195,7 +197,7 @@ def predict_architecture(
     :mod:`specbench.probe`); it replaces the roofline for the baseline step and the verify pass.
     """
     m = check_method(method)
-    _check_inputs(draft_max, concurrency, context)
+    check_inputs(draft_max, concurrency, context)
     if (draft is not None) != (m == "draft"):
         raise ConfigError("a draft model is required for method 'draft' and only for it")
     a, acc = _resolve_alpha(acceptance, alpha, draft_max)
@@ -306,114 +308,3 @@ def _replay_time(
     ]
     w = tokens - low
     return p_reject * ((1 - w) * times[0] + w * times[1] + catchup_time(s, gpu, eff, tokens))
-
-
-def baseline_tok_s(
-    target: Architecture, gpu: Gpu, bpw: float, seqs: int, context: int, eff: Efficiency
-) -> float:
-    """C / t(target, C × 1), the step's host sampling of C positions included."""
-    step = forward_time(forward_cost(target, bpw, seqs, 1, context), gpu, eff)
-    return seqs / (step + sampling_time(target, seqs, gpu, eff))
-
-
-def calibrate_efficiency(
-    measured_baseline_tok_s: float,
-    model: str,
-    gpu: str,
-    quant: str,
-    context: int = 4096,
-    *,
-    concurrency: int = 1,
-    efficiency: Efficiency | None = None,
-) -> Efficiency:
-    """Fit η_bw so the predicted baseline equals a measured one (other fields kept).
-
-    Solves C / t(η_bw) = measured for η_bw ∈ (0, 1] with brentq; a measurement faster than
-    η_bw = 1 allows, or below what the fixed latencies permit, is a ConfigError.
-    """
-    q = get_quant(quant)
-    target = Weights(get_model(model), q.bytes_per_weight, q.name)
-    return fit_bandwidth(
-        measured_baseline_tok_s, target, get_gpu(gpu), context, concurrency=concurrency, efficiency=efficiency
-    )
-
-
-def fit_bandwidth(
-    measured_baseline_tok_s: float,
-    target: Weights,
-    gpu: Gpu,
-    context: int = 4096,
-    *,
-    concurrency: int = 1,
-    efficiency: Efficiency | None = None,
-) -> Efficiency:
-    """:func:`calibrate_efficiency` on a resolved architecture and device."""
-    if measured_baseline_tok_s <= 0:
-        raise ConfigError(f"measured baseline must be positive, got {measured_baseline_tok_s}")
-    _check_inputs(1, concurrency, context)
-    base = efficiency or Efficiency()
-
-    def gap(eta: float) -> float:
-        eff = replace(base, bandwidth=eta)
-        return (
-            baseline_tok_s(target.arch, gpu, target.bytes_per_weight, concurrency, context, eff)
-            - measured_baseline_tok_s
-        )
-
-    lo, hi = 1e-4, 1.0
-    rate = f"{measured_baseline_tok_s:.1f} tok/s"
-    if gap(hi) < 0:
-        raise ConfigError(
-            f"{rate} is faster than {target.arch.name} can decode on {gpu.name} at full bandwidth"
-        )
-    if gap(lo) > 0:
-        raise ConfigError(
-            f"{rate} is slower than any bandwidth efficiency explains; raise kernel_s/forward_s"
-        )
-    return replace(base, bandwidth=float(brentq(gap, lo, hi, xtol=1e-9)))
-
-
-def _bound(bound: str) -> str:
-    return "measured" if bound == "measured" else f"{bound}-bound"
-
-
-def _fmt_bytes(n: float) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
-
-
-def format_prediction(p: Prediction) -> str:
-    """Human-readable summary of a Prediction."""
-    b = p.breakdown
-    ms = 1e3
-    draft = f" (draft {p.draft_model})" if p.draft_model else ""
-    lines = [
-        f"{p.model} on {p.gpu}, {p.quant}, {p.method}{draft}, K={p.draft_max},"
-        f" C={p.concurrency}, ctx={p.context}",
-        f"  baseline    {p.baseline_tok_s:8.1f} tok/s"
-        f"   step {b.target_step_s * ms:.2f} ms ({_bound(b.bound)})",
-        f"  speculative {p.spec_tok_s:8.1f} tok/s   speedup {p.speedup:.2f}x"
-        f" ({(p.speedup - 1) * 100:+.0f} %)",
-        f"  acceptance  A={b.acceptance:.3f}  alpha={b.alpha:.3f}  tokens/round={b.tokens_per_round:.2f}",
-        f"  round       {b.round_s * ms:.2f} ms = draft {b.draft_s * ms:.2f}"
-        f" + catch-up {b.catchup_s * ms:.2f} + verify {b.verify_s * ms:.2f} ({_bound(b.verify_bound)})"
-        f" + snapshots {b.snapshot_s * ms:.2f} + checkpoint {b.checkpoint_target_s * ms:.2f}"
-        f" (target) + {b.checkpoint_draft_s * ms:.2f} (draft) + replay {b.replay_s * ms:.2f}"
-        f" + overhead {b.overhead_s * ms:.2f}",
-        f"  launch      {b.launch_s * ms:.2f} ms of the drafting is the drafter's fixed launch latency",
-        f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
-        f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",
-    ]
-    if b.experts_touched_step:
-        ratio = b.experts_touched_verify / b.experts_touched_step
-        lines.append(
-            f"  experts     {b.experts_touched_step:.1f} per layer per step, "
-            f"{b.experts_touched_verify:.1f} when verifying ({ratio:.1f}x)"
-        )
-    mib = b.checkpoint_bytes / 2**20
-    if b.snapshot_s:
-        lines.append(
-            f"  snapshots   {p.draft_max} x {mib:.1f} MiB of recurrent state per verify, on the device"
-        )
-    elif b.checkpoint_s:
-        lines.append(f"  checkpoint  {mib:.1f} MiB of recurrent state per round, over the host link")
-    return "\n".join(lines)

@@ -2,13 +2,10 @@
 
 Everything is a pure function of the run directory (plus the ``cpu`` probe for CPU runs).
 
-Calibration. The baseline arm's median per-request decode rate r_b (tok/s per sequence) at the
-run's concurrency C fixes the bandwidth efficiency::
-
-    C / t(target, C × 1; η_bw) = C · r_b                       (brentq, η_bw ∈ (0, 1])
-
-Optionally the per-round overhead is fitted to one arm's measured speedup S in closed form, on
-its speedup replayed on its measured draft counts (theory/counts.py, clamped at 0)::
+Calibration. The baseline arm fixes the bandwidth efficiency η_bw (theory/runsetup.py, which
+reads what the theory needs from the run). Optionally the per-round overhead is fitted to one
+arm's measured speedup S in closed form, on its speedup replayed on its measured draft counts
+(theory/counts.py, clamped at 0)::
 
     t_round = ((N − n) · t_step / S − (S' − R − P) · t_step) / R
 
@@ -23,56 +20,21 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from specbench import analysis
-from specbench.analysis import RunData, load_run
+from specbench.analysis import RunData
 from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
-from specbench.probe import forward_curve
 from specbench.theory import counts as C
-from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
-from specbench.theory.hardware import Gpu
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.predict import Prediction, fit_bandwidth, predict_architecture
-from specbench.theory.runspec import (
-    ArmMethod,
-    RunModels,
-    arm_method,
-    device_from_run,
-    draft_weights,
-    model_from_run,
-    run_path,
-)
-
-DEFAULT_CONTEXT = 512
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What calibration needs from a run: models, device, concurrency, context, baseline rate."""
-
-    run: RunData
-    models: RunModels
-    gpu: Gpu
-    concurrency: int
-    context: int
-    baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
-    curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
-    roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
-    base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
-    run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
-
-    @property
-    def replays(self) -> bool:
-        """llama.cpp re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
-        return str((self.run.manifest.get("matrix") or {}).get("engine", "llamacpp")) == "llamacpp"
+from specbench.theory.predict import Prediction, predict_architecture
+from specbench.theory.runsetup import RunSetup, calibrate_setup, run_setup
+from specbench.theory.runspec import ArmMethod, arm_method, draft_weights, run_path
 
 
 @dataclass(frozen=True)
@@ -176,71 +138,7 @@ def _verify_source(s: RunSetup) -> str:
     return f"Verify cost measured by the forward probe ({shown} decode steps)."
 
 
-# -- setup and calibration ----------------------------------------------------------------------
-def _single_level(run: RunData) -> int:
-    df = analysis.detail_frame(run)
-    levels = sorted({int(c) for c in df.loc[df["arm"] == run.baseline, "concurrency"].dropna()})
-    if len(levels) > 1:
-        raise ConfigError(f"the run sweeps concurrency {levels}: the theory calibrates one level at a time")
-    return levels[0] if levels else 1
-
-
-def _context(df: pd.DataFrame) -> int:
-    """Median tokens in context while decoding: prompt + half the output."""
-    mid = (df["prompt_tokens"] + df["output_tokens"] / 2).median()
-    return max(1, round(float(mid))) if math.isfinite(mid) else DEFAULT_CONTEXT
-
-
-def _check_run(run: RunData) -> pd.DataFrame:
-    if run.baseline not in run.measured_arms:
-        raise ConfigError(f"baseline arm {run.baseline!r} has no measured requests")
-    machines = analysis.detail_frame(run)["machine"].nunique()
-    if machines > 1:
-        raise ConfigError(f"a merged run from {machines} machines: calibrate each machine's run separately")
-    return run.df[run.df["arm"] == run.baseline]
-
-
-def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
-    """Models, device and baseline of ``run_dir``; a ConfigError says why the theory cannot apply."""
-    run = run if run is not None else load_run(run_dir)
-    base = _check_run(run)
-    models = model_from_run(run_dir)
-    if models is None:
-        model = (run.manifest.get("matrix") or {}).get("model", "?")
-        raise ConfigError(f"no lab truth.json, config.json or preset describes the model {model}")
-    rate = float(base["decode_tok_s"].median())
-    if not rate > 0:
-        raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
-    level, context = _single_level(run), _context(base)
-    ceiling = within_roofline(rate, models.target, device_from_run(run_dir), level, context, Efficiency())
-    curve = _pass_curve(run, level, rate)
-    return RunSetup(
-        run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency, run_dir
-    )
-
-
-def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
-    """The baseline cells' forward probes as a pass curve anchored at the measured step, if any."""
-    probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
-    curve = forward_curve(p for p in probes if isinstance(p, dict))
-    if not curve or min(curve) > concurrency:
-        return None
-    return PassCurve.from_probe(curve, 1.0 / rate, anchor=concurrency)
-
-
-def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Efficiency:
-    """η_bw such that the predicted baseline equals the measured one (see the module docstring)."""
-    c = setup.concurrency
-    return fit_bandwidth(
-        c * setup.baseline_tok_s,
-        setup.models.target,
-        setup.gpu,
-        setup.context,
-        concurrency=c,
-        efficiency=efficiency or setup.base_efficiency,
-    )
-
-
+# -- calibration ------------------------------------------------------------------------------
 def calibrate_from_run(run_dir: Path, fit_arm: str | None = None) -> Efficiency:
     """Efficiency fitted to ``run_dir``'s baseline arm (and the round overhead to ``fit_arm``)."""
     setup = run_setup(run_dir)

@@ -1,0 +1,52 @@
+"""A :class:`~specbench.theory.predict.Prediction` as the text ``specbench predict`` prints:
+the two rates, the speedup, and where a round's time and bytes go."""
+
+from __future__ import annotations
+
+from specbench.theory.predict import Prediction
+
+
+def _bound(bound: str) -> str:
+    return "measured" if bound == "measured" else f"{bound}-bound"
+
+
+def _fmt_bytes(n: float) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def format_prediction(p: Prediction) -> str:
+    """Human-readable summary of a Prediction."""
+    b = p.breakdown
+    ms = 1e3
+    draft = f" (draft {p.draft_model})" if p.draft_model else ""
+    lines = [
+        f"{p.model} on {p.gpu}, {p.quant}, {p.method}{draft}, K={p.draft_max},"
+        f" C={p.concurrency}, ctx={p.context}",
+        f"  baseline    {p.baseline_tok_s:8.1f} tok/s"
+        f"   step {b.target_step_s * ms:.2f} ms ({_bound(b.bound)})",
+        f"  speculative {p.spec_tok_s:8.1f} tok/s   speedup {p.speedup:.2f}x"
+        f" ({(p.speedup - 1) * 100:+.0f} %)",
+        f"  acceptance  A={b.acceptance:.3f}  alpha={b.alpha:.3f}  tokens/round={b.tokens_per_round:.2f}",
+        f"  round       {b.round_s * ms:.2f} ms = draft {b.draft_s * ms:.2f}"
+        f" + catch-up {b.catchup_s * ms:.2f} + verify {b.verify_s * ms:.2f} ({_bound(b.verify_bound)})"
+        f" + snapshots {b.snapshot_s * ms:.2f} + checkpoint {b.checkpoint_target_s * ms:.2f}"
+        f" (target) + {b.checkpoint_draft_s * ms:.2f} (draft) + replay {b.replay_s * ms:.2f}"
+        f" + overhead {b.overhead_s * ms:.2f}",
+        f"  launch      {b.launch_s * ms:.2f} ms of the drafting is the drafter's fixed launch latency",
+        f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
+        f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",
+    ]
+    if b.experts_touched_step:
+        ratio = b.experts_touched_verify / b.experts_touched_step
+        lines.append(
+            f"  experts     {b.experts_touched_step:.1f} per layer per step, "
+            f"{b.experts_touched_verify:.1f} when verifying ({ratio:.1f}x)"
+        )
+    mib = b.checkpoint_bytes / 2**20
+    if b.snapshot_s:
+        lines.append(
+            f"  snapshots   {p.draft_max} x {mib:.1f} MiB of recurrent state per verify, on the device"
+        )
+    elif b.checkpoint_s:
+        lines.append(f"  checkpoint  {mib:.1f} MiB of recurrent state per round, over the host link")
+    return "\n".join(lines)
