@@ -9,6 +9,7 @@ walk, token for token.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import platform
 import re
@@ -25,7 +26,8 @@ from specbench.analysis import checks, metrics
 from specbench.analysis.finding import Finding
 from specbench.analysis.judge import findings
 from specbench.analysis.run import load_run
-from specbench.engines.base import parse_metrics
+from specbench.engines import engine_for
+from specbench.engines.base import Engine, parse_metrics
 from specbench.engines.install_vllm import find_vllm, install_vllm
 from specbench.engines.process import ServerProcess, free_port
 from specbench.engines.vllm import VllmEngine
@@ -338,3 +340,28 @@ def test_the_first_launch_keeps_the_prompt_as_vllm_rendered_it(launched: Path) -
         assert sample["via"] == "/tokenize + /detokenize"
         user = [m["content"] for m in sent[sample["prompt_id"]] if m["role"] == "user"]
         assert user and user[-1].strip()[:40] in sample["text"]
+
+
+def test_vllm_counts_a_prompt_as_it_prefills_it(tmp_path: Path, vllm_bin: Path, pair: Path) -> None:
+    """``VllmEngine.count_prompt_tokens`` (``/tokenize`` of the messages) equals the prompt tokens
+    the same server reports for a chat request on those messages; llama.cpp's way finds nothing."""
+    engine = VllmEngine(str(vllm_bin))
+    port = free_port()
+    argv = engine.command(str(pair / "target"), COMMON, "127.0.0.1", port)
+    server = ServerProcess(argv, tmp_path / "count.log", env=engine.launch_env(str(pair / "target")))
+    base = f"http://127.0.0.1:{port}"
+    messages = [{"role": "user", "content": "abcabcabc abc"}]
+
+    async def count(asked: Engine) -> int | None:
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await asked.count_prompt_tokens(client, base, messages)
+
+    try:
+        server.start(f"{base}/health", timeout=600)
+        counted, theirs = asyncio.run(count(engine)), asyncio.run(count(engine_for("llamacpp")))
+        body = {"model": str(pair / "target"), "messages": messages, "max_tokens": 1}
+        usage = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=120).json()["usage"]
+    finally:
+        server.stop()
+    assert counted == usage["prompt_tokens"] and counted > len(messages[0]["content"]) / 4
+    assert theirs is None
