@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import httpx
 
+from specbench.readstamps import SelectClock, StampingConnector, cut, marks_for
 from specbench.schema import Chunk
 
 Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
@@ -59,10 +60,17 @@ async def open_streamer(
 ) -> AsyncIterator[aiohttp.ClientSession]:
     """The session measured requests stream through: one keep-alive connection per request in
     flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
+    # Its connections stamp each read as it arrives (readstamps.py), not when a coroutine resumes.
+    clock = SelectClock()
+    clock.install(asyncio.get_running_loop())
     # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
     # request is rarely sent on a socket the server is closing.
-    connector = aiohttp.TCPConnector(
-        limit=max(concurrency, 1) + 4, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=1.0
+    connector = StampingConnector(
+        limit=max(concurrency, 1) + 4,
+        limit_per_host=0,
+        ttl_dns_cache=None,
+        keepalive_timeout=1.0,
+        clock=clock,
     )
     # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
     # server for ``timeout`` seconds is.
@@ -77,6 +85,7 @@ async def open_streamer(
             yield session
     finally:
         gc.unfreeze()
+        clock.uninstall()
 
 
 def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:
@@ -235,9 +244,14 @@ async def _aiohttp_once(
         rec.t_headers = perf() - t0
         if await _refused(rec, resp.status, resp.headers.get("content-type"), resp.read):
             return
-        async for data in resp.content.iter_any():
-            keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
-        rec.t_end = perf() - t0
+        marks = marks_for(resp)  # taken now: the connection may be released once the body ends
+        try:
+            async for data in resp.content.iter_any():
+                keep((perf() - t0, data))  # resume-time stamps: kept where no marks come
+            rec.t_end = perf() - t0
+        finally:
+            if marks is not None:  # each piece re-cut and stamped by the read that brought it
+                rec.pieces[:] = cut(rec.pieces, marks, t0)
 
 
 async def _httpx_stream(
