@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from specbench.readstamps import SelectClock, StampingConnector, cut, marks_for
+from specbench.readstamps import SelectClock, StampingConnector, drain_for
 from specbench.schema import Chunk
 
 Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
@@ -244,14 +244,17 @@ async def _aiohttp_once(
         rec.t_headers = perf() - t0
         if await _refused(rec, resp.status, resp.headers.get("content-type"), resp.read):
             return
-        marks = marks_for(resp)  # taken now: the connection may be released once the body ends
-        try:
+        sink = drain_for(resp)  # the connection hands over each read, stamped at arrival
+        if sink is None:  # not a stamping connection, or the body is already whole
             async for data in resp.content.iter_any():
-                keep((perf() - t0, data))  # resume-time stamps: kept where no marks come
+                keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
             rec.t_end = perf() - t0
-        finally:
-            if marks is not None:  # each piece re-cut and stamped by the read that brought it
-                rec.pieces[:] = cut(rec.pieces, marks, t0)
+            return
+        try:
+            await resp.content.wait_eof()  # one wakeup per response, not one per read
+            rec.t_end = perf() - t0
+        finally:  # also on an error: what arrived is kept
+            rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
 
 
 async def _httpx_stream(
