@@ -9,8 +9,8 @@ chunk's content starts with ``@<perf_counter_ns at send>`` (taken just before th
 ``perf_counter`` is CLOCK_MONOTONIC, shared by processes on one machine, so a client's stamps
 can be compared with the true send times chunk by chunk. ``max_tokens`` tokens per request;
 usage at the end, and in every chunk when ``stream_options.continuous_usage_stats`` is set (as
-vLLM does). Raw asyncio, HTTP/1.1 keep-alive,
-chunked transfer: small enough that the server is never the thing measured.
+vLLM does). Raw asyncio, HTTP/1.1 keep-alive, chunked transfer: small enough that the server is
+never the thing measured.
 """
 
 from __future__ import annotations
