@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from specbench.client import _aiohttp_stream, _Recorder, chat_body, open_streamer
-from specbench.readstamps import StampingConnector, cut
+from specbench.readstamps import StampingConnector, cut, select_clock
 
 SERVER = Path(__file__).resolve().parents[1] / "bench" / "stream_server.py"
 STREAMS = 8
@@ -89,3 +89,19 @@ def test_the_body_is_cut_at_the_marks_and_an_unmarked_tail_keeps_its_read_stamps
     marks = [(1010, 2), (1020, 2), (1030, 5)]  # the second read brought no body bytes
     assert cut(pieces, marks, 1000) == [(10, b"ab"), (30, b"cde"), (60, b"fg"), (70, b"hi")]
     assert cut(pieces, [(1010, 99)], 1000) == [(10, b"abcdefghi")]
+
+
+def test_sessions_closed_in_any_order_keep_the_clock_until_the_last_one_closes() -> None:
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        first, second = select_clock(loop), select_clock(loop)
+        clock = first.__enter__()
+        assert clock is not None and second.__enter__() is clock  # one clock per selector
+        first.__exit__(None, None, None)  # the first opened closes first
+        before = clock.t_ns
+        await asyncio.sleep(0.001)
+        assert clock.t_ns > before  # still stamped by every poll for the session left open
+        second.__exit__(None, None, None)
+        assert clock.t_ns == 0 and "select" not in vars(loop._selector)  # type: ignore[attr-defined]
+
+    asyncio.run(go())

@@ -28,7 +28,7 @@ from typing import Any
 import aiohttp
 import httpx
 
-from specbench.readstamps import SelectClock, StampingConnector, drain_for
+from specbench.readstamps import StampingConnector, drain_for, select_clock
 from specbench.schema import Chunk
 
 Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
@@ -61,31 +61,29 @@ async def open_streamer(
     """The session measured requests stream through: one keep-alive connection per request in
     flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
     # Its connections stamp each read as it arrives (readstamps.py), not when a coroutine resumes.
-    clock = SelectClock()
-    clock.install(asyncio.get_running_loop())
-    # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
-    # request is rarely sent on a socket the server is closing.
-    connector = StampingConnector(
-        limit=max(concurrency, 1) + 4,
-        limit_per_host=0,
-        ttl_dns_cache=None,
-        keepalive_timeout=1.0,
-        clock=clock,
-    )
-    # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
-    # server for ``timeout`` seconds is.
-    limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
-    # A full collection walks every object alive, modules and libraries included: ~11 ms with
-    # the loop stopped, every open stream's next stamp late by as much. Objects that exist
-    # before the requests are set aside (gc.freeze) while they stream, so a collection walks
-    # only what the streaming made.
-    gc.freeze()
-    try:
-        async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
-            yield session
-    finally:
-        gc.unfreeze()
-        clock.uninstall()
+    with select_clock(asyncio.get_running_loop()) as clock:
+        # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
+        # request is rarely sent on a socket the server is closing.
+        connector = StampingConnector(
+            limit=max(concurrency, 1) + 4,
+            limit_per_host=0,
+            ttl_dns_cache=None,
+            keepalive_timeout=1.0,
+            clock=clock,
+        )
+        # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
+        # server for ``timeout`` seconds is.
+        limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+        # A full collection walks every object alive, modules and libraries included: ~11 ms with
+        # the loop stopped, every open stream's next stamp late by as much. Objects that exist
+        # before the requests are set aside (gc.freeze) while they stream, so a collection walks
+        # only what the streaming made.
+        gc.freeze()
+        try:
+            async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
+                yield session
+        finally:
+            gc.unfreeze()
 
 
 def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:

@@ -30,6 +30,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import aiohttp
@@ -41,18 +44,12 @@ _perf = time.perf_counter_ns
 
 
 class SelectClock:
-    """``perf_counter_ns`` when the loop's selector last returned (0: not installed)."""
+    """``perf_counter_ns`` when the loop's selector last returned (0 once taken off). One per
+    selector, shared by every session open on that loop (``select_clock``), so sessions that
+    close in any order never leave one reading a clock that stopped."""
 
-    def __init__(self) -> None:
-        self.t_ns = 0
-        self._selector: Any = None
-        self._before: Any = None
-
-    def install(self, loop: asyncio.AbstractEventLoop) -> bool:
-        """Wrap the loop's ``selector.select``; False (nothing changed) on a loop without one."""
-        selector = getattr(loop, "_selector", None)
-        if selector is None or not callable(getattr(selector, "select", None)) or self._selector:
-            return False
+    def __init__(self, selector: Any) -> None:
+        self.t_ns, self.users, self._selector = 0, 0, selector
         inner, self._before = selector.select, selector.__dict__.get("select")
 
         def select(timeout: float | None = None) -> Any:
@@ -60,17 +57,37 @@ class SelectClock:
             self.t_ns = _perf()
             return events
 
-        selector.select, self._selector = select, selector
-        return True
+        selector.select = select
 
-    def uninstall(self) -> None:
-        """Put back what ``select`` was (another clock's wrapper where clocks nest)."""
-        if self._selector is not None:
-            if self._before is None:
-                del self._selector.select  # the instance attribute: the class's method shows again
-            else:
-                self._selector.select = self._before
-            self._selector, self.t_ns = None, 0
+    def remove(self) -> None:
+        if self._before is None:
+            del self._selector.select  # the instance attribute: the class's method shows again
+        else:
+            self._selector.select = self._before
+        self.t_ns = 0
+
+
+_CLOCKS: weakref.WeakKeyDictionary[Any, SelectClock] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def select_clock(loop: asyncio.AbstractEventLoop) -> Iterator[SelectClock | None]:
+    """The clock of ``loop``'s selector while the block runs; None on a loop without one."""
+    selector = getattr(loop, "_selector", None)
+    if selector is None or not callable(getattr(selector, "select", None)):
+        yield None
+        return
+    clock = _CLOCKS.get(selector)
+    if clock is None:
+        clock = _CLOCKS[selector] = SelectClock(selector)
+    clock.users += 1
+    try:
+        yield clock
+    finally:
+        clock.users -= 1
+        if clock.users == 0:
+            clock.remove()
+            del _CLOCKS[selector]
 
 
 class StampingHandler(ResponseHandler):
