@@ -5,13 +5,12 @@ runs every socket's read callback, and only afterwards resumes the coroutines wa
 after another. A stamp taken in the coroutine therefore carries the queue of every other stream's
 reads and wakeups before it (1.3-1.4 ms p99 gap error at 16-64 in flight). Here the connection's
 protocol (aiohttp's ``ResponseHandler``) stamps a read in ``data_received``, before it is even
-parsed, and notes how many body bytes the response had after that read; the client later cuts the
-body it read at those counts, so each piece keeps its meaning (the bytes one read completed,
-stamped with that read). Once the client has the response (``drain_for``) the handler goes
-further: it takes each read's body bytes off the response as they come, with their stamp, so the
-client's coroutine no longer wakes for every read, only at the end of the body. That wakeup was a
-task step per read per stream (about a millisecond per server step at 64 in flight), time in
-which the next reads waited to be polled.
+parsed. Until the client has the response it notes how many body bytes the response had after
+each read, and the bytes that came with the headers are cut at those counts; from then on
+(``drain_for``) it takes each read's body bytes off the response as they come, with their stamp,
+so the client's coroutine wakes once, at the end of the body, instead of once per read (a task
+step per read per stream, which the next poll waited behind). Each piece keeps its meaning: the
+bytes one read brought, stamped with that read.
 
 The stamp itself is the moment the event loop's selector last returned (``SelectClock``): every
 read callback runs in the loop iteration that follows that poll, so the bytes were in the socket by
