@@ -5,11 +5,12 @@ it is the load generator's yardstick). Run in its own process:
 
 Every ``interval`` one ticker writes the next chunk to every open stream at once (as an engine's
 batched decode step does), so the server's cost per tick is one pass over the streams. Each
-chunk's content starts with ``@<perf_counter_ns at send>``: ``perf_counter`` is CLOCK_MONOTONIC,
-shared by processes on one machine, so a client's stamps can be compared with the true send
-times chunk by chunk. ``max_tokens`` tokens per request; usage at the end, and in every chunk when
-``stream_options.continuous_usage_stats`` is set (as vLLM does). Raw asyncio, HTTP/1.1 keep-alive,
-chunked transfer: small enough that the server is never the thing measured.
+chunk's content starts with ``@<perf_counter_ns at send>`` (taken just before that stream's write):
+``perf_counter`` is CLOCK_MONOTONIC, shared by processes on one machine, so a client's stamps
+can be compared with the true send times chunk by chunk. ``max_tokens`` tokens per request;
+usage at the end, and in every chunk when ``stream_options.continuous_usage_stats`` is set (as
+vLLM does). Raw asyncio, HTTP/1.1 keep-alive, chunked transfer: small enough that the server is
+never the thing measured.
 """
 
 from __future__ import annotations
@@ -94,11 +95,13 @@ class Server:
                 next_t = loop.time()
             next_t += self.interval_s
             await asyncio.sleep(max(0.0, next_t - loop.time()))
-            now_ns = time.perf_counter_ns()
-            self.ticks.append(now_ns)
+            perf = time.perf_counter_ns
+            self.ticks.append(perf())
             for stream in self.streams:
                 if not stream.transport.is_closing():
-                    stream.transport.write(self.chunk(stream, now_ns))
+                    # Stamped per stream, just before its write: a tick's writes take ~10 us each,
+                    # and a server preempted mid-tick would otherwise hand the delay to the client.
+                    stream.transport.write(self.chunk(stream, perf()))
             self.streams = [s for s in self.streams if s.left > 0 and not s.transport.is_closing()]
 
     def start(self, transport: asyncio.Transport, body: dict[str, Any]) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 import httpx
 
+from specbench.readstamps import StampingConnector, drain_for, select_clock
 from specbench.schema import Chunk
 
 Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
@@ -59,24 +60,30 @@ async def open_streamer(
 ) -> AsyncIterator[aiohttp.ClientSession]:
     """The session measured requests stream through: one keep-alive connection per request in
     flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
-    # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
-    # request is rarely sent on a socket the server is closing.
-    connector = aiohttp.TCPConnector(
-        limit=max(concurrency, 1) + 4, limit_per_host=0, ttl_dns_cache=None, keepalive_timeout=1.0
-    )
-    # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
-    # server for ``timeout`` seconds is.
-    limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
-    # A full collection walks every object alive, modules and libraries included: ~11 ms with
-    # the loop stopped, every open stream's next stamp late by as much. Objects that exist
-    # before the requests are set aside (gc.freeze) while they stream, so a collection walks
-    # only what the streaming made.
-    gc.freeze()
-    try:
-        async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
-            yield session
-    finally:
-        gc.unfreeze()
+    # Its connections stamp each read as it arrives (readstamps.py), not when a coroutine resumes.
+    with select_clock(asyncio.get_running_loop()) as clock:
+        # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
+        # request is rarely sent on a socket the server is closing.
+        connector = StampingConnector(
+            limit=max(concurrency, 1) + 4,
+            limit_per_host=0,
+            ttl_dns_cache=None,
+            keepalive_timeout=1.0,
+            clock=clock,
+        )
+        # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
+        # server for ``timeout`` seconds is.
+        limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
+        # A full collection walks every object alive, modules and libraries included: ~11 ms with
+        # the loop stopped, every open stream's next stamp late by as much. Objects that exist
+        # before the requests are set aside (gc.freeze) while they stream, so a collection walks
+        # only what the streaming made.
+        gc.freeze()
+        try:
+            async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
+                yield session
+        finally:
+            gc.unfreeze()
 
 
 def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:
@@ -235,9 +242,17 @@ async def _aiohttp_once(
         rec.t_headers = perf() - t0
         if await _refused(rec, resp.status, resp.headers.get("content-type"), resp.read):
             return
-        async for data in resp.content.iter_any():
-            keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
-        rec.t_end = perf() - t0
+        sink = drain_for(resp)  # the connection hands over each read, stamped at arrival
+        if sink is None:  # not a stamping connection, or the body is already whole
+            async for data in resp.content.iter_any():
+                keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
+            rec.t_end = perf() - t0
+            return
+        try:
+            await resp.content.wait_eof()  # one wakeup per response, not one per read
+            rec.t_end = perf() - t0
+        finally:  # also on an error: what arrived is kept
+            rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
 
 
 async def _httpx_stream(
