@@ -67,9 +67,13 @@ def test_reads_are_stamped_when_the_loop_finds_them_not_when_each_coroutine_resu
         assert rec.error is None and rec.pieces
         stamps = [rec.t0 + t for t, _ in rec.pieces]
         assert stamps == sorted(stamps)
-        # Causality on the shared clock: no read is stamped before the server sent what it holds.
+        # Causality on the shared clock: no read is stamped before the server sent the bytes that
+        # made the poll find it (its first event: the server writes each event in one write).
+        # Later events in the same read may have landed between the poll and the recv, a few µs
+        # after the stamp: the stamp is when the loop found the read, by design (readstamps.py).
         for stamp, (_, data) in zip(stamps, rec.pieces, strict=True):
-            assert all(int(sent) <= stamp for sent in _SENT.findall(data))
+            sent = _SENT.findall(data)
+            assert not sent or int(sent[0]) <= stamp
         after.append(next(s for s in stamps if s > stall_end))
     # Identity: the first poll after the stall found every stream's waiting bytes, so their reads
     # carry that one poll's time. Stamped as each coroutine resumed, all eight would differ; so

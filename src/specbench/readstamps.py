@@ -13,8 +13,9 @@ step per read per stream, which the next poll waited behind). Each piece keeps i
 bytes one read brought, stamped with that read.
 
 The stamp itself is the moment the event loop's selector last returned (``SelectClock``): every
-read callback runs in the loop iteration that follows that poll, so the bytes were in the socket by
-then, and reads that one poll found share its time instead of queueing behind each other's
+read callback runs in the loop iteration that follows that poll, so the bytes that made the poll
+find the read were in the socket by then (bytes landing between the poll and the recv, microseconds
+later, ride with them), and reads that one poll found share its time instead of queueing behind each other's
 parsing (64 reads take about a millisecond to process one after another). Where the clock is not
 installed (a loop without a selector) the stamp is taken in ``data_received``.
 
