@@ -59,7 +59,22 @@ def model_cards(body: Any) -> list[dict[str, Any]]:
 
 #: A rendered prompt: its text and the endpoint(s) that read it (``via``).
 Rendered = dict[str, str]
-_RENDER_ERRORS = (httpx.HTTPError, ValueError, KeyError, AttributeError, TypeError)
+
+
+async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    """POST ``body`` → the JSON object answered, or None for any failure (no server, another
+    status, not JSON, not an object): the prompt helpers below ask optional endpoints."""
+    try:
+        resp = await client.post(url, json=body)
+    except httpx.HTTPError:
+        return None
+    if resp.status_code != 200:
+        return None
+    try:
+        data = resp.json()
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> dict[str, Any]:
@@ -71,13 +86,9 @@ async def apply_template(
 ) -> Rendered | None:
     """llama.cpp: ``POST /apply-template`` answers the prompt text itself. None when it refuses
     (tools on a llama-server started without ``--jinja``) or is not there."""
-    try:
-        resp = await client.post(f"{base_url}/apply-template", json=_chat(messages, tools))
-        if resp.status_code == 200 and isinstance(resp.json().get("prompt"), str):
-            return {"text": resp.json()["prompt"], "via": "/apply-template"}
-    except _RENDER_ERRORS:
-        return None
-    return None
+    data = await post_json(client, f"{base_url}/apply-template", _chat(messages, tools))
+    prompt = data.get("prompt") if data else None
+    return {"text": prompt, "via": "/apply-template"} if isinstance(prompt, str) else None
 
 
 async def tokenize_roundtrip(
@@ -85,15 +96,12 @@ async def tokenize_roundtrip(
 ) -> Rendered | None:
     """vLLM: ``POST /tokenize`` takes the chat ``messages`` (template applied) and answers tokens and
     a ``count``; ``/detokenize`` turns those tokens back into the prompt text. None otherwise."""
-    try:
-        resp = await client.post(f"{base_url}/tokenize", json=_chat(messages, tools))
-        if resp.status_code == 200 and "count" in resp.json():
-            back = await client.post(f"{base_url}/detokenize", json={"tokens": resp.json()["tokens"]})
-            if back.status_code == 200 and isinstance(back.json().get("prompt"), str):
-                return {"text": back.json()["prompt"], "via": "/tokenize + /detokenize"}
-    except _RENDER_ERRORS:
+    data = await post_json(client, f"{base_url}/tokenize", _chat(messages, tools))
+    if not data or "count" not in data or "tokens" not in data:
         return None
-    return None
+    back = await post_json(client, f"{base_url}/detokenize", {"tokens": data["tokens"]})
+    prompt = back.get("prompt") if back else None
+    return {"text": prompt, "via": "/tokenize + /detokenize"} if isinstance(prompt, str) else None
 
 
 async def template_token_count(
@@ -106,13 +114,9 @@ async def template_token_count(
     if rendered is None:
         return None
     body = {"content": rendered["text"], "add_special": True, "parse_special": True}
-    try:
-        resp = await client.post(f"{base_url}/tokenize", json=body)
-        if resp.status_code == 200:
-            return len(resp.json()["tokens"])
-    except _RENDER_ERRORS:
-        return None
-    return None
+    data = await post_json(client, f"{base_url}/tokenize", body)
+    tokens = data.get("tokens") if data else None
+    return len(tokens) if isinstance(tokens, list) else None
 
 
 async def tokenize_count(
@@ -121,10 +125,10 @@ async def tokenize_count(
     """vLLM: ``POST /tokenize`` with the chat ``messages`` applies the template itself (generation
     prompt added, no extra BOS: vLLM's defaults, as for a chat request) and answers a ``count``
     (vllm/entrypoints/serve/tokenize/protocol.py). None otherwise."""
-    try:
-        resp = await client.post(f"{base_url}/tokenize", json=_chat(messages, None))
-        if resp.status_code == 200 and "count" in resp.json():
-            return int(resp.json()["count"])
-    except _RENDER_ERRORS:
+    data = await post_json(client, f"{base_url}/tokenize", _chat(messages, None))
+    if not data or "count" not in data:
         return None
-    return None
+    try:
+        return int(data["count"])
+    except (TypeError, ValueError):
+        return None
