@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.result import Analysis
+from specbench.report.tables import acceptance_text
 
 # Wide enough for the table when piped to a file or CI log (rich assumes 80 columns there).
 stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
@@ -49,19 +50,12 @@ def summary_table(result: Analysis, title: str = "") -> Table:
             _fmt(row["ttft_ms"], ".1f"),
             _fmt(row["decode_tok_s"], ".1f"),
             _fmt(row["e2e_ms"], ".0f"),
-            _acceptance_text(row["acceptance"], row["acceptance_source"]),
+            acceptance_text(row["acceptance"], row["acceptance_source"]),
             speedup + ("×" if speedup != "—" else ""),
             "" if math.isnan(row["ci_low"]) else f"{row['ci_low']:.2f}–{row['ci_high']:.2f}",
             str(row["verdict"]),
         )
     return table
-
-
-def _acceptance_text(rate: float, source: str) -> str:
-    """The rate, with its source named when it is not the per-request counts (vLLM without
-    per-request metrics: the /metrics counter deltas)."""
-    named = source not in ("", "timings") and not math.isnan(rate)
-    return _fmt(rate, ".3f") + (f" ({source})" if named else "")
 
 
 def print_summary(result: Analysis, title: str = "") -> None:
