@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,10 @@ class RunData:
     records: list[dict[str, Any]]
     cells: list[dict[str, Any]]
     df: pd.DataFrame
+    # Speedups already fitted, by (function, metric): the summary, the findings, the decision
+    # table, the frames and the theory all ask for the same ones. Not an init field, so a
+    # ``replace``d run (one workload's) starts empty.
+    _fits: dict[tuple[str, str], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def baseline(self) -> str:
@@ -80,12 +84,18 @@ def arm_acceptance(run: RunData, arm: str) -> tuple[float, str]:
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
     """Each measured arm vs the baseline: ratio, 95 % CI of the launch-level mixed model (prompts
     paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
-    if run.baseline not in run.measured_arms:
-        return {}
+    key = ("comparisons", metric)
+    if key not in run._fits:
+        run._fits[key] = _arm_comparisons(run.df, run, metric) if run.baseline in run.measured_arms else {}
+    return dict(run._fits[key])
+
+
+def _arm_comparisons(df: pd.DataFrame, run: RunData, metric: str) -> dict[str, stats.Comparison]:
+    """Each measured arm with ≥ 2 values of ``metric`` in ``df`` vs the baseline."""
     return {
-        arm: stats.speedup(run.df, arm, run.baseline, metric, confidence=run.confidence)
+        arm: stats.speedup(df, arm, run.baseline, metric, confidence=run.confidence)
         for arm in run.measured_arms
-        if arm != run.baseline and run.df.loc[run.df["arm"] == arm, metric].notna().sum() >= 2
+        if arm != run.baseline and df.loc[df["arm"] == arm, metric].notna().sum() >= 2
     }
 
 
@@ -146,18 +156,13 @@ ByWorkload = dict[str, dict[str, stats.Comparison]]
 
 def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorkload:
     """:func:`comparisons` within each workload: speedups never pool different request shapes."""
-    out: ByWorkload = {}
-    for workload, sub in run.df.groupby("workload", sort=True):
-        present = set(sub["arm"])
-        if run.baseline not in present:
-            out[str(workload)] = {}
-            continue
-        out[str(workload)] = {
-            arm: stats.speedup(sub, arm, run.baseline, metric, confidence=run.confidence)
-            for arm in run.measured_arms
-            if arm != run.baseline and sub.loc[sub["arm"] == arm, metric].notna().sum() >= 2
+    key = ("workload_comparisons", metric)
+    if key not in run._fits:
+        run._fits[key] = {
+            str(workload): _arm_comparisons(sub, run, metric) if run.baseline in set(sub["arm"]) else {}
+            for workload, sub in run.df.groupby("workload", sort=True)
         }
-    return out
+    return {workload: dict(cmps) for workload, cmps in run._fits[key].items()}
 
 
 # -- several workloads: each is judged on its own requests only ---------------------------------
