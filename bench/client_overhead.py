@@ -12,7 +12,7 @@ bench/client_peers.py). Nothing is installed into the project's environment.
 
     .venv/bin/python bench/client_overhead.py [--c 1 16 64 256] [--tokens 256] [--interval-ms 2]
         [--requests-per-c 4] [--tokens-per-chunk 1]
-        [--clients specbench specbench-httpx vllm aiperf guidellm]
+        [--clients specbench specbench-poll specbench-httpx vllm aiperf guidellm]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ HERE = Path(__file__).resolve().parent
 # -- the specbench client, as the runner drives it --------------------------------------------
 async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, transport: str) -> None:
     """n requests with at most c in flight, each record appended to a run store, as the runner does."""
+    from specbench import readstamps
     from specbench.client import chat_body, open_streamer, stream_chat
     from specbench.recordwriter import RecordWriter
     from specbench.store import RunStore
@@ -55,6 +56,8 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
             record = {"arm": "a", "prompt_id": f"p{i}", "repeat": 0, "warmup": False, **result}
             writer.append(record)
 
+    if transport == "poll":  # stamps at the loop's poll, as on a platform without kernel stamps
+        readstamps.KERNEL_STAMPS = False
     if transport == "httpx":  # the path the runner took before, with the pool limit lifted
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         session_cm: Any = httpx.AsyncClient(timeout=600, limits=limits)
@@ -178,8 +181,9 @@ def main() -> None:
         "--clients",
         nargs="+",
         default=["specbench", *PEERS],
-        choices=["specbench", "specbench-httpx", *PEERS],
-        help="specbench (aiohttp, as the runner), specbench-httpx (the httpx path), and the peers",
+        choices=["specbench", "specbench-poll", "specbench-httpx", *PEERS],
+        help="specbench (aiohttp, as the runner), specbench-poll (stamped at the loop's poll, as where "
+        "the kernel gives no receive times), specbench-httpx (the httpx path), and the peers",
     )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()

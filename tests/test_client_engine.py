@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specbench import api
+from specbench import api, readstamps
 from specbench.analysis import metrics
 from specbench.store import RunStore
 from tests.conftest import Pair
@@ -48,7 +48,7 @@ def test_open_loop_run_with_per_token_counts(llama_server: Path, moe_pair: Pair,
     assert np.nanmean([metrics.acceptance(r) for r in measured if r["arm"] == "draft4"]) > 0
 
     for cell in store.cells():
-        assert cell["client_lag"]["n"] > 0
+        assert cell["client_lag"]["n"] > 0 and cell["client_lag"]["stamps"] == readstamps.stamp_source()
         sched = json.loads((store.root / "schedules" / f"{cell['arm']}-r0-main.json").read_text())
         assert sched["rate"] == 20.0 and sched["cap"] == 2 and len(sched["offsets_s"]) == 3
         mine = sorted(r["scheduled_s"] for r in measured if r["arm"] == cell["arm"])

@@ -57,3 +57,16 @@ def test_client_behind_names_requests_the_late_loop_read_at_once() -> None:
     assert "TTFT, ITL and decode tok/s (the server times no request itself)" in found.evidence
     timed = df.assign(server_decode_tok_s=[770.0, 800.0, 825.0])
     assert "so TTFT/ITL partly measure" in client_lag_findings(cells, timed)[0].evidence
+
+
+def test_client_behind_says_how_the_late_loop_distorted_the_stamps_it_used() -> None:
+    """With the kernel's receive times a read is timed right even when the loop finds it late; what
+    a late loop still does is let several chunks pile up in one read, which share one stamp."""
+    df = pd.DataFrame({"arm": ["spec"], "tpot_ms": [2.0]})
+    lag = {"p99_ms": 6.0, "max_ms": 30.0}
+    kernel = [{"arm": "spec", "repeat": 0, "client_lag": {**lag, "stamps": "kernel"}}]
+    poll = [{"arm": "spec", "repeat": 0, "client_lag": {**lag, "stamps": "poll"}}]
+    (by_kernel,) = client_lag_findings(kernel, df)
+    (by_poll,) = client_lag_findings(poll, df)
+    assert "took several chunks at once" in by_kernel.evidence and "were late" not in by_kernel.evidence
+    assert "chunk stamps were late and bunched" in by_poll.evidence

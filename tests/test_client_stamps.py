@@ -8,12 +8,14 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from specbench import readstamps
 from specbench.client import _aiohttp_stream, _Recorder, chat_body, open_streamer
 from specbench.readstamps import StampingConnector, cut, select_clock
 
@@ -37,48 +39,146 @@ def server_url() -> Iterator[str]:
         proc.wait()
 
 
-def _stream_with_a_stall(url: str) -> tuple[list[_Recorder], int, bool]:
+def _stream_with_a_stall(url: str) -> tuple[list[_Recorder], tuple[int, int], bool]:
     """STREAMS streams at once; once they flow, the loop is blocked for 50 ms (as a GC pause or
     another job would), so every stream's next chunks wait in its socket. Returns the records,
-    the end of the stall, and whether the connections were stamping ones."""
+    the stall's start and end, and whether the connections were stamping ones."""
 
-    async def go() -> tuple[list[_Recorder], int, bool]:
+    async def go() -> tuple[list[_Recorder], tuple[int, int], bool]:
         body = chat_body([{"role": "user", "content": "hi"}], 200, 0.0, 0, {"ignore_eos": True})
         async with open_streamer(30, STREAMS) as session:
             recs = [_Recorder() for _ in range(STREAMS)]
             tasks = [asyncio.create_task(_aiohttp_stream(session, url, body, 30, r)) for r in recs]
-            await asyncio.sleep(0.15)
+            while any(r.t_headers is None for r in recs):  # every stream flowing (a busy box is slow)
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.02)
+            stall_start = time.perf_counter_ns()
             time.sleep(0.05)  # the stall: nothing on the loop runs, bytes pile up in the sockets
             stall_end = time.perf_counter_ns()
             await asyncio.gather(*tasks)
             stamping = isinstance(session.connector, StampingConnector)
-        return recs, stall_end, stamping
+        return recs, (stall_start, stall_end), stamping
 
     return asyncio.run(go())
 
 
-def test_reads_are_stamped_when_the_loop_finds_them_not_when_each_coroutine_resumes(
-    server_url: str,
+def _reads(rec: _Recorder) -> list[tuple[int, list[int]]]:
+    """Each read as (its stamp on the shared clock, the server's send times of the events in it)."""
+    assert rec.error is None and rec.pieces
+    return [(rec.t0 + t, [int(x) for x in _SENT.findall(data)]) for t, data in rec.pieces]
+
+
+# The kernel's receive time is on the wall clock and is put on perf_counter's clock by reading the
+# two back to back: the conversion may be off by that gap, well under this.
+CONVERSION_NS = 20_000
+
+
+def _event(text: str) -> bytes:
+    payload = b'data: {"choices":[{"index":0,"delta":{"content":"%s"}}]}\n\n' % text.encode()
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _held_response(hold: threading.Event, sent: threading.Event) -> tuple[str, list[int]]:
+    """A one-shot HTTP server (a thread) that answers a streamed chat request only once ``hold`` is
+    set: headers and an event, then 2 ms later a second event and the end, then sets ``sent``.
+    Returns its URL and the list its send times (perf_counter_ns, before each write) go into."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    times: list[int] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, body = data.split(b"\r\n\r\n", 1)
+            size = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+            while len(body) < size:
+                body += conn.recv(65536)
+            hold.wait()
+            times.append(time.perf_counter_ns())
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"transfer-encoding: chunked\r\n\r\n" + _event("a"))  # fmt: skip
+            time.sleep(0.002)
+            times.append(time.perf_counter_ns())
+            conn.sendall(_event("b") + _event("[DONE]") + b"0\r\n\r\n")
+            sent.set()
+            conn.recv(1)  # until the client closes
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions", times
+
+
+Reads = list[tuple[int, bytes]]
+
+
+def _read_while_the_loop_is_blocked() -> tuple[list[Reads], list[list[int]], int]:
+    """Two responses arrive whole while the loop is blocked (as by a GC pause or a long parse):
+    each one's reads, each server's send times and when the loop ran again."""
+    hold, sent = threading.Event(), [threading.Event(), threading.Event()]
+    servers = [_held_response(hold, done) for done in sent]
+
+    async def go() -> tuple[list[Reads], int]:
+        body = chat_body([{"role": "user", "content": "hi"}], 2, 0.0, 0, {})
+        async with open_streamer(30, 2) as session:
+            recs = [_Recorder(), _Recorder()]
+            tasks = [
+                asyncio.create_task(_aiohttp_stream(session, url, body, 30, rec))
+                for (url, _), rec in zip(servers, recs, strict=True)
+            ]
+            await asyncio.sleep(0.05)  # the requests go out; nothing answers them until hold is set
+            hold.set()
+            for done in sent:  # the stall: the loop runs nothing until both servers have sent it all
+                done.wait(10)
+            time.sleep(0.005)
+            stall_end = time.perf_counter_ns()
+            await asyncio.gather(*tasks)
+        assert all(rec.error is None for rec in recs)
+        return [[(rec.t0 + t, data) for t, data in rec.pieces] for rec in recs], stall_end
+
+    reads, stall_end = asyncio.run(go())
+    return reads, [times for _, times in servers], stall_end
+
+
+@pytest.mark.skipif(not readstamps.KERNEL_STAMPS, reason="no kernel receive stamps on this platform")
+def test_a_read_carries_the_kernels_receive_time_not_when_the_busy_loop_found_it() -> None:
+    reads, times, stall_end = _read_while_the_loop_is_blocked()
+    for response, (_, sent_b) in zip(reads, times, strict=True):
+        stamp = next(t for t, data in response if b'"b"' in data)
+        # Its last bytes (event b) reached the socket after b was sent and before the loop ran
+        # again: the stamp says so. Stamped when the loop found the read, it would be after
+        # stall_end.
+        assert sent_b - CONVERSION_NS <= stamp < stall_end
+
+
+def test_without_kernel_stamps_a_read_is_stamped_when_the_loop_finds_it(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    recs, stall_end, stamping = _stream_with_a_stall(server_url)
-    assert stamping
-    after = []
-    for rec in recs:
-        assert rec.error is None and rec.pieces
-        stamps = [rec.t0 + t for t, _ in rec.pieces]
-        assert stamps == sorted(stamps)
-        # Causality on the shared clock: no read is stamped before the server sent the bytes that
-        # made the poll find it (its first event: the server writes each event in one write).
-        # Later events in the same read may have landed between the poll and the recv, a few µs
-        # after the stamp: the stamp is when the loop found the read, by design (readstamps.py).
-        for stamp, (_, data) in zip(stamps, rec.pieces, strict=True):
-            sent = _SENT.findall(data)
-            assert not sent or int(sent[0]) <= stamp
-        after.append(next(s for s in stamps if s > stall_end))
-    # Identity: the first poll after the stall found every stream's waiting bytes, so their reads
-    # carry that one poll's time. Stamped as each coroutine resumed, all eight would differ; so
+    monkeypatch.setattr(readstamps, "KERNEL_STAMPS", False)  # other platforms: the poll stamp
+    reads, _, stall_end = _read_while_the_loop_is_blocked()
+    stamps = {t for response in reads for t, _ in response}
+    # Both responses waited in their sockets; the first poll after the stall found both, so their
+    # reads carry that one poll's time. Stamped as each coroutine resumed, they would differ; so
     # would they if an asyncio or aiohttp release moved the private hooks readstamps.py uses.
-    assert len(set(after)) == 1
+    assert len(stamps) == 1 and stamps.pop() >= stall_end
+
+
+@pytest.mark.skipif(not readstamps.KERNEL_STAMPS, reason="no kernel receive stamps on this platform")
+def test_kernel_stamps_are_causal_and_ordered_on_a_live_stream(server_url: str) -> None:
+    recs, _, stamping = _stream_with_a_stall(server_url)
+    assert stamping
+    for rec in recs:
+        reads = _reads(rec)
+        stamps = [stamp for stamp, _ in reads]
+        assert stamps == sorted(stamps)
+        # A read is stamped when its last bytes arrived, so at or after the server sent the last
+        # event in it (the server writes each event in one write, stamped just before).
+        for stamp, sent in reads:
+            assert not sent or stamp >= max(sent) - CONVERSION_NS, (
+                stamp - max(sent),
+                stamp - min(sent),
+                len(sent),
+            )
 
 
 def test_a_stream_is_whole_after_the_re_cut(server_url: str) -> None:

@@ -77,11 +77,20 @@ def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[F
                     (arm,),
                     f"{arm}: the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
                     f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median TPOT of {tpot_text}: "
-                    f"chunk stamps were late and bunched, so {_measures(df, arm)} partly measure the client"
+                    f"{_stamps_text(lag)}, so {_measures(df, arm)} partly measure the client"
                     f"{_untimed_text(df, arm)} (lower the concurrency, or give the client its own cores).",
                 )
             )
     return out
+
+
+def _stamps_text(lag: dict[str, Any]) -> str:
+    """How a late loop distorts the stamps: with the kernel's receive times (``stamps`` in the
+    cell's lag, readstamps.py) a read is timed right, but one that waited took several chunks that
+    then share the last one's arrival; with poll stamps the stamps themselves came late."""
+    if lag.get("stamps") == "kernel":
+        return "reads after a late wake-up took several chunks at once, which share the last one's arrival"
+    return "chunk stamps were late and bunched"
 
 
 def _measures(df: pd.DataFrame, arm: str) -> str:

@@ -29,6 +29,7 @@ from specbench.engines.base import Engine, parse_metrics
 from specbench.launch import Server
 from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
+from specbench.readstamps import stamp_source
 from specbench.recordwriter import RecordWriter
 from specbench.redact import flag_values
 from specbench.schema import CellInfo, RequestRecord
@@ -124,7 +125,7 @@ class CellDriver:
             lag.start()
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
-            info["client_lag"] = await lag.stop()
+            info["client_lag"] = {**await lag.stop(), "stamps": stamp_source()}
             if server.hung:
                 info["hung"] = server.hung
             else:
