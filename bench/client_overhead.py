@@ -11,7 +11,7 @@ into its own venv under ~/.cache/specbench/bench-peers on first use, pinned; see
 bench/client_peers.py). Nothing is installed into the project's environment.
 
     .venv/bin/python bench/client_overhead.py [--c 1 16 64 256] [--tokens 256] [--interval-ms 2]
-        [--requests-per-c 4] [--tokens-per-chunk 1]
+        [--requests-per-c 4] [--tokens-per-chunk 1] [--no-pin]
         [--clients specbench specbench-poll specbench-httpx vllm aiperf guidellm]
 """
 
@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import itertools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -117,11 +118,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(name: str, argv: list[str], url: str, out: Path) -> dict[str, Any] | None:
+def pinned(cpus: set[int] | None) -> Any:
+    """A ``preexec_fn`` that keeps the child (and what it starts) on ``cpus``; None: unpinned."""
+    if not cpus:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | None) -> dict[str, Any] | None:
     """One client's run: its CPU over the server's load window, tok/s and timestamp errors; None
     (and why, printed) when the client failed."""
     httpx.get(f"{url}/reset")
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus)
+    )
     sampler = CpuSampler(proc.pid)
     sampler.start()
     _, err = proc.communicate()
@@ -167,7 +177,7 @@ def run_one(client: str, url: str, c: int, args: argparse.Namespace, root: Path)
     else:
         write_tokenizer(out / "tok")
         argv = peer_command(client, args.binaries[client], url, c, n, args.tokens, out)
-    return measure(client, argv, url, out)
+    return measure(client, argv, url, out, args.client_cpus)
 
 
 def main() -> None:
@@ -185,6 +195,12 @@ def main() -> None:
         help="specbench (aiohttp, as the runner), specbench-poll (stamped at the loop's poll, as where "
         "the kernel gives no receive times), specbench-httpx (the httpx path), and the peers",
     )
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="server on the first CPU, clients on the others (where there are two or more)",
+    )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -196,7 +212,15 @@ def main() -> None:
     port = free_port()
     server_argv = [sys.executable, str(HERE / "stream_server.py"), "--port", str(port)]
     server_argv += ["--interval-ms", str(args.interval_ms), "--tokens-per-chunk", str(args.tokens_per_chunk)]
-    server = subprocess.Popen(server_argv, stdout=subprocess.PIPE, text=True)
+    # As the issue's table was measured: the server on one core, each client on another (its
+    # worker processes too); this harness, which only samples CPU, stays with the server.
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    server_cpus = {cpus[0]} if args.pin and len(cpus) >= 2 else None
+    args.client_cpus = set(cpus[1:]) if server_cpus else None
+    if server_cpus:
+        os.sched_setaffinity(0, server_cpus)
+        print(f"server and harness on CPU {cpus[0]}, each client on CPU(s) {sorted(args.client_cpus)}")
+    server = subprocess.Popen(server_argv, stdout=subprocess.PIPE, text=True, preexec_fn=pinned(server_cpus))
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         report(clients, f"http://127.0.0.1:{port}", args)
