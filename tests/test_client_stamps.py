@@ -134,6 +134,9 @@ def _read_while_the_loop_is_blocked() -> tuple[list[Reads], list[list[int]], int
             stall_end = time.perf_counter_ns()
             await asyncio.gather(*tasks)
         assert all(rec.error is None for rec in recs)
+        # The stream's end is the last read's arrival (as vLLM's bench counts a request's latency
+        # to its last chunk), not when the coroutine woke after the stall.
+        assert all(rec.t_end == rec.pieces[-1][0] for rec in recs)
         return [[(rec.t0 + t, data) for t, data in rec.pieces] for rec in recs], stall_end
 
     reads, stall_end = asyncio.run(go())

@@ -253,6 +253,8 @@ async def _aiohttp_once(
             rec.t_end = perf() - t0
         finally:  # also on an error: what arrived is kept
             rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
+        if rec.pieces:  # the stream ended when its last bytes arrived, not when this coroutine woke
+            rec.t_end = rec.pieces[-1][0]
 
 
 async def _httpx_stream(
