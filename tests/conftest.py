@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +57,22 @@ def dense_pair() -> Pair:
 @pytest.fixture(scope="session")
 def moe_pair() -> Pair:
     return lab_pair(arch="moe", alpha=0.9)
+
+
+@pytest.fixture(scope="session")
+def stream_server() -> Iterator[str]:
+    """bench/stream_server.py (the client bench's yardstick: a chunk every 2 ms to every open
+    stream, each carrying its send time on the shared monotonic clock), its own process; the URL
+    of its chat endpoint."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    script = Path(__file__).resolve().parents[1] / "bench" / "stream_server.py"
+    argv = [sys.executable, str(script), "--port", str(port), "--interval-ms", "2"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        yield f"http://127.0.0.1:{port}/v1/chat/completions"
+    finally:
+        proc.terminate()
+        proc.wait()

@@ -6,12 +6,8 @@ from __future__ import annotations
 import asyncio
 import re
 import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,24 +15,8 @@ from specbench import readstamps
 from specbench.client import _aiohttp_stream, _Recorder, chat_body, open_streamer
 from specbench.readstamps import StampingConnector, cut, select_clock
 
-SERVER = Path(__file__).resolve().parents[1] / "bench" / "stream_server.py"
 STREAMS = 8
 _SENT = re.compile(rb"@(\d+)")
-
-
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = [sys.executable, str(SERVER), "--port", str(port), "--interval-ms", "2"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        yield f"http://127.0.0.1:{port}/v1/chat/completions"
-    finally:
-        proc.terminate()
-        proc.wait()
 
 
 def _stream_with_a_stall(url: str) -> tuple[list[_Recorder], tuple[int, int], bool]:
@@ -78,10 +58,13 @@ def _event(text: str) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
-def _held_response(hold: threading.Event, sent: threading.Event) -> tuple[str, list[int]]:
-    """A one-shot HTTP server (a thread) that answers a streamed chat request only once ``hold`` is
-    set: headers and an event, then 2 ms later a second event and the end, then sets ``sent``.
-    Returns its URL and the list its send times (perf_counter_ns, before each write) go into."""
+def _held_response(
+    got: threading.Event, hold: threading.Event, sent: threading.Event
+) -> tuple[str, list[int]]:
+    """A one-shot HTTP server (a thread) that sets ``got`` once it has a streamed chat request and
+    answers only once ``hold`` is set: headers and an event, then 2 ms later a second event and
+    the end, then sets ``sent``. Returns its URL and the list its send times (perf_counter_ns,
+    before each write) go into."""
     listener = socket.create_server(("127.0.0.1", 0))
     times: list[int] = []
 
@@ -95,6 +78,7 @@ def _held_response(hold: threading.Event, sent: threading.Event) -> tuple[str, l
             size = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
             while len(body) < size:
                 body += conn.recv(65536)
+            got.set()
             hold.wait()
             times.append(time.perf_counter_ns())
             conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
@@ -115,8 +99,12 @@ Reads = list[tuple[int, bytes]]
 def _read_while_the_loop_is_blocked() -> tuple[list[Reads], list[list[int]], int]:
     """Two responses arrive whole while the loop is blocked (as by a GC pause or a long parse):
     each one's reads, each server's send times and when the loop ran again."""
-    hold, sent = threading.Event(), [threading.Event(), threading.Event()]
-    servers = [_held_response(hold, done) for done in sent]
+    hold, got, sent = (
+        threading.Event(),
+        [threading.Event(), threading.Event()],
+        [threading.Event(), threading.Event()],
+    )
+    servers = [_held_response(g, hold, done) for g, done in zip(got, sent, strict=True)]
 
     async def go() -> tuple[list[Reads], int]:
         body = chat_body([{"role": "user", "content": "hi"}], 2, 0.0, 0, {})
@@ -126,10 +114,11 @@ def _read_while_the_loop_is_blocked() -> tuple[list[Reads], list[list[int]], int
                 asyncio.create_task(_aiohttp_stream(session, url, body, 30, rec))
                 for (url, _), rec in zip(servers, recs, strict=True)
             ]
-            await asyncio.sleep(0.05)  # the requests go out; nothing answers them until hold is set
+            while not all(g.is_set() for g in got):  # both requests out (a busy box is slow)
+                await asyncio.sleep(0.01)
             hold.set()
             for done in sent:  # the stall: the loop runs nothing until both servers have sent it all
-                done.wait(10)
+                assert done.wait(30)
             time.sleep(0.005)
             stall_end = time.perf_counter_ns()
             await asyncio.gather(*tasks)
@@ -167,8 +156,8 @@ def test_without_kernel_stamps_a_read_is_stamped_when_the_loop_finds_it(
 
 
 @pytest.mark.skipif(not readstamps.KERNEL_STAMPS, reason="no kernel receive stamps on this platform")
-def test_kernel_stamps_are_causal_and_ordered_on_a_live_stream(server_url: str) -> None:
-    recs, _, stamping = _stream_with_a_stall(server_url)
+def test_kernel_stamps_are_causal_and_ordered_on_a_live_stream(stream_server: str) -> None:
+    recs, _, stamping = _stream_with_a_stall(stream_server)
     assert stamping
     for rec in recs:
         reads = _reads(rec)
@@ -184,8 +173,8 @@ def test_kernel_stamps_are_causal_and_ordered_on_a_live_stream(server_url: str) 
             )
 
 
-def test_a_stream_is_whole_after_the_re_cut(server_url: str) -> None:
-    recs, _, _ = _stream_with_a_stall(server_url)
+def test_a_stream_is_whole_after_the_re_cut(stream_server: str) -> None:
+    recs, _, _ = _stream_with_a_stall(stream_server)
     for rec in recs:
         blob = b"".join(p for _, p in rec.pieces)
         assert blob.count(b'"content":"@') == 200 and blob.rstrip().endswith(b"data: [DONE]")

@@ -131,3 +131,10 @@ def test_the_adaptive_false_verdict_rate_defaults_to_five_percent_and_is_bounded
     for bad in ("0", "0.5", ".nan"):
         with pytest.raises(ConfigError, match="alpha"):
             load_matrix(write(models, auto + f"alpha: {bad}\n"))
+
+
+def test_client_processes_below_one_names_the_field(models: Path) -> None:
+    path = write(models, GOOD + "client_processes: 0\n")
+    with pytest.raises(ConfigError, match=r"matrix.yaml:\d+: client_processes: .*greater than or equal to 1"):
+        load_matrix(path)
+    assert load_matrix(write(models, GOOD + "client_processes: 4\n")).client_processes == 4

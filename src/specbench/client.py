@@ -242,12 +242,14 @@ async def _aiohttp_once(
         rec.t_headers = perf() - t0
         if await _refused(rec, resp.status, resp.headers.get("content-type"), resp.read):
             return
-        sink = drain_for(resp)  # the connection hands over each read, stamped at arrival
-        if sink is None:  # not a stamping connection, or the body is already whole
+        drained = drain_for(resp)  # the connection hands over each read, stamped at arrival
+        if drained is None:  # not a stamping connection, or it has moved on to another response
             async for data in resp.content.iter_any():
                 keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
             rec.t_end = perf() - t0
             return
+        head_ns, sink = drained
+        rec.t_headers = head_ns - t0  # when they arrived, on the clock the chunks are stamped with
         try:
             await resp.content.wait_eof()  # one wakeup per response, not one per read
             rec.t_end = perf() - t0

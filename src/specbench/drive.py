@@ -12,6 +12,7 @@ transport failure so a hung engine ends the cell at once (:mod:`specbench.runner
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import zlib
 from collections.abc import Callable
@@ -24,12 +25,13 @@ from specbench import serverlog
 from specbench.cellwork import Observer, RecordSink
 from specbench.client import Session, chat_body, open_streamer, stream_chat
 from specbench.clientlag import LoopLag
+from specbench.clientpool import StreamerPool
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, parse_metrics
 from specbench.launch import Server
 from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
-from specbench.readstamps import stamp_source
+from specbench.readstamps import combined, stamps_of
 from specbench.recordwriter import RecordWriter
 from specbench.redact import flag_values
 from specbench.schema import CellInfo, RequestRecord
@@ -65,7 +67,7 @@ class CellDriver:
     attach_url: str | None = None
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
     _writer: RecordWriter | None = None  # records written off the event loop (recordwriter.py)
-    _session: Session | None = None  # the streaming session measured requests go through
+    _session: Session | StreamerPool | None = None  # what measured requests stream through
 
     def serve(self, cell: RunSpec, todo: list[RequestSpec], server: Server, attempt: int) -> None:
         """Run ``todo`` (warm-ups first on a fresh launch) against ``server`` and store the cell."""
@@ -107,7 +109,7 @@ class CellDriver:
         peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
         async with (
             httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client,
-            open_streamer(self.matrix.request_timeout, peak, headers) as self._session,
+            _streamer(self.matrix, peak, headers) as self._session,
         ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
@@ -123,9 +125,11 @@ class CellDriver:
             info["metrics_before"] = await self._scrape(client, server, cell, "before")
             lag = LoopLag()
             lag.start()
+            if isinstance(self._session, StreamerPool):
+                await self._session.lag("reset")
             for phase in _phases(todo):
                 await self._run_phase(client, server, cell, phase)
-            info["client_lag"] = {**await lag.stop(), "stamps": stamp_source()}
+            info["client_lag"] = await self._client_lag(lag)
             if server.hung:
                 info["hung"] = server.hung
             else:
@@ -135,6 +139,19 @@ class CellDriver:
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
             if warm and self._probes(cell) and server.alive():
                 info["forward_probe"] = await self._safe(forward_probe(client, self.engine, server.base_url))
+
+    async def _client_lag(self, lag: LoopLag) -> dict[str, Any]:
+        """The worst loop lag over the cell's loop and its client workers (whose loops stamp the
+        reads where there are workers), and which stamps the reads carried."""
+        lags = [await lag.stop()]
+        if isinstance(self._session, StreamerPool):
+            workers = await self._session.lag("report")
+            lags += workers
+            stamps, extra = combined([w.get("stamps", "none") for w in workers]), {"processes": len(workers)}
+        else:
+            stamps, extra = stamps_of(self._session), {}
+        worst = max(lags, key=lambda one: float(one.get("p99_ms", -1.0)))
+        return {**worst, "stamps": stamps, **extra}
 
     def _probes(self, cell: RunSpec) -> bool:
         """Probe the verify-cost curve once per baseline launch (the target alone is served there)."""
@@ -258,21 +275,33 @@ class CellDriver:
         self.observe("request", {"arm": cell.arm, "warmup": warmup, "error": result["error"]})
 
     async def _request(
-        self, session: Session, client: httpx.AsyncClient, server: Server, url: str, body: dict[str, Any]
+        self,
+        session: Session | StreamerPool,
+        client: httpx.AsyncClient,
+        server: Server,
+        url: str,
+        body: dict[str, Any],
     ) -> dict[str, Any]:
         """One streamed request; after a transport failure or timeout the watchdog asks /health:
         no answer marks the server hung (the cell stops), an answer earns a dropped connection
         one more try (the first error is kept in ``retried``)."""
-        result = await stream_chat(session, url, body, self.matrix.request_timeout)
+        result = await self._stream(session, url, body)
         kind = (result["error"] or {}).get("type")
         if kind not in _RETRYABLE | _TIMEOUTS or not server.alive():
             return result
         if not await self._answers_health(client, server):
             server.hung = f"no /health answer within {HEALTH_TIMEOUT:g} s after {kind}"
         elif kind in _RETRYABLE:
-            again = await stream_chat(session, url, body, self.matrix.request_timeout)
+            again = await self._stream(session, url, body)
             return {**again, "retried": result["error"]}
         return result
+
+    async def _stream(
+        self, session: Session | StreamerPool, url: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
+        if isinstance(session, StreamerPool):  # a client worker process streams it (clientpool.py)
+            return await session.stream(url, body, self.matrix.request_timeout)
+        return await stream_chat(session, url, body, self.matrix.request_timeout)
 
     async def _answers_health(self, client: httpx.AsyncClient, server: Server) -> bool:
         """The watchdog: a hung engine fails the cell now, not after every request's timeout."""
@@ -332,6 +361,15 @@ class CellDriver:
         # Capped: SGLang logs one every few steps.
         accepts = [ln for ln in lines if any(p in ln for p in self.engine.acceptance_log_patterns())]
         return failures[:100] + accepts[:1000]
+
+
+def _streamer(
+    matrix: Matrix, peak: int, headers: dict[str, str]
+) -> contextlib.AbstractAsyncContextManager[Session | StreamerPool]:
+    """The cell's streaming session, or its client worker processes (``client_processes``)."""
+    if matrix.client_processes > 1:
+        return StreamerPool(matrix.client_processes, matrix.request_timeout, peak, headers)
+    return open_streamer(matrix.request_timeout, peak, headers)
 
 
 def _auth_headers(api_key: str | None, args: tuple[str, ...]) -> dict[str, str]:

@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 import weakref
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -71,11 +72,13 @@ _timespec = struct.Struct("qq").unpack_from
 
 
 class _Arrival(threading.local):
-    """The kernel's receive time (wall clock, ns) of the last bytes this thread's last read took;
-    0 where the read carried none. A loop's read callback calls ``recv`` and then the protocol's
-    ``data_received`` back to back, so the protocol reads the stamp of its own read."""
+    """The kernel's receive time (wall clock, ns) of the last bytes this thread's last read took
+    (0 where the read carried none), and the socket read. A loop's read callback calls ``recv``
+    and then the protocol's ``data_received`` back to back, so a protocol takes the stamp only
+    when it is its own socket's (a TLS layer or aiohttp may hand bytes over later)."""
 
     real_ns = 0
+    sock: socket.socket | None = None
 
 
 _ARRIVAL = _Arrival()
@@ -89,13 +92,15 @@ class KernelStampSocket(socket.socket):
 
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
         data, anc, _, _ = self.recvmsg(bufsize, _ANC_SIZE, flags)
-        _ARRIVAL.real_ns = _stamp(anc)
+        arrival = _ARRIVAL
+        arrival.real_ns, arrival.sock = _stamp(anc), self
         return data
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:  # SSL transports
         view = memoryview(buffer)
         n, anc, _, _ = self.recvmsg_into([view[:nbytes] if nbytes else view], _ANC_SIZE, flags)
-        _ARRIVAL.real_ns = _stamp(anc)
+        arrival = _ARRIVAL
+        arrival.real_ns, arrival.sock = _stamp(anc), self
         return n
 
 
@@ -107,21 +112,24 @@ def _stamp(anc: list[tuple[int, int, bytes]]) -> int:
     return 0
 
 
-def kernel_stamps(transport: Any) -> bool:
-    """Have ``transport``'s socket keep the kernel's receive time of each read; False where it
-    cannot (another platform, a socket asyncio does not hand out as a plain ``socket.socket``)."""
+def kernel_stamps(transport: Any) -> socket.socket | None:
+    """Have ``transport``'s socket keep the kernel's receive time of each read, and return it;
+    None where it cannot (another platform or loop, a socket asyncio does not hand out as a plain
+    ``socket.socket``)."""
     if not KERNEL_STAMPS:
-        return False
+        return None
     wrapped = transport.get_extra_info("socket")
     sock = getattr(wrapped, "_sock", wrapped)  # asyncio hands out a TransportSocket around it
+    if type(sock) is KernelStampSocket:  # a second protocol on the same socket (TLS via a proxy)
+        return sock
     if type(sock) is not socket.socket:
-        return False
+        return None
     try:
         sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
     except OSError:
-        return False
+        return None
     sock.__class__ = KernelStampSocket
-    return True
+    return sock
 
 
 _TIGHT_NS = 2_000  # two clock reads further apart than this were split by the scheduler
@@ -138,11 +146,6 @@ def real_offset() -> int:
             best = (after - before, real - ((before + after) >> 1))
     assert best is not None
     return best[1]
-
-
-def stamp_source() -> str:
-    """What stamps the reads of sessions opened now: "kernel" (its receive time) or "poll"."""
-    return "kernel" if KERNEL_STAMPS else "poll"
 
 
 class SelectClock:
@@ -200,12 +203,15 @@ def select_clock(loop: asyncio.AbstractEventLoop) -> Iterator[SelectClock | None
 class StampingHandler(ResponseHandler):
     """A ``ResponseHandler`` that keeps, for the response being received, one mark per read."""
 
-    def __init__(self, *args: Any, clock: SelectClock | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, clock: SelectClock | None = None, tally: Counter[str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.clock = clock
-        self.kernel = False  # whether this connection's reads carry the kernel's receive time
+        self.clock, self.tally = clock, tally
+        self.kernel: socket.socket | None = None  # the socket, where its reads carry receive times
         self.marked: StreamReader | None = None
         self.marks: Marks = []
+        self.head_ns = 0  # the stamp of the read that brought the marked response's headers
         self.draining: StreamReader | None = None
         self.sink: list[tuple[int, bytes]] = []
         self._taking = False
@@ -213,6 +219,8 @@ class StampingHandler(ResponseHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self.kernel = kernel_stamps(transport)
+        if self.tally is not None:
+            self.tally["kernel" if self.kernel is not None else "poll"] += 1
 
     def data_received(self, data: bytes) -> None:
         t_ns = self._arrival()
@@ -227,14 +235,15 @@ class StampingHandler(ResponseHandler):
             self._take(payload, t_ns)
             return
         if payload is not self.marked:  # a new response on this connection: a new list
-            self.marked, self.marks = payload, []
+            self.marked, self.marks, self.head_ns = payload, [], t_ns
         self.marks.append((t_ns, payload.total_bytes))
 
     def _arrival(self) -> int:
         """When this read's bytes arrived: the kernel's receive time where the socket keeps it,
         else the poll that found the read, else now (before parsing, so that is not in it)."""
         clock = self.clock
-        if self.kernel and (real := _ARRIVAL.real_ns):
+        arrival = _ARRIVAL
+        if self.kernel is not None and arrival.sock is self.kernel and (real := arrival.real_ns):
             return real - (clock.real_off if clock is not None and clock.t_ns else real_offset())
         return (clock.t_ns if clock is not None else 0) or _perf()
 
@@ -270,19 +279,42 @@ class StampingConnector(aiohttp.TCPConnector):
 
     def __init__(self, *args: Any, clock: SelectClock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        factory = functools.partial(StampingHandler, loop=self._loop, clock=clock)
+        self.tally: Counter[str] = Counter()  # connections by what stamps their reads
+        factory = functools.partial(StampingHandler, loop=self._loop, clock=clock, tally=self.tally)
         self._factory = cast("functools.partial[ResponseHandler]", factory)
 
+    def stamps(self) -> str:
+        """What stamped the reads of the connections made so far: "kernel", "poll", "mixed"
+        (some of each) or "none" (no connection yet)."""
+        kinds = [kind for kind in ("kernel", "poll") if self.tally[kind]]
+        return kinds[0] if len(kinds) == 1 else "mixed" if kinds else "none"
 
-def drain_for(resp: aiohttp.ClientResponse) -> list[tuple[int, bytes]] | None:
-    """The list ``resp``'s body will arrive in, read by read with absolute stamps, complete once
-    ``resp.content.wait_eof()`` returns; None where its connection does not stamp (another
-    connector) or has already begun another response: read it then, stamped as read."""
+
+def stamps_of(session: Any) -> str:
+    """What stamped the reads of ``session``'s connections (``StampingConnector.stamps``);
+    "coroutine" for a session that stamps as its coroutine reads (httpx)."""
+    connector = getattr(session, "connector", None)
+    return connector.stamps() if isinstance(connector, StampingConnector) else "coroutine"
+
+
+def combined(sources: list[str]) -> str:
+    """One word for the stamps of several sessions (client worker processes)."""
+    kinds = {s for s in sources if s != "none"}
+    return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "none"
+
+
+def drain_for(resp: aiohttp.ClientResponse) -> tuple[int, list[tuple[int, bytes]]] | None:
+    """When ``resp``'s headers arrived and the list its body will arrive in, read by read, both
+    with absolute stamps; the list is complete once ``resp.content.wait_eof()`` returns. None where
+    its connection does not stamp (another connector) or has already begun another response: read
+    it then, stamped as read."""
     conn = resp.connection
     # A body that came whole before the caller looked has given its connection back to the pool;
     # its reader still knows the protocol (private), whose marks still hold unless reused.
     proto = conn.protocol if conn is not None else getattr(resp.content, "_protocol", None)
-    return proto.drain(resp.content) if isinstance(proto, StampingHandler) else None
+    if not isinstance(proto, StampingHandler) or (sink := proto.drain(resp.content)) is None:
+        return None
+    return proto.head_ns, sink
 
 
 def cut(pieces: list[tuple[int, bytes]], marks: Marks, t0: int) -> list[tuple[int, bytes]]:

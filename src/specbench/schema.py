@@ -81,6 +81,9 @@ class RequestRecord(TypedDict, total=False):
     scheduled_s: float
     lateness_ms: float
     cap_wait_ms: float
+    # client worker processes (clientpool.py): which one streamed it, and the hand-off's delay
+    client_process: int
+    dispatch_us: float
     # Ray executor and load generator
     node: str | None
     task_attempt: int

@@ -1,0 +1,103 @@
+"""Client worker processes (clientpool.py) against bench/stream_server.py: requests streamed by
+workers come back whole and stamped, every worker takes its share, and no worker outlives its pool
+or its parent, however the parent ends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from specbench.client import chat_body
+from specbench.clientpool import StreamerPool
+from specbench.errors import ClientError
+
+
+def _body(tokens: int) -> dict[str, object]:
+    return chat_body([{"role": "user", "content": "hi"}], tokens, 0.0, 0, {"ignore_eos": True})
+
+
+def test_workers_stream_whole_requests_each_taking_its_share(stream_server: str) -> None:
+    async def go() -> tuple[list[dict[str, object]], list[int]]:
+        async with StreamerPool(2, 30, 8, None) as pool:
+            pids = [w.process.pid for w in pool.workers]
+            results = await asyncio.gather(*(pool.stream(stream_server, _body(40), 30) for _ in range(8)))
+        return results, pids
+
+    results, pids = asyncio.run(go())
+    assert os.getpid() not in pids and len(set(pids)) == 2
+    # The fewest-in-flight hand-off splits 8 concurrent requests 4 and 4.
+    assert sorted(r["client_process"] for r in results) == [0] * 4 + [1] * 4
+    for r in results:
+        assert r["error"] is None and r["dispatch_us"] >= 0  # type: ignore[operator]
+        stamps = [c[0] for c in r["chunks"] if c[1] and c[1].startswith("@")]  # type: ignore[attr-defined]
+        assert len(stamps) == 40 and stamps == sorted(stamps) and stamps[0] > 0
+        assert r["usage"]["completion_tokens"] == 40  # type: ignore[index]
+        assert 0 < r["t_headers_ns"] <= stamps[0] <= stamps[-1] <= r["t_end_ns"]  # type: ignore[operator]
+
+
+def test_workers_leave_with_the_pool() -> None:
+    async def go() -> list[int]:
+        async with StreamerPool(2, 30, 2, None) as pool:
+            return [w.process.pid for w in pool.workers]
+
+    for pid in asyncio.run(go()):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_worker_that_dies_fails_its_requests_with_one_clear_error(stream_server: str) -> None:
+    async def go() -> None:
+        async with StreamerPool(1, 30, 2, None) as pool:
+            streaming = asyncio.ensure_future(pool.stream(stream_server, _body(5000), 30))
+            await asyncio.sleep(0.2)
+            os.kill(pool.workers[0].process.pid, signal.SIGKILL)
+            await streaming
+
+    with pytest.raises(
+        ClientError, match=r"client worker process 0 \(pid \d+\) exited with code -9 with 1 request"
+    ):
+        asyncio.run(go())
+
+
+PARENT = """
+import asyncio, sys
+from specbench.clientpool import StreamerPool
+
+async def main():
+    async with StreamerPool(2, 30, 2, None) as pool:
+        print(*[w.process.pid for w in pool.workers], flush=True)
+        await asyncio.sleep(600)
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_no_worker_outlives_its_parent(how: signal.Signals) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2 and all(psutil.pid_exists(p) for p in pids)
+        parent.send_signal(how)  # SIGKILL: nothing of the parent runs; SIGINT: Ctrl-C
+        parent.wait(30)
+        deadline = time.monotonic() + 30  # a worker notices its closed pipe at once; 30 s is slack
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(p) for p in pids)
+    finally:
+        parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
