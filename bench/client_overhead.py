@@ -12,7 +12,7 @@ bench/client_peers.py). Nothing is installed into the project's environment.
 
     .venv/bin/python bench/client_overhead.py [--c 1 16 64 256] [--tokens 256] [--interval-ms 2]
         [--requests-per-c 4] [--tokens-per-chunk 1] [--no-pin]
-        [--clients specbench specbench-poll specbench-httpx vllm aiperf guidellm]
+        [--clients specbench specbench-poll specbench-procs2 specbench-httpx vllm aiperf guidellm]
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
     """n requests with at most c in flight, each record appended to a run store, as the runner does."""
     from specbench import readstamps
     from specbench.client import chat_body, open_streamer, stream_chat
+    from specbench.clientpool import StreamerPool
     from specbench.recordwriter import RecordWriter
     from specbench.store import RunStore
 
@@ -53,7 +54,10 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
 
     async def one(i: int, session: Any) -> None:
         async with limit:
-            result = await stream_chat(session, f"{url}/v1/chat/completions", body, 600)
+            if isinstance(session, StreamerPool):
+                result = await session.stream(f"{url}/v1/chat/completions", body, 600)
+            else:
+                result = await stream_chat(session, f"{url}/v1/chat/completions", body, 600)
             record = {"arm": "a", "prompt_id": f"p{i}", "repeat": 0, "warmup": False, **result}
             writer.append(record)
 
@@ -62,6 +66,8 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
     if transport == "httpx":  # the path the runner took before, with the pool limit lifted
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         session_cm: Any = httpx.AsyncClient(timeout=600, limits=limits)
+    elif transport.startswith("procs"):  # client_processes: N (clientpool.py)
+        session_cm = StreamerPool(int(transport[5:]), 600, c, None)
     else:
         session_cm = open_streamer(600, c)
     async with session_cm as session:
@@ -142,7 +148,8 @@ def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | No
         return None
     stats = httpx.get(f"{url}/stats").json()
     window = (stats["last_ns"] - stats["first_ns"]) / 1e9
-    errs = gap_errors(out / "records.jsonl") if name.startswith("specbench") else peer_errors(name, out)
+    own = name.startswith("specbench") or name == "floor"
+    errs = gap_errors(out / "records.jsonl") if own else peer_errors(name, out)
     return {
         "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
         "tok_s": stats["tokens"] / window,
@@ -170,7 +177,17 @@ def run_one(client: str, url: str, c: int, args: argparse.Namespace, root: Path)
     out = root / f"{client}-c{c}-{time.perf_counter_ns()}"
     out.mkdir(parents=True)
     n = max(12, args.requests_per_c * c)  # at c = 1, 4 requests were too few tokens for a CPU figure
-    if client.startswith("specbench"):
+    if client == "floor":
+        argv = [
+            sys.executable,
+            str(HERE / "client_floor.py"),
+            url,
+            str(c),
+            str(n),
+            str(args.tokens),
+            str(out),
+        ]
+    elif client.startswith("specbench"):
         transport = client.partition("-")[2] or "aiohttp"
         worker = [url, str(c), str(n), str(args.tokens), str(out), transport]
         argv = [sys.executable, __file__, "--worker", *worker]
@@ -190,10 +207,12 @@ def main() -> None:
     parser.add_argument(
         "--clients",
         nargs="+",
-        default=["specbench", *PEERS],
-        choices=["specbench", "specbench-poll", "specbench-httpx", *PEERS],
+        default=["specbench", "floor", *PEERS],
+        choices=["specbench", "specbench-poll", "specbench-procs2", "specbench-httpx", "floor", *PEERS],
         help="specbench (aiohttp, as the runner), specbench-poll (stamped at the loop's poll, as where "
-        "the kernel gives no receive times), specbench-httpx (the httpx path), and the peers",
+        "the kernel gives no receive times), specbench-procs2 (client_processes: 2), specbench-httpx "
+        "(the httpx path), floor (bench/client_floor.py: a reader that does nothing else, the timestamp "
+        "error this machine and server allow any client), and the peers",
     )
     parser.add_argument(
         "--pin",
@@ -257,11 +276,13 @@ def report(clients: list[str], url: str, args: argparse.Namespace) -> None:
                     flush=True,
                 )
             if "specbench" in rows and peers is not rows:
-                print(goals_line(c, rows["specbench"], best_cpu, best_tps), flush=True)
+                floor = (rows.get("floor") or {}).get("err_p99")
+                print(goals_line(c, rows["specbench"], best_cpu, best_tps, floor), flush=True)
 
 
-def goals_line(c: int, r: dict[str, Any], best_cpu: float, best_tps: float) -> str:
-    """Whether specbench met the issue's goals at this concurrency, each with its figure."""
+def goals_line(c: int, r: dict[str, Any], best_cpu: float, best_tps: float, floor: float | None) -> str:
+    """Whether specbench met the issue's goals at this concurrency, each with its figure; beside
+    the timestamp error, the floor client's (what this machine and server allow any client)."""
     parts = [
         f"CPU/token {'met' if r['cpu_ms_per_1k'] <= best_cpu else 'MISSED'} "
         f"({r['cpu_ms_per_1k'] / best_cpu:.2f}x best peer)",
@@ -270,7 +291,8 @@ def goals_line(c: int, r: dict[str, Any], best_cpu: float, best_tps: float) -> s
     if c <= 64:
         p99 = r["err_p99"]
         ok = p99 is not None and p99 < 0.1
-        parts.append(f"timestamp error p99 {'met' if ok else 'MISSED'} ({_ms(p99)} ms)")
+        at_floor = f"; the floor client's {_ms(floor)} ms" if floor is not None else ""
+        parts.append(f"timestamp error p99 {'met' if ok else 'MISSED'} ({_ms(p99)} ms{at_floor})")
     return f"  goals at c={c}: " + "; ".join(parts)
 
 
