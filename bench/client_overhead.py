@@ -37,6 +37,7 @@ import psutil
 from client_peers import PEERS, pair_errors, peer_binary, peer_command, peer_errors, stamps
 
 HERE = Path(__file__).resolve().parent
+SAMPLE_S = float(os.environ.get("BENCH_SAMPLE_S", "0.05"))  # load windows are seconds long
 
 
 # -- the specbench client, as the runner drives it --------------------------------------------
@@ -87,7 +88,9 @@ def gap_errors(records_path: Path) -> list[float]:
 
 # -- the harness -------------------------------------------------------------------------------
 class CpuSampler(threading.Thread):
-    """Samples a process tree's CPU seconds every 5 ms, so CPU over any window is interpolated."""
+    """Samples a process tree's CPU seconds every ``SAMPLE_S``, so CPU over any window is
+    interpolated. Not more often: each sample walks the tree with psutil on the server's CPU, and
+    a server held there between its stamp and its write counts against every client."""
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
@@ -110,12 +113,31 @@ class CpuSampler(threading.Thread):
                 self.samples.append((time.perf_counter_ns(), self.cpu()))
             except psutil.Error:
                 return
-            time.sleep(0.005)
+            time.sleep(SAMPLE_S)
 
     def over(self, start_ns: int, end_ns: int) -> float:
         t = np.array([s[0] for s in self.samples], dtype=float)
         v = np.array([s[1] for s in self.samples])
         return float(np.interp(end_ns, t, v) - np.interp(start_ns, t, v))
+
+
+def hiccups(cpu: int | None, seconds: float = 1.0) -> str:
+    """How much of a busy thread's time on ``cpu`` this machine takes away (gaps over 0.2 ms
+    between two clock reads: the scheduler, another tenant's hypervisor time): the floor under
+    every client's timestamps, printed before the table. Run in a child so pinning stays local."""
+    code = (
+        "import os,sys,time\n"
+        f"cpu={cpu!r}\n"
+        "cpu is None or os.sched_setaffinity(0,{cpu})\n"
+        f"end=time.perf_counter_ns()+{int(seconds * 1e9)}; last=time.perf_counter_ns(); gaps=[]\n"
+        "while (now:=time.perf_counter_ns())<end:\n"
+        "    if now-last>200_000: gaps.append(now-last)\n"
+        "    last=now\n"
+        f"print(f'{{100*sum(gaps)/{seconds * 1e9}:.0f}} % of the time in {{len(gaps)}} gaps, "
+        "the longest {max(gaps,default=0)/1e6:.1f} ms')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    return done.stdout.strip() or done.stderr.strip()[-200:]
 
 
 def free_port() -> int:
@@ -239,6 +261,8 @@ def main() -> None:
     if server_cpus:
         os.sched_setaffinity(0, server_cpus)
         print(f"server and harness on CPU {cpus[0]}, each client on CPU(s) {sorted(args.client_cpus)}")
+    for cpu in sorted({cpus[0], cpus[-1]}) if cpus else [None]:
+        print(f"a busy thread on CPU {cpu} lost {hiccups(cpu)} (gaps > 0.2 ms)", flush=True)
     server = subprocess.Popen(server_argv, stdout=subprocess.PIPE, text=True, preexec_fn=pinned(server_cpus))
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
