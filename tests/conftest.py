@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import sys
@@ -57,6 +58,13 @@ def dense_pair() -> Pair:
 @pytest.fixture(scope="session")
 def moe_pair() -> Pair:
     return lab_pair(arch="moe", alpha=0.9)
+
+
+def sigint_as_usual() -> None:
+    """A ``preexec_fn`` for a child the test will Ctrl-C: SIGINT back to its default. A shell
+    starts a background job (``make test &``) with SIGINT ignored, the child inherits that, and
+    Python then installs no KeyboardInterrupt handler, so the signal the test sends does nothing."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 
 from specbench.analysis import comparisons, load_run
 from specbench.store import RunStore
-from tests.conftest import lab_pair
+from tests.conftest import lab_pair, sigint_as_usual
 from tests.test_runner_engine import llama_servers_for, write_matrix
 from tests.test_verdicts_engine import draft
 
@@ -54,7 +54,9 @@ def test_a_clear_loser_stops_early_an_a_a_arm_never_differs_and_resume_continues
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "specbench.cli", "run", str(matrix), "--out", str(out)]
     env = {**os.environ, "COLUMNS": "160"}
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, preexec_fn=sigint_as_usual
+    )
     deadline = time.monotonic() + 180
     while (
         time.monotonic() < deadline and len(RunStore(out).completed() if out.exists() else ()) < 4 * PROMPTS

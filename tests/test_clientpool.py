@@ -17,6 +17,7 @@ import pytest
 from specbench.client import chat_body
 from specbench.clientpool import StreamerPool
 from specbench.errors import ClientError
+from tests.conftest import sigint_as_usual
 
 
 def _body(tokens: int) -> dict[str, object]:
@@ -81,7 +82,8 @@ if __name__ == "__main__":
 
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
 def test_no_worker_outlives_its_parent(how: signal.Signals) -> None:
-    parent = subprocess.Popen([sys.executable, "-c", PARENT], stdout=subprocess.PIPE, text=True)
+    argv = [sys.executable, "-c", PARENT]
+    parent = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, preexec_fn=sigint_as_usual)
     try:
         assert parent.stdout is not None
         pids = [int(p) for p in parent.stdout.readline().split()]

@@ -20,7 +20,7 @@ from specbench import SCHEMA_VERSION, api
 from specbench.engines import process
 from specbench.probe import DEFAULT_REPS, DEFAULT_SIZES, forward_curve
 from specbench.store import RunStore
-from tests.conftest import Pair
+from tests.conftest import Pair, sigint_as_usual
 
 pytestmark = pytest.mark.engine
 
@@ -195,7 +195,11 @@ def test_sigint_leaves_no_engine_and_resume_completes_exactly(
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "specbench.cli", "run", str(matrix), "--out", str(out)]
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "120"}
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "COLUMNS": "120"},
+        preexec_fn=sigint_as_usual,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(RunStore(out).completed() if out.exists() else ()) < 3:

@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 
-from tests.conftest import Pair
+from tests.conftest import Pair, sigint_as_usual
 from tests.test_runner_engine import write_matrix
 
 
@@ -51,6 +51,7 @@ def specbench(*args: str) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=sigint_as_usual,
     )
 
 

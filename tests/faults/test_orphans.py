@@ -43,6 +43,7 @@ def test_a_signal_inside_popen_is_held_until_the_engine_is_registered(
         return proc
 
     previous = {s: signal.getsignal(s) for s in GUARDED}
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even where pytest started with it ignored
     _interrupt_on_signals()  # what `specbench run` installs: SIGTERM/SIGHUP act like Ctrl-C
     monkeypatch.setattr(process.subprocess, "Popen", popen_then_signal)
     try:
