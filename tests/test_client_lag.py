@@ -70,3 +70,16 @@ def test_client_behind_says_how_the_late_loop_distorted_the_stamps_it_used() -> 
     (by_poll,) = client_lag_findings(poll, df)
     assert "took several chunks at once" in by_kernel.evidence and "were late" not in by_kernel.evidence
     assert "chunk stamps were late and bunched" in by_poll.evidence
+
+
+def test_with_kernel_stamps_a_lag_under_one_tpot_is_no_finding() -> None:
+    """Regression (demo, 2026-11-27): a 3.4 ms p99 lag against a 5.8 ms TPOT read "reads took
+    several chunks at once", which a read 3.4 ms late cannot do when chunks are 5.8 ms apart."""
+    df = pd.DataFrame({"arm": ["ngram"], "tpot_ms": [5.82]})
+    lag = {"p99_ms": 3.38, "max_ms": 5.4}
+    assert not client_lag_findings(
+        [{"arm": "ngram", "repeat": 2, "client_lag": {**lag, "stamps": "kernel"}}], df
+    )
+    assert client_lag_findings([{"arm": "ngram", "repeat": 2, "client_lag": {**lag, "stamps": "poll"}}], df)
+    later = {"p99_ms": 6.5, "max_ms": 9.0, "stamps": "kernel"}
+    assert client_lag_findings([{"arm": "ngram", "repeat": 2, "client_lag": later}], df)
