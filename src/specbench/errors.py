@@ -11,7 +11,7 @@ CLI maps exactly one family to exit codes::
     ├── EngineError                exit 4   an engine would not start, crashed or misbehaved
     │   └── EngineStartError                the process exited or never became healthy
     │       └── PortTakenError              another process answers on the engine's port
-    ├── ClientError                         a request failed at the HTTP/SSE level
+    ├── ClientError                         a request failed at the HTTP/SSE level, or a client worker died
     ├── StoreError                 exit 5   a run directory is missing, damaged, mismatched or locked
     │   └── DiskFullError          exit 5   a write failed for lack of space (resumable)
     ├── RunIncompleteError         exit 6   the run ended but an arm failed or nothing was measured
