@@ -10,14 +10,18 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
+from specbench import api
 from specbench.client import chat_body
 from specbench.clientpool import StreamerPool
 from specbench.errors import ClientError
-from tests.conftest import sigint_as_usual
+from specbench.store import RunStore
+from tests.conftest import Pair, sigint_as_usual
+from tests.test_runner_engine import llama_servers_for, planned, write_matrix
 
 
 def _body(tokens: int) -> dict[str, object]:
@@ -103,3 +107,35 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.engine
+def test_a_dead_worker_ends_the_run_with_one_line_keeps_what_was_measured_and_resume_completes(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    workload = {"suite": "natural", "max_tokens": 150, "prompts": 4, "prompt_file": "prompts.jsonl"}
+    matrix = write_matrix(
+        tmp_path, dense_pair, llama_server, {"baseline": []}, workload=workload, client_processes=2
+    )
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "specbench.cli", "run", str(matrix), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(RunStore(out).completed() if out.exists() else ()) < 1:
+        time.sleep(0.1)
+    workers = [
+        p for p in psutil.Process(proc.pid).children(recursive=True) if "specbench.clientpool" in p.cmdline()
+    ]
+    assert len(workers) == 2
+    workers[0].kill()
+    output = proc.communicate(timeout=120)[0]
+    errors = [ln for ln in output.splitlines() if ln.startswith("error:")]
+    assert proc.returncode == 1 and len(errors) == 1 and "client worker process" in errors[0], output
+    assert "--resume" in errors[0] and not llama_servers_for(dense_pair.target)
+    assert not any(_alive(w.pid) for w in workers)
+    before = len(RunStore(out).completed())
+    assert 1 <= before < 8
+    api.prepare_run(matrix, out, resume=True).run()
+    store = RunStore(out)
+    prompts = [p["prompt_id"] for p in store.manifest()["prompts"]]
+    assert store.completed() == planned(["baseline"], prompts)
