@@ -95,9 +95,11 @@ def test_a_signal_at_launch_leaves_no_engine(
         run.kill()
         kill_all(name)
     # A shell reports both "exit 130" and "killed by SIGINT" as $? = 130. Python ends with the
-    # latter when a KeyboardInterrupt is still pending as it shuts down (1 in 5 at-spawn trials
-    # here), after the run has been stopped and its records kept; SIGTERM and SIGHUP must be 130.
-    accepted = {130, -signal.SIGINT} if sig == signal.SIGINT else {130}
+    # latter when a KeyboardInterrupt is still pending as it shuts down (1 in 5 at-spawn SIGINT
+    # trials here), after the run has been stopped and its records kept. SIGTERM and SIGHUP turn
+    # into a KeyboardInterrupt too, and on a slow machine an at-spawn SIGHUP ended the same way
+    # (1 of 6 at-spawn trials in a fresh-clone CI on 2026-11-27): what a shell sees is still 130.
+    accepted = {130, -signal.SIGINT}
     assert run.returncode in accepted, output
     assert "continue with --resume" in output
     assert orphans == 0
