@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+# Its own few lines of kernel-stamp reading, not specbench's readstamps.py: a yardstick for the
+# client must not share the client's code (a mistake there would then move both figures alike).
 SO_TIMESTAMPNS = 35  # Linux, generic socket numbers (x86-64, arm64)
 ANC = socket.CMSG_SPACE(16)
 _SENT = re.compile(rb"@(\d+)[^\d]")

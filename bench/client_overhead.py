@@ -44,8 +44,8 @@ SAMPLE_S = float(os.environ.get("BENCH_SAMPLE_S", "0.05"))  # load windows are s
 async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, transport: str) -> None:
     """n requests with at most c in flight, each record appended to a run store, as the runner does."""
     from specbench import readstamps
-    from specbench.client import chat_body, open_streamer, stream_chat
-    from specbench.clientpool import StreamerPool
+    from specbench.client import chat_body, open_streamer
+    from specbench.clientpool import StreamerPool, stream_request
     from specbench.recordwriter import RecordWriter
     from specbench.store import RunStore
 
@@ -55,10 +55,7 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
 
     async def one(i: int, session: Any) -> None:
         async with limit:
-            if isinstance(session, StreamerPool):
-                result = await session.stream(f"{url}/v1/chat/completions", body, 600)
-            else:
-                result = await stream_chat(session, f"{url}/v1/chat/completions", body, 600)
+            result = await stream_request(session, f"{url}/v1/chat/completions", body, 600)
             record = {"arm": "a", "prompt_id": f"p{i}", "repeat": 0, "warmup": False, **result}
             writer.append(record)
 
@@ -121,23 +118,26 @@ class CpuSampler(threading.Thread):
         return float(np.interp(end_ns, t, v) - np.interp(start_ns, t, v))
 
 
-def hiccups(cpu: int | None, seconds: float = 1.0) -> str:
-    """How much of a busy thread's time on ``cpu`` this machine takes away (gaps over 0.2 ms
-    between two clock reads: the scheduler, another tenant's hypervisor time): the floor under
-    every client's timestamps, printed before the table. Run in a child so pinning stays local."""
-    code = (
-        "import os,sys,time\n"
-        f"cpu={cpu!r}\n"
-        "cpu is None or os.sched_setaffinity(0,{cpu})\n"
-        f"end=time.perf_counter_ns()+{int(seconds * 1e9)}; last=time.perf_counter_ns(); gaps=[]\n"
-        "while (now:=time.perf_counter_ns())<end:\n"
-        "    if now-last>200_000: gaps.append(now-last)\n"
-        "    last=now\n"
-        f"print(f'{{100*sum(gaps)/{seconds * 1e9}:.0f}} % of the time in {{len(gaps)}} gaps, "
-        "the longest {max(gaps,default=0)/1e6:.1f} ms')\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+def hiccups(cpu: int | None) -> str:
+    """How much of a busy thread's time on ``cpu`` this machine takes away, printed before the
+    table: the floor under every client's timestamps. Measured by this script in a child
+    (``--hiccups``), so the pinning stays there."""
+    argv = [sys.executable, __file__, "--hiccups", "" if cpu is None else str(cpu)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
     return done.stdout.strip() or done.stderr.strip()[-200:]
+
+
+def busy_gaps(seconds: float = 1.0) -> str:
+    """Spin for ``seconds`` reading the clock; gaps over 0.2 ms between two reads are time the
+    scheduler or another tenant's hypervisor took away."""
+    end = time.perf_counter_ns() + int(seconds * 1e9)
+    last, gaps = time.perf_counter_ns(), []
+    while (now := time.perf_counter_ns()) < end:
+        if now - last > 200_000:
+            gaps.append(now - last)
+        last = now
+    share = 100 * sum(gaps) / (seconds * 1e9)
+    return f"{share:.0f} % of the time in {len(gaps)} gaps, the longest {max(gaps, default=0) / 1e6:.1f} ms"
 
 
 def free_port() -> int:
@@ -243,7 +243,13 @@ def main() -> None:
         help="server on the first CPU, clients on the others (where there are two or more)",
     )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--hiccups", help=argparse.SUPPRESS)  # the CPU to measure ("": any)
     args = parser.parse_args()
+    if args.hiccups is not None:
+        if args.hiccups:
+            os.sched_setaffinity(0, {int(args.hiccups)})
+        print(busy_gaps())
+        return
     if args.worker:
         url, c, n, tokens, out, transport = args.worker
         asyncio.run(specbench_load(url, int(c), int(n), int(tokens), Path(out), transport))

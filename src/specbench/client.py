@@ -252,11 +252,10 @@ async def _aiohttp_once(
         rec.t_headers = head_ns - t0  # when they arrived, on the clock the chunks are stamped with
         try:
             await resp.content.wait_eof()  # one wakeup per response, not one per read
-            rec.t_end = perf() - t0
         finally:  # also on an error: what arrived is kept
             rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
-        if rec.pieces:  # the stream ended when its last bytes arrived, not when this coroutine woke
-            rec.t_end = rec.pieces[-1][0]
+        # The stream ended when its last bytes arrived, not when this coroutine woke.
+        rec.t_end = rec.pieces[-1][0] if rec.pieces else perf() - t0
 
 
 async def _httpx_stream(

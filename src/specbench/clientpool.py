@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from specbench.client import open_streamer, stream_chat
+from specbench.client import Session, open_streamer, stream_chat
 from specbench.clientlag import LoopLag
 from specbench.errors import ClientError
 from specbench.readstamps import stamps_of
@@ -179,6 +179,15 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
     if proc.stderr is not None:
         proc.stderr.close()
+
+
+async def stream_request(
+    session: Session | StreamerPool, url: str, body: dict[str, Any], timeout: float
+) -> dict[str, Any]:
+    """:func:`specbench.client.stream_chat` through ``session``, or through a worker of the pool."""
+    if isinstance(session, StreamerPool):
+        return await session.stream(url, body, timeout)
+    return await stream_chat(session, url, body, timeout)
 
 
 # -- the worker process ---------------------------------------------------------------------------

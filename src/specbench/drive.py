@@ -23,9 +23,9 @@ import httpx
 
 from specbench import serverlog
 from specbench.cellwork import Observer, RecordSink
-from specbench.client import Session, chat_body, open_streamer, stream_chat
+from specbench.client import Session, chat_body, open_streamer
 from specbench.clientlag import LoopLag
-from specbench.clientpool import StreamerPool
+from specbench.clientpool import StreamerPool, stream_request
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, parse_metrics
 from specbench.launch import Server
@@ -285,23 +285,16 @@ class CellDriver:
         """One streamed request; after a transport failure or timeout the watchdog asks /health:
         no answer marks the server hung (the cell stops), an answer earns a dropped connection
         one more try (the first error is kept in ``retried``)."""
-        result = await self._stream(session, url, body)
+        result = await stream_request(session, url, body, self.matrix.request_timeout)
         kind = (result["error"] or {}).get("type")
         if kind not in _RETRYABLE | _TIMEOUTS or not server.alive():
             return result
         if not await self._answers_health(client, server):
             server.hung = f"no /health answer within {HEALTH_TIMEOUT:g} s after {kind}"
         elif kind in _RETRYABLE:
-            again = await self._stream(session, url, body)
+            again = await stream_request(session, url, body, self.matrix.request_timeout)
             return {**again, "retried": result["error"]}
         return result
-
-    async def _stream(
-        self, session: Session | StreamerPool, url: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        if isinstance(session, StreamerPool):  # a client worker process streams it (clientpool.py)
-            return await session.stream(url, body, self.matrix.request_timeout)
-        return await stream_chat(session, url, body, self.matrix.request_timeout)
 
     async def _answers_health(self, client: httpx.AsyncClient, server: Server) -> bool:
         """The watchdog: a hung engine fails the cell now, not after every request's timeout."""

@@ -286,8 +286,7 @@ class StampingConnector(aiohttp.TCPConnector):
     def stamps(self) -> str:
         """What stamped the reads of the connections made so far: "kernel", "poll", "mixed"
         (some of each) or "none" (no connection yet)."""
-        kinds = [kind for kind in ("kernel", "poll") if self.tally[kind]]
-        return kinds[0] if len(kinds) == 1 else "mixed" if kinds else "none"
+        return combined([kind for kind, n in self.tally.items() if n])
 
 
 def stamps_of(session: Any) -> str:
@@ -298,7 +297,7 @@ def stamps_of(session: Any) -> str:
 
 
 def combined(sources: list[str]) -> str:
-    """One word for the stamps of several sessions (client worker processes)."""
+    """One word for the stamps of several connections or sessions (client worker processes)."""
     kinds = {s for s in sources if s != "none"}
     return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "none"
 
