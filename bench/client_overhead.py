@@ -118,13 +118,17 @@ class CpuSampler(threading.Thread):
         return float(np.interp(end_ns, t, v) - np.interp(start_ns, t, v))
 
 
-def hiccups(cpu: int | None) -> str:
-    """How much of a busy thread's time on ``cpu`` this machine takes away, printed before the
-    table: the floor under every client's timestamps. Measured by this script in a child
-    (``--hiccups``), so the pinning stays there."""
-    argv = [sys.executable, __file__, "--hiccups", "" if cpu is None else str(cpu)]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    return done.stdout.strip() or done.stderr.strip()[-200:]
+def hiccups(cpus: list[int | None]) -> list[str]:
+    """How much of a busy thread's time on each of ``cpus`` this machine takes away, all of them
+    busy at once as they are under load: the floor under every client's timestamps, printed
+    before the table. Measured by this script in one child per CPU (``--hiccups``), so the
+    pinning stays there."""
+    argv = [sys.executable, __file__, "--hiccups"]
+    procs = [
+        subprocess.Popen([*argv, "" if cpu is None else str(cpu)], stdout=subprocess.PIPE, text=True)
+        for cpu in cpus
+    ]
+    return [proc.communicate()[0].strip() or f"nothing (exit {proc.returncode})" for proc in procs]
 
 
 def busy_gaps(seconds: float = 1.0) -> str:
@@ -267,8 +271,9 @@ def main() -> None:
     if server_cpus:
         os.sched_setaffinity(0, server_cpus)
         print(f"server and harness on CPU {cpus[0]}, each client on CPU(s) {sorted(args.client_cpus)}")
-    for cpu in sorted({cpus[0], cpus[-1]}) if cpus else [None]:
-        print(f"a busy thread on CPU {cpu} lost {hiccups(cpu)} (gaps > 0.2 ms)", flush=True)
+    busy: list[int | None] = list(cpus) or [None]
+    for cpu, lost in zip(busy, hiccups(busy), strict=True):
+        print(f"a busy thread on CPU {cpu} (all {len(busy)} busy) lost {lost} (gaps > 0.2 ms)", flush=True)
     server = subprocess.Popen(server_argv, stdout=subprocess.PIPE, text=True, preexec_fn=pinned(server_cpus))
     try:
         assert server.stdout is not None and server.stdout.readline().strip() == "ready"
