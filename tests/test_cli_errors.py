@@ -91,3 +91,14 @@ def test_a_short_gpu_name_with_variants_says_which_it_picked() -> None:
         "predict", "--model", "Llama-3.1-8B", "--gpu", "H100 PCIe", "--method", "ngram", "--alpha", "0.7"
     )
     assert exact.returncode == 0 and "note:" not in exact.stderr
+
+
+def test_a_yaml_error_shows_its_line_with_a_caret_under_the_column(tmp_path: Path) -> None:
+    # Flattened onto one line, the caret pointed at nothing (issue 28).
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("model: x.gguf\narms:\n  a: [-c, 512\n  b: []\n")
+    done = specbench("run", str(matrix), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    first, text, caret = done.stderr.rstrip("\n").splitlines()
+    assert first.startswith("error: ") and f"{matrix}:4:4: not valid YAML" in first
+    assert text.strip() == "b: []" and caret.strip() == "^" and caret.index("^") == text.index(":")

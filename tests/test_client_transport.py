@@ -15,6 +15,7 @@ from aiohttp import web
 
 from specbench import SCHEMA_VERSION
 from specbench.client import _Recorder, chat_body, open_streamer, sse_events, stream_chat
+from specbench.errors import StoreError
 from specbench.recordwriter import RecordWriter
 from specbench.schema import Chunk
 from specbench.store import RunStore
@@ -145,8 +146,9 @@ def test_a_failed_write_is_raised_on_the_loops_side(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "missing" / "dir")  # no folder: the append fails
     writer = RecordWriter(store)
     writer.append({"arm": "a"})
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(StoreError, match=r"records\.jsonl: cannot write: No such file") as err:
         writer.close()
+    assert err.value.exit_code == 5  # a run directory problem, not an internal error
 
 
 def _closing_server(replies: list[bytes | None]) -> Any:
@@ -207,3 +209,25 @@ def test_a_server_silent_past_the_read_timeout_is_an_error_with_what_arrived() -
     rec = asyncio.run(go())
     assert rec["error"]["type"] in ("ServerTimeoutError", "SocketTimeoutError", "TimeoutError")
     assert rec["usage"]["completion_tokens"] == 4 and len(rec["chunks"]) == 4
+
+
+def _closed_after(events: list[dict[str, Any]]) -> bytes:
+    """A reply that streams ``events`` and then closes the connection cleanly (no ``[DONE]``)."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+    return head + b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events)
+
+
+def test_a_stream_that_stops_without_done_or_a_finish_reason_is_an_error() -> None:
+    """Closed cleanly mid-generation, it used to be a success (error null, no usage) in TTFT and
+    e2e; it is a per-request error like a cut stream, with what arrived kept."""
+    rec = _stream_once([_closed_after(EVENTS[:3])])
+    assert rec["error"] == {
+        "type": "IncompleteStream",
+        "message": "the stream ended without [DONE] or a finish reason",
+    }
+    assert [c.content for c in rec["chunks"]] == [None, "ab", None]
+
+
+def test_a_finish_reason_without_done_ends_a_stream() -> None:
+    rec = _stream_once([_closed_after(EVENTS)])
+    assert rec["error"] is None and rec["usage"]["completion_tokens"] == 4

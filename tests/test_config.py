@@ -138,3 +138,65 @@ def test_client_processes_below_one_names_the_field(models: Path) -> None:
     with pytest.raises(ConfigError, match=r"matrix.yaml:\d+: client_processes: .*greater than or equal to 1"):
         load_matrix(path)
     assert load_matrix(write(models, GOOD + "client_processes: 4\n")).client_processes == 4
+
+
+def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(models: Path) -> None:
+    # PyYAML lets the last one win without a word (issue 29): the run would not be the file's.
+    with pytest.raises(ConfigError, match=r"matrix.yaml:9: repeats: given twice \(lines 8 and 9\)"):
+        load_matrix(write(models, GOOD + "repeats: 10\n"))
+    twice = GOOD.replace("  baseline: []\n", "  baseline: []\n  baseline: [-t, '2']\n")
+    with pytest.raises(ConfigError, match=r"matrix.yaml:6: baseline: given twice \(lines 5 and 6\)"):
+        load_matrix(write(models, twice))
+    from specbench.matrix_yaml import parse_matrix_yaml  # a merge key may still override
+
+    assert parse_matrix_yaml(Path("m"), "a: &a {x: 1}\nb: {<<: *a, x: 2}\n")["b"] == {"x": 2}
+
+
+def test_a_yaml_syntax_error_keeps_its_line_column_and_caret(tmp_path: Path) -> None:
+    from specbench.errors import YamlSyntaxError
+
+    with pytest.raises(YamlSyntaxError) as caught:
+        load_matrix(write(tmp_path, "model: m.gguf\narms:\n  a: [-c, 512\n  b: []\n"))
+    line, snippet = str(caught.value), caught.value.snippet
+    assert "\n" not in line and "matrix.yaml:4:4: not valid YAML:" in line and "at line 3" in line
+    text, caret = snippet.splitlines()
+    assert text.strip() == "b: []" and caret.index("^") == text.index(":")
+
+
+def test_a_yaml_error_on_a_line_holding_a_key_shows_no_snippet(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_matrix(write(tmp_path, "model: m.gguf\ncommon_args: [--api-key, sk-abcdef123456\n"))
+    assert "sk-abcdef" not in str(caught.value) + getattr(caught.value, "snippet", "")
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        ('env: {"A=B": "1"}\n', r"env: 'A=B' is not an environment variable name"),
+        ('env: {"": "1"}\n', r"env: '' is not an environment variable name"),
+        ('env: {X: "a\\0b"}\n', r"env: X: the value holds a NUL byte"),
+        ('common_args: ["-c", "4\\0"]\n', r"common_args: argument 2 holds a NUL byte"),
+    ],
+)
+def test_what_exec_cannot_pass_is_refused_naming_the_field(models: Path, extra: str, says: str) -> None:
+    text = GOOD.replace('common_args: ["-c", "4096"]\n', "") if "common_args" in extra else GOOD
+    with pytest.raises(ConfigError, match=says):
+        load_matrix(write(models, text + extra))
+
+
+def test_a_nul_in_an_arm_argument_names_the_arm_not_the_value(models: Path) -> None:
+    text = GOOD.replace("  baseline: []", '  baseline: ["--api-key", "sk-se\\0cret"]')
+    with pytest.raises(ConfigError, match=r"arms: baseline: argument 2 holds a NUL byte") as caught:
+        load_matrix(write(models, text))
+    assert "sk-se" not in str(caught.value)  # the value may be a key: errors are printed
+
+
+def test_names_and_paths_longer_than_the_kernel_takes_are_refused(models: Path) -> None:
+    long_arm = GOOD.replace("draft8", "d" * 65)
+    with pytest.raises(ConfigError, match="at most 64 characters"):
+        load_matrix(write(models, long_arm))
+    with pytest.raises(ConfigError, match=r"model: the path is 5001 bytes long"):
+        load_matrix(write(models, GOOD.replace("models/target.gguf", "/" + "m" * 5000)))
+    deep = GOOD.replace("workload: {", "workload: {prompt_file: " + "p" * 300 + ", ")
+    with pytest.raises(ConfigError, match=r"workload.prompt_file: the path has a part of 300 bytes"):
+        load_matrix(write(models, deep))

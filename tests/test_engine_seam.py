@@ -157,3 +157,17 @@ def test_per_request_draft_counts_come_from_the_engine_whose_fields_the_record_h
     record: dict[str, Any], counts: dict[str, float] | None
 ) -> None:
     assert request_draft_counts(record) == counts
+
+
+@pytest.mark.parametrize("kind", sorted(ENGINES))
+def test_every_engine_answers_for_its_argument_table_without_failing(
+    kind: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing built, nothing installed: no table, no error, and so no flag is refused."""
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("SPECBENCH_LLAMA_SERVER", "SPECBENCH_VLLM"):
+        monkeypatch.delenv(name, raising=False)
+    engine = engine_for(kind)
+    assert engine.arg_table() is None
+    assert engine.reported_settings({"arm": "a", "server": {}, "log_lines": []}) == {}

@@ -127,3 +127,11 @@ def test_sglang_draft_model_path_is_checked(folder: Path) -> None:
     matrix["arms"] = {"baseline": [], "eagle": ["--speculative-draft-model-path", "models"]}
     loaded = load_matrix(write(folder, matrix))
     assert loaded.model == loaded.arms["eagle"][1] == str(folder / "models")
+
+
+def test_a_device_as_model_is_named_as_what_it_is(tmp_path: Path) -> None:
+    # /dev/zero was reported as "a folder" (issue 29)
+    path = tmp_path / "m.yaml"
+    path.write_text("model: /dev/zero\n")
+    with pytest.raises(ConfigError, match="model: /dev/zero is a character device, not a regular file"):
+        load_matrix(path)

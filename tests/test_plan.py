@@ -55,7 +55,9 @@ def _previous(folder: Path, model: str, seconds: int, tokens: list[int], **manif
         "finished_at": f"2026-05-01T10:{seconds // 60:02d}:{seconds % 60:02d}+00:00",
     }
     (folder / "manifest.json").write_text(json.dumps(meta | manifest))
-    rows = [{"usage": {"completion_tokens": n}} for n in tokens] + [{"error": {"type": "ReadTimeout"}}]
+    # each count spread over requests, so that the run is large enough to be a basis
+    rows = [{"usage": {"completion_tokens": n / 12}} for n in tokens for _ in range(12)]
+    rows += [{"error": {"type": "ReadTimeout"}}, {"warmup": True, "usage": {"completion_tokens": 0}}]
     (folder / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     return folder
 
@@ -179,3 +181,126 @@ def test_dry_run_warns_when_gpu_flags_meet_the_vllm_cpu_build(tmp_path: Path) ->
         f"arms baseline, mtp: GPU flags, but vLLM's CPU build ({cached_binary()}) would serve them: "
         "put a GPU vLLM on PATH or set engine_binary"
     ]
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        "[]",  # JSON, but not an object
+        '{"host": "HOST", "matrix": "a string", "started_at": "x", "finished_at": "y"}',
+        '{"host": "HOST", "matrix": {"model": "MODEL"}, "started_at": "yesterday", "finished_at": "today"}',
+        '{"host": "HOST", "matrix": {"model": "MODEL"}, "started_at": 1, "finished_at": 2}',
+    ],
+)
+def test_a_malformed_manifest_beside_out_is_skipped(tmp_path: Path, broken: str) -> None:
+    """Issue 29: any run whose --out sits beside a folder holding a malformed manifest.json."""
+    matrix = _matrix(tmp_path)
+    good = _previous(tmp_path / "runs" / "good", matrix.model, 600, [1000, 2000])
+    bad = tmp_path / "runs" / "bad"
+    bad.mkdir()
+    (bad / "manifest.json").write_text(broken.replace("HOST", platform.node()).replace("MODEL", matrix.model))
+    (bad / "records.jsonl").write_text('[1, 2]\n"text"\n{"usage": 3}\n')
+    assert plan.previous_rate(matrix.model, tmp_path / "runs" / "new") == (pytest.approx(0.2), good)
+
+
+def test_a_failed_or_tiny_newer_run_is_not_the_basis(tmp_path: Path) -> None:
+    """The newest run of the model, a failed 4-request one, used to time the next plan."""
+    matrix = _matrix(tmp_path)
+    good = _previous(tmp_path / "runs" / "a", matrix.model, 600, [1000, 2000])  # 0.2 s per token
+    tiny = tmp_path / "runs" / "b"
+    _previous(tmp_path / "runs" / "scratch", matrix.model, 900, [400])  # each bad run is newer
+    (tmp_path / "runs" / "scratch").rename(tiny)
+    rows = [{"usage": {"completion_tokens": 100}}] * 4
+    (tiny / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    failed = _previous(tmp_path / "runs" / "c", matrix.model, 1000, [1000], arms={"x": {"status": "failed"}})
+    errors = _previous(tmp_path / "runs" / "d", matrix.model, 1100, [1000])
+    with (errors / "records.jsonl").open("a") as f:
+        f.write("".join(json.dumps({"error": {"type": "HTTPError"}}) + "\n" for _ in range(5)))
+    assert failed.is_dir()
+    assert plan.previous_rate(matrix.model, tmp_path / "runs" / "new") == (pytest.approx(0.2), good)
+
+
+def _fixed_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench.theory import hardware
+
+    cpu = hardware.Gpu(
+        name="cpu", bandwidth_gbs=10.0, tflops=0.1, memory_gb=8.0, unified=True, host_link_gbs=10.0
+    )
+    monkeypatch.setattr(hardware, "probe_cpu", lambda *a, **k: cpu)
+
+
+def test_the_model_size_estimate_counts_prefill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dry run said ≈1:29, the run took 2:11 ("prefill not counted")."""
+    _fixed_cpu(monkeypatch)
+    matrix = _matrix(tmp_path)
+    p = _plan(matrix, tmp_path / "runs" / "new", probe=True)
+    requests, warmup, concurrency = build_requests(matrix, tmp_path)
+    cells = plan_cells(matrix, requests, warmup, concurrency)
+    prompt = sum(plan.prompt_tokens(r) for c in cells for r in (*c.requests, *c.warmup))
+    size = 1024  # bytes of the test's model file: 512 weights at 16 bits
+    decode = 6 * (plan.LAUNCH_S + size / plan.DISK_BYTES_S) + p.output_tokens * size / (10e9 * 0.6)
+    prefill = prompt * 2 * 512 / (0.1e12 * plan.PREFILL_EFFICIENCY)
+    assert prompt > 6 * 3 * 10  # the natural suite's prompts are tens of tokens each
+    assert p.estimate.seconds == pytest.approx(decode + prefill)
+    assert "prefill of ~" in p.estimate.basis and "not counted" not in p.estimate.basis
+
+
+def test_an_earlier_runs_prefill_timings_scale_with_this_runs_prompts(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path)
+    old = _previous(tmp_path / "runs" / "old", matrix.model, 600, [1200])  # 12 records of 100 tokens
+    rows = [
+        {"usage": {"completion_tokens": 100}, "timings": {"prompt_ms": 10_000.0, "prompt_n": 500}}
+        for _ in range(12)
+    ]
+    (old / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # 600 s wall, 120 s of it prefill of 6000 tokens: 20 ms per prompt token, 400 ms per output token
+    p = _plan(matrix, tmp_path / "runs" / "new")
+    requests, warmup, concurrency = build_requests(matrix, tmp_path)
+    cells = plan_cells(matrix, requests, warmup, concurrency)
+    prompt = sum(plan.prompt_tokens(r) for c in cells for r in (*c.requests, *c.warmup))
+    assert p.estimate.seconds == pytest.approx(0.4 * p.output_tokens + 0.02 * prompt)
+    assert "400 ms per generated token, launches included, and 20.00 ms per prompt token" in p.estimate.basis
+
+
+def test_an_adaptive_plan_is_a_range_up_to_its_cap(tmp_path: Path) -> None:
+    """repeats: auto gave 6:33 without saying it is an upper bound or naming max_minutes."""
+    base = _matrix(tmp_path).model_dump()
+    _previous(tmp_path / "runs" / "old", base["model"], 600, [1000, 2000])  # 0.2 s per token
+    auto = Matrix.model_validate({**base, "repeats": "auto", "max_repeats": 10, "max_minutes": 1})
+    p = _plan(auto, tmp_path / "runs" / "new")
+    round_s = 0.2 * p.output_tokens / 10  # one round: a tenth of the planned launches
+    assert p.estimate.seconds == pytest.approx(60.0 + round_s)  # the round running at 1 minute ends
+    assert p.estimate.low == pytest.approx(60.0 + round_s)  # three rounds take longer than the cap
+    uncapped = Matrix.model_validate({**base, "repeats": "auto", "max_repeats": 10})
+    q = _plan(uncapped, tmp_path / "runs" / "new")
+    assert q.estimate.seconds == pytest.approx(0.2 * q.output_tokens)
+    assert q.estimate.low == pytest.approx(0.3 * q.estimate.seconds)
+    line = next(x for x in q.lines() if x.startswith("estimated wall time"))
+    assert re.match(r"estimated wall time: ≈ \d+:\d\d to \d+:\d\d, repeats: auto: 3 to 10 launches", line)
+    assert "no max_minutes caps it" in line
+    loose = Matrix.model_validate({**base, "repeats": "auto", "max_repeats": 10, "max_minutes": 60})
+    line = next(x for x in _plan(loose, tmp_path / "runs" / "new").lines() if x.startswith("estimated"))
+    assert "capped by max_minutes 60 (no round starts after it)" in line
+    plan.write_plan(q, tmp_path)
+    assert plan.read_plan(tmp_path) == q
+
+
+def test_an_earlier_runs_prefill_is_counted_in_the_plans_own_units(tmp_path: Path) -> None:
+    """A lab model's small vocabulary makes ~4× the tokens of the 4-characters-per-token estimate:
+    the basis's rate is per estimated token, so the new run's estimated count times it is right."""
+    matrix = _matrix(tmp_path)
+    text = "x" * 396  # 99 + 4 (one message) = 103 estimated tokens
+    old = _previous(
+        tmp_path / "runs" / "old",
+        matrix.model,
+        600,
+        [1200],
+        prompts=[{"prompt_id": "p", "messages": [{"role": "user", "content": text}], "target_tokens": None}],
+    )
+    rec = {
+        "prompt_id": "p",
+        "usage": {"completion_tokens": 100},
+        "timings": {"prompt_ms": 10_300.0, "prompt_n": 412},
+    }
+    (old / "records.jsonl").write_text("".join(json.dumps(rec) + "\n" for _ in range(12)))
+    assert plan.prefill_rate(old) == (pytest.approx((600 - 123.6) / 1200), pytest.approx(0.1))  # 10.3 s / 103

@@ -122,13 +122,17 @@ def test_records_are_complete_versioned_and_raw(llama_server: Path, dense_pair: 
 
 
 def test_an_unknown_flag_fails_only_that_arm(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:
-    matrix = write_matrix(tmp_path, dense_pair, llama_server, {"baseline": [], "broken": ["--no-such-flag"]})
+    # A flag the engine's --help lists, with a value it refuses only when it parses it: the
+    # argument table lets it through, the launch fails (an unknown flag is now refused earlier).
+    matrix = write_matrix(
+        tmp_path, dense_pair, llama_server, {"baseline": [], "broken": ["--threads", "not-a-number"]}
+    )
     runner = api.prepare_run(matrix, tmp_path / "run")
     runner.run()
     store = RunStore(tmp_path / "run")
     arm = store.manifest()["arms"]["broken"]
     assert arm["status"] == "failed" and "engine did not start" in arm["error"]
-    assert "--no-such-flag" in arm["log_tail"] and "--no-such-flag" in arm["command"]
+    assert "--threads" in arm["log_tail"] and "not-a-number" in arm["command"]
     assert len([r for r in store.records() if r["arm"] == "baseline" and not r["warmup"]]) == 6
 
 

@@ -159,12 +159,13 @@ def test_falls_back_to_unpaired_with_fewer_than_three_pairs() -> None:
     assert c.ratio == pytest.approx(1.2, rel=0.05) and c.verdict == "faster"
 
 
-def test_speedup_rejects_unknown_direction_and_empty_arm() -> None:
+def test_speedup_rejects_unknown_direction_and_an_empty_arm_is_low_n() -> None:
     df = frame({"base": np.ones(5), "spec": np.ones(5)}, metric="accept_rate")
     with pytest.raises(ValueError, match="higher_is_better"):
         S.speedup(df, "spec", "base", metric="accept_rate")
-    with pytest.raises(ValueError, match="missing=0"):
-        S.speedup(df, "missing", "base", metric="accept_rate", higher_is_better=True)
+    c = S.speedup(df, "missing", "base", metric="accept_rate", higher_is_better=True)
+    assert c.too_few and c.low_n and c.verdict == "undetermined" and math.isnan(c.ci_low)
+    assert S.verdict_text(c) == "undetermined (LOW_N: 5 base / 0 missing values)"
 
 
 @pytest.mark.parametrize("paired", [True, False])
@@ -369,14 +370,17 @@ def test_launch_level_noise_does_not_make_aa_runs_significant() -> None:
 
 
 def _undetermined(n_launches: int, needed: int | None) -> S.Comparison:
+    more = None if needed is None else needed - n_launches
     return S.Comparison(
         "arm", "base", "decode_tok_s", 1.0, 0.96, 1.05, 0.95, True, 24, 24, 24, "undetermined",
-        0.5, "geometric mean", True, n_launches, needed,
+        0.5, "geometric mean", True, n_launches, needed, more_launches=more,
+        more_range=None if more is None else (more // 2, more * 3),
     )  # fmt: skip
 
 
 def test_an_undetermined_verdict_always_says_how_far_it_is_from_settling() -> None:
-    assert S.verdict_text(_undetermined(3, 297)) == "undetermined (~297 launches)"
+    # the number printed is how many MORE launches, with its range (issue 28.3), never "~N launches"
+    assert S.verdict_text(_undetermined(3, 297)) == "undetermined (about 294 more launches, 147–882)"
     # an effect on the band's edge has no finite count: out of reach, said so (not a bare word)
     assert S.verdict_text(_undetermined(3, None)) == "undetermined (> 1000 launches)"
     assert S.verdict_text(_undetermined(2, None)).startswith("undetermined (LOW_N")

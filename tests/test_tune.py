@@ -246,3 +246,122 @@ def test_a_tight_budget_races_the_theorys_favourites_first() -> None:
     assert m.launches <= 14
     assert "never admitted" in state.stop_reason or state.stop_reason.startswith("budget")
     assert answer(state).best is not None and answer(state).best.name == "k4-p0_5"  # type: ignore[union-attr]
+
+
+def _result(state: RaceState, command: list[str]) -> Any:
+    from pathlib import Path
+
+    from specbench.tunerun import WorkloadResult
+
+    return WorkloadResult("chat", Path("runs/tune/chat"), state, answer(state), command)
+
+
+def _measured(ratio: float, low: float, high: float, verdict: str) -> dict[str, Any]:
+    return {"ratio": ratio, "ci_low": low, "ci_high": high, "verdict": verdict, "n_launches": 6,
+            "confidence": 0.95}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("measured", "says"),
+    [
+        (
+            _measured(0.746, 0.661, 0.842, "slower"),
+            "no setting wins: keep speculation off (serve the baseline)",
+        ),
+        (_measured(1.004, 0.995, 1.008, "equivalent"), "is equivalent to the baseline"),
+        (_measured(1.30, 0.90, 1.80, "undetermined"), "no setting is shown faster: keep speculation off"),
+    ],
+)
+def test_a_candidate_not_shown_faster_is_never_served(measured: dict[str, Any], says: str) -> None:
+    """Issue 28: "no setting wins: the best … is slower …, ×0.746 (…)", then `serve it: llama-server
+    … --spec-draft-n-max 2`."""
+    from specbench.tune import Entry
+    from specbench.tunerun import answer_lines
+
+    best = Entry("dmdraft-k2-p0_0", {"draft_n_max": 2}, status="racing", measured=measured)
+    state = RaceState(baseline="baseline", entries=[best], rounds=6, stop_reason="max_rounds 6 reached")
+    ans = answer(state)
+    assert ans.serve == "baseline" and ans.serves_baseline and ans.best is best
+    assert says in ans.text
+    assert (
+        f"×{measured['ratio']:.3f} (95.0 % CI {measured['ci_low']:.3f}–{measured['ci_high']:.3f})" in ans.text
+    )
+    text = "\n".join(answer_lines(_result(state, ["llama-server", "-m", "t.gguf", "--port", "8080"])))
+    assert "serve it:" not in text
+    assert "  serve the baseline (speculation off): llama-server -m t.gguf --port 8080" in text
+
+
+def test_only_a_faster_candidate_gets_a_serve_it_line() -> None:
+    from specbench.tune import Entry
+    from specbench.tunerun import answer_lines
+
+    best = Entry("k4", {"draft_n_max": 4}, status="racing", measured=_measured(1.4, 1.2, 1.6, "faster"))
+    state = RaceState(baseline="baseline", entries=[best], rounds=6, stop_reason="one candidate left (k4)")
+    ans = answer(state)
+    assert (ans.serve, ans.beats_baseline, ans.serves_baseline) == ("k4", "yes", False)
+    text = "\n".join(answer_lines(_result(state, ["llama-server", "--spec-draft-n-max", "4"])))
+    assert "  serve it: llama-server --spec-draft-n-max 4" in text and "serve the baseline" not in text
+
+
+def test_the_command_served_is_the_baseline_unless_a_candidate_wins() -> None:
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from specbench.config import Matrix
+    from specbench.engines.llamacpp import LlamaCppEngine
+    from specbench.tunerun import _command
+
+    matrix = Matrix(model="/m/t.gguf", common_args=("-c", "2048"), arms={"baseline": ("--temp", "0")})
+    runner: Any = SimpleNamespace(matrix=matrix, engine=LlamaCppEngine(Path("/bin/llama-server")))
+    baseline = _command(runner, None)
+    assert baseline[:3] == ["/bin/llama-server", "-m", "/m/t.gguf"]
+    assert "--temp" in baseline and not any(a.startswith("--spec") for a in baseline)
+    winner = _command(runner, {"draft_model": "/m/d.gguf", "draft_n_max": 4})
+    assert winner[winner.index("--spec-draft-n-max") + 1] == "4" and "--temp" not in winner
+
+
+def test_unmeasured_candidates_are_listed_with_why() -> None:
+    """The budget admitted 3 of 6 candidates: the console never said so (only tune.json did)."""
+    from specbench.tune import unmeasured
+    from specbench.tunerun import answer_lines
+
+    s = spec(refine=False, budget={"launches": 14})
+    m = FakeMeasure(truth_from(s, speed))
+    state = race(s, initial_state(s, "baseline", speed), m, PROMPTS)
+    waiting = [e.name for e in state.entries if e.status == "waiting"]
+    assert len(waiting) == 3 and [e.name for e in unmeasured(state)] == waiting
+    text = "\n".join(answer_lines(_result(state, [])))
+    assert f"  not measured: {', '.join(waiting)}: the budget admitted 3 of 6 candidates" in text
+
+
+def test_a_failed_candidate_is_listed_as_not_measured() -> None:
+    from specbench.tunerun import answer_lines
+
+    s = spec(refine=False, dimensions={"draft_n_max": [2, 4]})
+    state = race(s, initial_state(s, "baseline", lambda c: None), FakeMeasure({"baseline": 1.0, "k2": 0.0,
+                 "k4": 1.3}), PROMPTS)  # fmt: skip
+    text = "\n".join(answer_lines(_result(state, [])))
+    assert "  not measured: k2: its engine failed: would not start" in text
+
+
+def test_admitted_at_start_is_the_races_first_round() -> None:
+    from specbench.tune import admitted_at_start
+
+    s = spec(refine=False, budget={"launches": 14})
+    m = FakeMeasure(truth_from(s, speed))
+    start = initial_state(s, "baseline", speed)
+    planned = admitted_at_start(s, start, PROMPTS)
+    assert all(e.status == "waiting" for e in start.entries)  # the plan leaves the state alone
+    race(s, start, m, PROMPTS)
+    assert planned == [a for a in m.rounds[0] if a != "baseline"] == ["k4-p0_5", "k4-p0_0", "k2-p0_5"]
+    assert admitted_at_start(spec(refine=False), initial_state(s, "baseline", speed), PROMPTS) == [
+        e.name for e in initial_state(s, "baseline", speed).entries
+    ]
+
+
+def test_the_race_says_what_the_budget_leaves_out_before_the_first_launch() -> None:
+    s = spec(refine=False, budget={"launches": 14})
+    m = FakeMeasure(truth_from(s, speed))
+    said: list[str] = []
+    race(s, initial_state(s, "baseline", speed), m, PROMPTS, say=said.append)
+    assert said[0].startswith("the budget admits 3 of 6 candidates; waiting (measured only if drops")

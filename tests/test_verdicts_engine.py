@@ -57,27 +57,41 @@ def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> N
 
 def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tmp_path: Path) -> None:
     """Dense, α 0.9, K 4 on a model large enough that CPU decode is memory-bound: verifying five
-    tokens costs about one step, so the draft arm must be faster and the decision must say so."""
+    tokens costs about one step, so the draft arm must be faster, and the decision must say so
+    unless the run found its own launches too unstable to trust (then it must say that)."""
     pair = lab_pair(arch="dense", alpha=0.9, size="membound")
     matrix = write_matrix(
         tmp_path,
         pair,
         llama_server,
         {"baseline": [], "draft4": draft(pair.draft, 4)},
+        # One compute thread in both arms (issue 29: undetermined on a busy machine). llama.cpp's
+        # threads meet at a barrier after every operation, so with more threads than the cores
+        # other jobs leave free, one descheduled thread stalls the rest; one thread has no barrier
+        # and load slows both arms alike. Measured under load average 6 on 2 CPUs: ×1.90 (98.8 %
+        # CI 1.04–3.45), "faster" after 5 launch pairs, of the 10 allowed.
+        common_args=["-c", "2048", "-np", "1", "-t", "1", "-tb", "1"],
         workload={"suite": "natural", "max_tokens": 48, "prompts": 5, "prompt_file": "prompts.jsonl"},
-        # Launches are the unit of replication; on a loaded machine 4 can leave the verdict
-        # undetermined, so the sequential rule adds launches until it is settled.
         repeats="auto",
-        max_repeats=8,
+        max_repeats=10,
     )
     out = run(tmp_path, matrix)
     data = load_run(out)
     sub = data.df[data.df["arm"] == "draft4"]
     acceptance = sub["draft_accepted"].sum() / sub["draft_n"].sum()
     assert acceptance == pytest.approx(pair.truth["designed_acceptance"]["4"], abs=0.1)
-    assert comparisons(data)["draft4"].verdict == "faster"
+    assert comparisons(data)["draft4"].verdict == "faster", comparisons(data)["draft4"]
     (decision,) = decision_table(data)
-    assert decision.arm == "draft4"
+    # The decision trusts no arm whose launches vary by more than 25 % (UNSTABLE as an error:
+    # docs/statistics.md), and on a machine shared with other jobs they can, even at one thread
+    # (measured: CV 32 %, load average 6 on 2 CPUs, ×1.90 faster). The run then says so instead
+    # of recommending: what is asserted is that it recommends draft4 unless it found its own
+    # measurement untrustworthy, and then names why.
+    unstable = [f for f in findings(data) if f.code == "UNSTABLE" and f.severity == "error"]
+    if unstable:
+        assert decision.arm is None and "UNSTABLE" in decision.reason, decision
+    else:
+        assert decision.arm == "draft4", decision
     html = (Path(p) for p in render_report(out, ["html"]) if str(p).endswith(".html"))
     assert "draft4" in next(html).read_text()
     # The theory, calibrated on the baseline arm alone, with the verify cost from the forward probe:

@@ -75,3 +75,35 @@ def test_two_workloads_on_the_same_arms(llama_server: Path, dense_pair: Pair, tm
     assert report.index(sections[0]) < report.index(sections[1]) < report.index(sections[2])
     assert report.count("### Crossover length") == 2 and "\n## Crossover length" not in report
     assert "Workloads (2): natural (suite natural: 2 prompts" in report
+
+
+def test_the_bundled_single_suite_fits_a_small_vocabulary_model(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    """Issue 28, item 6: on the lab pair (one token per character) 'repetitive-03' fitted to 639
+    tokens against 512 and ended the run. Bundled prompts are cut where their design allows and
+    filled, so every one lands on the target; the plan of a continued run names the cut ones."""
+    from specbench import api
+
+    matrix = {
+        "model": str(dense_pair.target),
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": {"baseline": []},
+        "workload": {"suite": "single", "max_tokens": 8},  # the bundled prompts, target 512
+        "repeats": 1,
+        "warmup": 0,
+        "forward_probe": False,
+        "engine_binary": str(llama_server),
+    }
+    path, out = tmp_path / "matrix.yaml", tmp_path / "run"
+    path.write_text(yaml.safe_dump(matrix))
+    api.prepare_run(path, out).run()
+    store = RunStore(out)
+    records = store.records()
+    assert len(records) == 10 and all(r["error"] is None for r in records), records[:1]
+    fitted = store.fitted_prompts()
+    assert "repetitive-03" in fitted and fitted["repetitive-03"]["counted_by"] == "tokenize"
+    assert all(abs(f["tokens"] - 512) <= 0.1 * 512 for f in fitted.values())
+    plan = api.plan_run(path, out, str(llama_server), probe=False, resume=True)
+    cut = [w for w in plan.lines() if "bundled prompts cut to fit" in w]
+    assert len(cut) == 1 and "repetitive-03 (kept " in cut[0], plan.lines()

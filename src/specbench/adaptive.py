@@ -8,7 +8,9 @@ every look), calibrated by simulating the t statistics of i.i.d. normal launch m
 effect for exactly the looks this run can make (3 … max_repeats); α is the matrix's ``alpha``
 (default 0.05). An arm stops when its verdict is
 faster, slower or equivalent, or when the budget (max_repeats, max_minutes) runs out; the baseline
-runs in every launch pair any arm still needs, in the planned ABBA order. Decisions go to the
+runs in every launch pair any arm still needs, in the run's counterbalanced order
+(:mod:`specbench.runorder`). Looks run between rounds, when no server is up: nothing of the
+analysis overlaps a measured cell. Decisions go to the
 manifest (``adaptive``), so ``--resume`` skips arms already decided and continues the rest.
 
 This module wraps an executor; the runner is untouched.

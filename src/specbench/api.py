@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from specbench import adaptive
-from specbench.attach import attach_matrix, probe
+from specbench.attach import attach_matrix, check_attach_url, probe
 from specbench.cellwork import Observer
 from specbench.config import (
     LOOPBACK,
@@ -22,22 +22,27 @@ from specbench.config import (
     plan_cells,
 )
 from specbench.engines import ENGINES
+from specbench.engines.argtable import check_flags
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
-from specbench.errors import ConfigError, InstallError, StoreError
+from specbench.errors import ConfigError, InstallError
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
+from specbench.outdir import check_run_dir
+from specbench.paths import path_problem
 from specbench.plan import Plan, make_plan, write_plan
 from specbench.redact import MASK, SECRET_FILE_FLAGS, Redactor, mask_args, secret_env_name
 from specbench.runner import Runner
 from specbench.store import RunStore, environment, file_sha256
+from specbench.workloads.cut import cut_note
 from specbench.workloads.suites import build_requests
 
 if TYPE_CHECKING:
     from specbench.analysis.result import Analysis
+    from specbench.tuneplan import TunePlan
     from specbench.tunerun import WorkloadResult
 
 
@@ -46,6 +51,8 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
     what only a launch needs, the binary to run (or nothing, for an attached server)."""
     if attach:
         return AttachedEngine()
+    if llama_server and path_problem(llama_server):
+        raise ConfigError(f"--llama-server: the path {path_problem(llama_server)}")
     if matrix.engine == "llamacpp":
         if not llama_server and matrix.engine_binary:
             _check_executable(matrix.engine_binary, "engine_binary")  # name the field, not a flag
@@ -87,13 +94,15 @@ def prepare_run(
     """Validate everything and create (or reopen) the run directory; nothing is launched yet."""
     if retry_failed and not resume:
         raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
+    check_run_dir(out, resume=resume)
     matrix = load_matrix(matrix_path)
     check_host(matrix, matrix_path, allow_remote_host)
     engine = make_engine(matrix, llama_server) if not attach else None
     if attach:
-        attached = AttachedEngine(*probe(attach))
+        attached = AttachedEngine(*probe(check_attach_url(attach)))
         matrix, engine = attach_matrix(matrix, arm, arm_args, attached.kind_name, out, resume), attached
     assert engine is not None
+    check_flags(engine.arg_table(), matrix.common_args, matrix.arms)  # the engine's own --help
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
     if attach:  # the arms attached earlier were measured by earlier calls
@@ -116,7 +125,7 @@ def prepare_run(
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
     if not (out / "matrix.yaml").exists():
-        (out / "matrix.yaml").write_text(store.redactor.scrub(matrix_path.read_text()))
+        store.write_text("matrix.yaml", matrix_path.read_text())  # scrubbed; a full disk is exit 5
     write_plan(_plan(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)
     return Runner(
         matrix=matrix,
@@ -300,16 +309,18 @@ def plan_run(
     *,
     resume: bool = False,
     retry_failed: bool = False,
+    allow_remote_host: bool = False,
 ) -> Plan:
     """What ``run`` would do (launches, requests, prompts, commands) and an estimate of its wall
     time from an earlier run in or beside ``out`` (see :mod:`specbench.plan`); launches nothing.
     Refuses what ``run`` with the same flags would refuse before its first launch."""
     if retry_failed and not resume:
         raise ConfigError("--retry-failed: only with --resume (a new run has no failed arms)")
-    if not resume and (out / "manifest.json").exists():
-        raise StoreError(f"{out} already holds a run: pass --resume to continue it, or another --out")
+    check_run_dir(out, resume=resume)  # the run's own checks: lock, a run to resume, writable
     matrix = load_matrix(matrix_path)
+    check_host(matrix, matrix_path, allow_remote_host)
     engine = make_engine(matrix, llama_server)
+    check_flags(engine.arg_table(), matrix.common_args, matrix.arms)  # the engine's own --help
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
     return _plan(matrix, engine, cells, out, probe)
@@ -317,10 +328,19 @@ def plan_run(
 
 def _plan(matrix: Matrix, engine: Engine, cells: list[RunSpec], out: Path, probe: bool = True) -> Plan:
     probes = engine.forward_probe_request([1]) is not None
-    warnings = _arm_warnings(matrix, engine)
+    warnings = _arm_warnings(matrix, engine) + _cut_warnings(cells, out)
     return make_plan(
         matrix, cells, out, _commands(matrix, engine), probe, engine_probes=probes, warnings=warnings
     )
+
+
+def _cut_warnings(cells: list[RunSpec], out: Path) -> list[str]:
+    """Bundled prompts that an earlier fit in ``out`` cut to their target (workloads.cut): known
+    once this model's tokenizer has counted them, so shown when a run is continued."""
+    if not cells or not (out / "fitted_prompts.json").is_file():
+        return []
+    note = cut_note(cells[0].requests, RunStore(out).fitted_prompts())
+    return [note] if note else []
 
 
 def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
@@ -362,6 +382,15 @@ def tune(
     from specbench.tunerun import tune as run_tune
 
     return run_tune(matrix_path, out, resume=resume, llama_server=llama_server, say=say, observe=observe)
+
+
+def plan_tune(
+    matrix_path: Path, out: Path, *, resume: bool = False, llama_server: str | None = None, probe: bool = True
+) -> TunePlan:
+    """``specbench tune --dry-run``: each workload's race as planned (:mod:`specbench.tuneplan`)."""
+    from specbench.tuneplan import plan_tune as make_tune_plan
+
+    return make_tune_plan(matrix_path, out, resume=resume, llama_server=llama_server, probe=probe)
 
 
 def models_list() -> list[ModelStatus]:

@@ -14,13 +14,17 @@ import asyncio
 import shlex
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from specbench.config import Matrix, check_arm_name
+from specbench.config import Matrix
+from specbench.engines.base import parse_metrics
 from specbench.engines.http import get_json
 from specbench.engines.openai import KNOWN_ENGINES, detect_engine
 from specbench.errors import ConfigError, EngineError, StoreError
+from specbench.names import check_arm_name
+from specbench.redact import mask_url_passwords
 from specbench.store import RunStore
 
 
@@ -34,6 +38,24 @@ def parse_arm_args(text: str | None) -> tuple[str, ...] | None:
         raise ConfigError(f"--arm-args: {exc}") from None
 
 
+def check_attach_url(url: str) -> str:
+    """``--attach`` as a URL httpx can reach: http(s), a host, a port in 1..65535. Checked here,
+    where the flag enters: httpx would fail deep in its connection pool with an exception group."""
+    shown = mask_url_passwords(url)[:200]  # errors are printed: never a URL's password
+    if "\x00" in url or any(c.isspace() for c in url):
+        raise ConfigError(f"--attach: {shown[:80]!r} is not a URL (it holds a NUL byte or a space)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when out of range or not a number
+    except ValueError as exc:
+        raise ConfigError(f"--attach {shown}: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--attach {shown}: give the server's URL, e.g. http://127.0.0.1:8080")
+    if port == 0:
+        raise ConfigError(f"--attach {shown}: port 0 is not a port a server listens on")
+    return url
+
+
 def probe(url: str) -> tuple[str, dict[str, Any]]:
     """Which engine answers at ``url`` and the version it reports; an error when nothing does."""
     return asyncio.run(_probe(url.rstrip("/")))
@@ -45,9 +67,32 @@ async def _probe(base: str) -> tuple[str, dict[str, Any]]:
             await client.get(f"{base}/v1/models")
         except httpx.HTTPError as exc:
             # Measuring a server that is not there gives 100 % failed requests and no finding.
-            raise EngineError(f"--attach {base}: nothing answers ({type(exc).__name__}: {exc})") from None
+            why = mask_url_passwords(f"{type(exc).__name__}: {exc}")
+            raise EngineError(f"--attach {mask_url_passwords(base)}: nothing answers ({why})") from None
         kind = await detect_engine(base, client)
+        await _check_metrics(client, base)
         return kind, await _version(client, base, kind)
+
+
+async def _check_metrics(client: httpx.AsyncClient, base: str) -> None:
+    """A /metrics that answers 200 must be Prometheus text: each cell's scrape is parsed, and a
+    server that answers ``{}`` there is not one whose counters can be read (refused now, before
+    anything is measured, rather than failing after the first cell)."""
+    try:
+        resp = await client.get(f"{base}/metrics")
+    except httpx.HTTPError:
+        return  # no metrics endpoint: measured without the server's counters
+    if resp.status_code != 200:
+        return
+    try:
+        parse_metrics(resp.text)
+    except ValueError:
+        start = " ".join(resp.text[:60].split())
+        raise EngineError(
+            f"--attach {mask_url_passwords(base)}: /metrics answers, but not in the Prometheus text "
+            f"format (it starts "
+            f"{start!r}); start the server with its metrics in that format, or disable them"
+        ) from None
 
 
 async def _version(client: httpx.AsyncClient, base: str, kind: str) -> dict[str, Any]:

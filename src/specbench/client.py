@@ -36,6 +36,7 @@ Session = aiohttp.ClientSession | httpx.AsyncClient
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\n|\r")
 _SLICE = 16  # SSE events parsed per turn of the loop: ~70 us, so no stream's stamp waits longer
+INCOMPLETE = "IncompleteStream"  # error type of a stream that ended without its end
 
 
 def chat_body(
@@ -166,6 +167,16 @@ class _Recorder:
                     await asyncio.sleep(0)
         except json.JSONDecodeError as exc:
             self.error = self.error or {"type": "JSONDecodeError", "message": str(exc)[:500]}
+        self._check_end()
+
+    def _check_end(self) -> None:
+        """A whole stream ends with ``[DONE]`` or a finish reason (llama.cpp, vLLM and SGLang send
+        both). One that just stops, closed cleanly mid-generation, is an error like a cut stream:
+        counted as a success it entered TTFT and e2e with a generation that never finished."""
+        if self.error is not None or "t_done_ns" in self.final:
+            return
+        if not any(chunk.finish_reason for chunk in self.chunks):
+            self.error = {"type": INCOMPLETE, "message": "the stream ended without [DONE] or a finish reason"}
 
     def result(self) -> dict[str, Any]:
         t_end = self.t_end if self.t_end is not None else time.perf_counter_ns() - self.t0

@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from specbench.errors import ConfigError
 from specbench.matrix_files import resolve_matrix_files
+from specbench.matrix_yaml import parse_matrix_yaml, read_matrix_text
+from specbench.names import check_arm_name as check_arm_name  # re-exported: attach, tunerun
+from specbench.names import check_env, no_nul, path_ok
+from specbench.paths import path_problem
 from specbench.tunespec import TuneSpec
 
 EngineKind = Literal["llamacpp", "vllm", "sglang", "openai"]
@@ -35,13 +39,6 @@ RESERVED_BODY = frozenset(
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
-def check_arm_name(name: str) -> str:
-    """Arm names become file names (logs, scrapes): letters, digits, '-' and '_' only."""
-    if not name or not name.replace("-", "").replace("_", "").isalnum() or not name.isascii():
-        raise ValueError(f"arm names may use letters, digits, '-' and '_' only: {name!r}")
-    return name
-
-
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,6 +56,12 @@ class WorkloadSpec(_Frozen):
         None, gt=0, le=MAX_PROMPTS, description="number of prompts (default: the suite's)"
     )
     prompt_file: str | None = None
+
+    @field_validator("prompt_file")
+    @classmethod
+    def _prompt_file_path(cls, value: str | None) -> str | None:
+        return path_ok(value)
+
     categories: tuple[str, ...] | None = None
     ignore_eos: bool | None = Field(None, description="default: the suite's (sweeps force the length)")
     scale: float = Field(
@@ -222,9 +225,28 @@ class Matrix(_Frozen):
     def _some_arms(cls, arms: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         if not arms:
             raise ValueError("at least one arm is needed")
-        for name in arms:
+        for name, args in arms.items():
             check_arm_name(name)
+            no_nul(args, f"{name}: ")
         return arms
+
+    @field_validator("common_args")
+    @classmethod
+    def _args_pass_exec(cls, args: tuple[str, ...]) -> tuple[str, ...]:
+        no_nul(args, "")
+        return args
+
+    @field_validator("model", "engine_binary")
+    @classmethod
+    def _a_path(cls, value: str | None) -> str | None:
+        return path_ok(value)
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        """What execve accepts: a name without '=' or NUL (the kernel splits NAME=VALUE at the
+        first '='), a value without NUL."""
+        return check_env(env)
 
     @model_validator(mode="after")
     def _baseline_is_an_arm(self) -> Matrix:
@@ -264,18 +286,10 @@ class Matrix(_Frozen):
 
 def load_matrix(path: Path) -> Matrix:
     """Parse, validate and resolve relative paths against the matrix file's folder."""
-    if not path.is_file():
+    if not path_problem(str(path)) and not path.exists():
         raise ConfigError(f"{path}: no such matrix file")
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read the matrix file: {exc}") from exc
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from exc
-    except RecursionError:
-        raise ConfigError(f"{path}: nested too deeply to be a matrix") from None
+    text = read_matrix_text(path)
+    raw = parse_matrix_yaml(path, text)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a matrix must be a mapping with at least 'model' and 'arms'")
     try:
@@ -376,8 +390,9 @@ class RunSpec(_Frozen):
 def plan_cells(
     matrix: Matrix, requests: tuple[RequestSpec, ...], warmup: tuple[RequestSpec, ...], concurrency: int
 ) -> list[RunSpec]:
-    """Cells in execution order: arms interleaved ABBA across repeats, so slow drift
-    (thermal, background load) hits every arm alike instead of the last one."""
+    """Cells in planned order: arms interleaved ABBA across repeats, so slow drift
+    (thermal, background load) hits every arm alike instead of the last one. The runner then
+    counterbalances each pair of rounds in a seeded order of the arms (runorder.py)."""
     arms = list(matrix.arms)
     cells = []
     for repeat in range(matrix.repeats):

@@ -316,7 +316,11 @@ class CellDriver:
         if resp.status_code != 200:
             return {"error": f"HTTP {resp.status_code}"}
         path = self.sink.save_scrape(cell.arm, cell.repeat, when, resp.text)
-        return {"file": path, "spec": self.engine.spec_counters(parse_metrics(resp.text))}
+        try:
+            samples = parse_metrics(resp.text)
+        except ValueError:  # a server whose /metrics went bad mid-run: the cell's counters are unknown
+            return {"file": path, "error": "not Prometheus text"}
+        return {"file": path, "spec": self.engine.spec_counters(samples)}
 
     async def _safe(self, coro: Any) -> Any:
         try:
@@ -343,12 +347,15 @@ class CellDriver:
             info["log_lines_expected"], info["log_lines_found"] = server.expected_lines, found
 
     def _new_log_lines(self, arm: str, server: Server) -> list[str]:
-        """Failure lines from the launch on, then acceptance lines of the measured requests only."""
+        """Failure and settings lines from the launch on (the settings are CONFOUND's evidence:
+        two spellings the server reports alike are one setting), then acceptance lines of the
+        measured requests only."""
         log = self.sink.log_path(arm)
         if server.process is None or not log.exists():
             return []
         lines = [ln.strip() for ln in serverlog.read_from(log, server.log_offset).splitlines()]
-        failures = [ln for ln in lines if any(p in ln for p in self.engine.fallback_patterns())]
+        kept = [*self.engine.fallback_patterns(), *self.engine.settings_log_patterns()]
+        failures = [ln for ln in lines if any(p in ln for p in kept)]
         if server.measured_offset is not None:
             lines = [ln.strip() for ln in serverlog.read_from(log, server.measured_offset).splitlines()]
         # Capped: SGLang logs one every few steps.

@@ -7,6 +7,7 @@ CLI maps exactly one family to exit codes::
 
     SpecbenchError                 exit 1   anything specbench reports
     ├── ConfigError                exit 2   a matrix file, flag or value is wrong
+    │   └── YamlSyntaxError                 not YAML: the line, then the text with a caret
     ├── InstallError               exit 3   llama-server could not be fetched or built
     ├── EngineError                exit 4   an engine would not start, crashed or misbehaved
     │   └── EngineStartError                the process exited or never became healthy
@@ -31,6 +32,16 @@ class SpecbenchError(Exception):
 
 class ConfigError(SpecbenchError):
     exit_code = 2
+
+
+class YamlSyntaxError(ConfigError):
+    """A matrix that is not YAML. ``str(err)`` is still the one line (file:line:column and the
+    parser's problem); ``snippet`` is the offending text with a caret under the column, shown
+    indented below it, because a caret flattened onto one line points at nothing."""
+
+    def __init__(self, message: str, snippet: str = "") -> None:
+        super().__init__(message)
+        self.snippet = snippet
 
 
 class InstallError(SpecbenchError):

@@ -7,8 +7,9 @@ can still tear a line is the machine (power loss) or a write the disk could only
 * :func:`repair` runs before anything is appended to an existing file: a last line without its
   newline that is not valid JSON is cut off (and reported), so the next record starts on a fresh
   line instead of being glued to the fragment and lost with it;
-* a failed write (``ENOSPC``, ``EDQUOT``, ``EIO``) truncates the file back to where the line
-  started and raises :class:`~specbench.errors.DiskFullError`: the directory stays resumable;
+* a failed write (``ENOSPC``, ``EDQUOT``, ``EROFS``, ``EIO``) truncates the file back to where the
+  line started and raises a :class:`~specbench.errors.StoreError` (:mod:`specbench.safeio`,
+  exit 5; :class:`~specbench.errors.DiskFullError` for a full disk): the directory stays resumable;
 * ``fsync`` is batched (every :data:`FSYNC_EVERY` lines or :data:`FSYNC_SECONDS` seconds, and on
   close): a line is in the kernel once ``append`` returns, which is all a killed *process* needs;
   only a crashed *machine* can lose the last second, and then :func:`repair` cleans up.
@@ -16,8 +17,6 @@ can still tear a line is the machine (power loss) or a write the disk could only
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import os
 import time
@@ -25,11 +24,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import DiskFullError, StoreError
+from specbench.safeio import append_bytes, guarded, store_error
 
 FSYNC_EVERY = 64
 FSYNC_SECONDS = 1.0
-_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def repair(path: Path) -> str | None:
@@ -39,7 +37,7 @@ def repair(path: Path) -> str | None:
     size = path.stat().st_size
     if size == 0:
         return None
-    with path.open("rb+") as fh:
+    with guarded(path), path.open("rb+") as fh:  # a read-only disk: exit 5, not a traceback
         fh.seek(max(0, size - (1 << 20)))
         tail = fh.read()
         if tail.endswith(b"\n"):
@@ -76,15 +74,7 @@ class Journal:
 
     def append(self, obj: dict[str, Any]) -> None:
         line = (self.scrub(json.dumps(obj, default=str)) + "\n").encode()
-        fd = self._open()
-        start = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            written = os.write(fd, line)
-            if written != len(line):  # a short write: the disk took only part of the line
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        except OSError as exc:
-            self._undo(fd, start)
-            raise _store_error(self.path, exc) from exc
+        append_bytes(self._open(), line, self.path)  # whole, or the file is cut back
         self._unsynced += 1
         if self._unsynced >= FSYNC_EVERY or time.monotonic() - self._last_sync >= FSYNC_SECONDS:
             self.sync()
@@ -95,7 +85,7 @@ class Journal:
         try:
             os.fsync(self._fd)
         except OSError as exc:
-            raise _store_error(self.path, exc) from exc
+            raise store_error(self.path, exc) from exc
         self._unsynced, self._last_sync = 0, time.monotonic()
 
     def close(self) -> None:
@@ -109,20 +99,6 @@ class Journal:
 
     def _open(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            with guarded(self.path):
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         return self._fd
-
-    def _undo(self, fd: int, start: int) -> None:
-        """Leave the file as it was before this line: a half line would eat the next record."""
-        with contextlib.suppress(OSError):  # else repair() cuts it on the next open
-            os.ftruncate(fd, start)
-
-
-def _store_error(path: Path, exc: OSError) -> StoreError:
-    reason = exc.strerror or str(exc)
-    if exc.errno in _NO_SPACE:
-        return DiskFullError(
-            f"{path}: {reason}: the run stopped with every record so far intact; "
-            "free space, then continue with --resume"
-        )
-    return StoreError(f"{path}: cannot write: {reason}; continue with --resume once it is fixed")

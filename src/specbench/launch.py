@@ -79,7 +79,7 @@ class Launcher:
         env = {**self.engine.launch_env(self.matrix.model), **self.matrix.env}
         self.sink.set_arm_status(cell.arm, command=argv, env=env)  # env + argv reproduce the launch
         offset = log.stat().st_size if log.exists() else 0
-        proc = ServerProcess(argv, log, env=env)
+        proc = ServerProcess(argv, log, env=env, redactor=self.sink.redactor)  # scrubs the log it ends
         try:
             proc.start(
                 f"http://{self.matrix.host}:{port}{self.engine.health_path}", self.matrix.startup_timeout

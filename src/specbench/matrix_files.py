@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from specbench.engines import ENGINES
 from specbench.engines.base import Engine
 from specbench.errors import ConfigError
+from specbench.lab.real import BUNDLED_PREFIX, bundled_template
+from specbench.paths import path_problem
+from specbench.workloads.prompts import file_kind
 
 if TYPE_CHECKING:
     from specbench.config import Matrix
@@ -54,7 +57,17 @@ def _is_flag(arg: str) -> bool:
 
 def _resolver(cls: type[Engine], base: Path, where: str) -> Callable[[str], str]:
     def resolve(value: str) -> str:
+        if value.startswith(BUNDLED_PREFIX):  # a file specbench ships, named: specbench:plain.jinja
+            try:
+                return str(bundled_template(value.removeprefix(BUNDLED_PREFIX)))
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
+        problem = path_problem(value)
+        if problem:  # a 5,000-character path fails inside stat() with ENAMETOOLONG
+            raise ConfigError(f"{where}: the path {problem}")
         local = base / Path(value).expanduser()
+        if path_problem(str(local)):
+            raise ConfigError(f"{where}: the path {path_problem(str(local))} once joined to {base}")
         if cls.hub_ids and not value.startswith(PATH_PREFIXES) and not local.exists():
             return value  # a hub id such as org/model: the engine downloads it
         if not local.exists():
@@ -62,7 +75,7 @@ def _resolver(cls: type[Engine], base: Path, where: str) -> Callable[[str], str]
                 f"{where}: no such file {local} (relative paths resolve against the matrix file's folder)"
             )
         if not cls.hub_ids and not local.is_file():  # llama.cpp reads files; vLLM reads model folders
-            raise ConfigError(f"{where}: {local} is a folder, not a file")
+            raise ConfigError(f"{where}: {local} is {file_kind(local.stat().st_mode)}, not a regular file")
         return str(local.resolve())
 
     return resolve
@@ -72,6 +85,8 @@ def _env_value(base: Path, key: str, value: str) -> str:
     if not value.startswith(ENV_PREFIXES):
         return value
     path = base / value
+    if path_problem(str(path)):
+        raise ConfigError(f"env.{key}: the path {path_problem(str(path))}")
     if not path.exists():
         raise ConfigError(
             f"env.{key}: no such file {path} (relative paths resolve against the matrix file's folder)"

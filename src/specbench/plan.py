@@ -4,12 +4,19 @@ A 60-request run on a CPU can take twelve minutes; the user should know that bef
 enter. The plan counts what the matrix asks for (server launches per arm, measured and warm-up
 requests, prompts by category) and estimates the wall time from, in order of trust:
 
-1. a finished earlier run of the same model on this machine (a run directory beside ``--out``):
-   its wall time per generated token, launches included, times the tokens this run asks for;
-2. the model file's size and a short memory-bandwidth probe, for llama.cpp on a CPU: decode is
-   memory-bound there, so one token costs about one read of the weights (``bytes / bandwidth``),
-   and a launch about one read of the file from disk;
+1. a finished earlier run of the same model on this machine (a run directory beside ``--out``)
+   that can serve as a basis (:mod:`specbench.planbasis`: no failed arm, enough measured
+   requests, few failed): its wall time per generated token, launches included, times the tokens
+   this run asks for; where its records carry the engine's prefill timings, prefill is split off
+   and scaled by this run's prompt tokens instead;
+2. the model file's size and a short probe of this machine, for llama.cpp on a CPU: decode is
+   memory-bound there, so one token costs about one read of the weights (``bytes / bandwidth``);
+   prefill is compute-bound, about 2 FLOPs per weight per prompt token (``2·params / FLOP rate``);
+   a launch costs about one read of the file from disk;
 3. nothing: the plan says it has no basis instead of guessing.
+
+A ``repeats: auto`` plan is a range: from the verdict's minimum (three launches per arm) up to
+``max_repeats`` launches per arm, or ``max_minutes`` when that comes first.
 
 ``plan.json`` in the run directory keeps the plan next to the measurements it predicted.
 """
@@ -17,16 +24,16 @@ requests, prompts by category) and estimates the wall time from, in order of tru
 from __future__ import annotations
 
 import json
-import platform
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from specbench.analysis.metrics import output_tokens
+from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.config import Matrix, RequestSpec, RunSpec
+from specbench.planbasis import estimated_prompt_tokens, prefill_rate, previous_rate
 from specbench.progress import clock_text
+from specbench.safeio import write_atomic
 
 LAUNCH_S = 3.0  # server start, health checks and /metrics scrapes, beyond reading the weights
 DISK_BYTES_S = 1e9  # reading a model file that is not yet in the page cache
@@ -35,12 +42,30 @@ PROBE_BYTES = 64 * 1024 * 1024  # ~0.1 s of copying: enough to tell a laptop fro
 # llama.cpp's CPU decode reads the weights at about 60 % of a plain copy's bandwidth: the README's
 # dense lab model (471 MB) decodes at ~21 tok/s on a 2-core machine that copies at ~18 GB/s.
 DECODE_EFFICIENCY = 0.6
+# Prefill is a batched matmul: llama.cpp's CPU prefill reaches about half the float32 matmul rate
+# numpy measures (the "small" f16 lab model, 25.6 M weights, ~1400-token prompts on a busy 2-core
+# machine: 208–282 tok/s, 0.51–0.59 of numpy's 20–24 GFLOP/s measured alongside).
+PREFILL_EFFICIENCY = 0.5
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """Wall time in seconds (None: no basis); for ``repeats: auto`` a range ``low`` … ``seconds``
+    whose ``cap`` says what bounds it."""
+
     seconds: float | None
     basis: str
+    low: float | None = None
+    cap: str = ""
+
+    def text(self) -> str:
+        if self.seconds is None:
+            return "unknown"
+        if self.low is None:
+            return f"≈ {clock_text(self.seconds)}"
+        if clock_text(self.low) == clock_text(self.seconds):
+            return f"≈ {clock_text(self.seconds)}, {self.cap}"
+        return f"≈ {clock_text(self.low)} to {clock_text(self.seconds)}, {self.cap}"
 
 
 @dataclass(frozen=True)
@@ -89,9 +114,8 @@ class Plan:
         ]
         if self.forward_probe:
             out.append("forward probe: timed prefills of 1..65 tokens in each baseline launch")
-        when = f"≈ {clock_text(self.estimate.seconds)}" if self.estimate.seconds is not None else "unknown"
         warned = [f"warning: {w}" for w in self.warnings]
-        return [*out, f"estimated wall time: {when} ({self.estimate.basis})", *warned]
+        return [*out, f"estimated wall time: {self.estimate.text()} ({self.estimate.basis})", *warned]
 
 
 def _workloads(requests: tuple[RequestSpec, ...], default: int) -> dict[str, tuple[int, int]]:
@@ -128,7 +152,7 @@ def make_plan(
         prompts=_by_category(requests),
         forward_probe=engine_probes and matrix.forward_probe and matrix.baseline in matrix.arms,
         output_tokens=tokens,
-        estimate=estimate(matrix, len(cells), tokens, out, probe),
+        estimate=_cells_estimate(matrix, cells, out, probe),
         commands=commands or {},
         workloads=_workloads(requests, first.concurrency if first else 1),
         warnings=warnings or [],
@@ -144,19 +168,64 @@ def _by_category(requests: tuple[RequestSpec, ...]) -> dict[str, list[str]]:
     return dict(sorted(groups.items()))
 
 
-def estimate(matrix: Matrix, launches: int, tokens: int, out: Path, probe: bool = True) -> Estimate:
-    """Wall time for ``launches`` server starts generating at most ``tokens`` tokens."""
+def prompt_tokens(r: RequestSpec) -> float:
+    """Tokens the server prefills for ``r``, as the plan counts them (fitted length, else text)."""
+    return estimated_prompt_tokens(r.messages, r.target_tokens)
+
+
+def _cells_estimate(matrix: Matrix, cells: list[RunSpec], out: Path, probe: bool) -> Estimate:
+    """The estimate for ``cells``; for ``repeats: auto``, the range from the verdict's minimum
+    (MIN_LAUNCHES launches per arm) to every planned launch, or to ``max_minutes`` plus the round
+    running then (specbench.adaptive starts no round after it, and lets a started one finish)."""
+
+    def rounds(n: int) -> float | None:
+        part = [c for c in cells if c.repeat < n]
+        tokens, prompt = _work(part)
+        return estimate(matrix, len(part), tokens, out, probe, prompt).seconds
+
+    tokens, prompt = _work(cells)
+    full = estimate(matrix, len(cells), tokens, out, probe, prompt)
+    if not matrix.adaptive or full.seconds is None:
+        return full
+    high, cap = full.seconds, f"repeats: auto: {MIN_LAUNCHES} to {matrix.repeats} launches per arm"
+    if matrix.max_minutes is not None:
+        cap += f", capped by max_minutes {matrix.max_minutes:g} (no round starts after it)"
+        high = min(high, matrix.max_minutes * 60 + (rounds(1) or 0.0))
+    else:
+        cap += "; no max_minutes caps it"
+    return Estimate(high, full.basis, min(rounds(MIN_LAUNCHES) or high, high), cap)
+
+
+def _work(cells: list[RunSpec]) -> tuple[int, float]:
+    """(output tokens at most, prompt tokens) of ``cells``, warm-ups included."""
+    reqs = [r for c in cells for r in (*c.requests, *c.warmup)]
+    return sum(r.max_tokens for r in reqs), sum(prompt_tokens(r) for r in reqs)
+
+
+def estimate(
+    matrix: Matrix, launches: int, tokens: int, out: Path, probe: bool = True, prompt: float = 0.0
+) -> Estimate:
+    """Wall time for ``launches`` server starts prefilling ``prompt`` tokens and generating at
+    most ``tokens`` tokens."""
     previous = previous_rate(matrix.model, out)
     if previous is not None:
         seconds_per_token, run = previous
+        per_prompt = prefill_rate(run)
+        if per_prompt is not None:
+            decode, prefill = per_prompt
+            return Estimate(
+                tokens * decode + prompt * prefill,
+                f"from {run.name} on this machine: {decode * 1000:.0f} ms per generated token, "
+                f"launches included, and {prefill * 1000:.2f} ms per prompt token (prefill)",
+            )
         return Estimate(
             tokens * seconds_per_token,
             f"from {run.name} on this machine: {seconds_per_token * 1000:.0f} ms per generated token, "
-            "launches included",
+            "launches included (prefill too)",
         )
     model = Path(matrix.model)
     if matrix.engine == "llamacpp" and probe and model.is_file() and not _all_args(matrix) & GPU_FLAGS:
-        return _from_model_size(model, launches, tokens)
+        return _from_model_size(model, launches, tokens, prompt)
     return Estimate(
         None, "no finished run of this model on this machine yet; the next plan will use this one"
     )
@@ -166,20 +235,35 @@ def _all_args(matrix: Matrix) -> set[str]:
     return {a for arm in matrix.arms for a in matrix.arm_args(arm)}
 
 
-def _from_model_size(model: Path, launches: int, tokens: int) -> Estimate:
+def _from_model_size(model: Path, launches: int, tokens: int, prompt: float) -> Estimate:
     from specbench.theory.hardware import probe_cpu
 
     size = model.stat().st_size
     per_token_bytes, read = bytes_per_token(model)
-    copy = probe_cpu(PROBE_BYTES, reps=2).bandwidth
+    cpu = probe_cpu(PROBE_BYTES, reps=2)
+    copy, flops = cpu.bandwidth, cpu.peak_flops * PREFILL_EFFICIENCY
     bandwidth = copy * DECODE_EFFICIENCY
     per_token, per_launch = per_token_bytes / bandwidth, LAUNCH_S + size / DISK_BYTES_S
+    per_prompt = 2 * _params(model) / flops  # compute-bound: 2 FLOPs per weight per prompt token
     return Estimate(
-        launches * per_launch + tokens * per_token,
+        launches * per_launch + tokens * per_token + prompt * per_prompt,
         f"CPU decode of a {size / 1e6:.0f} MB model, {read}, at {bandwidth / 1e9:.1f} GB/s "
         f"({DECODE_EFFICIENCY * 100:.0f} % of the {copy / 1e9:.1f} GB/s copy bandwidth measured just now), "
-        "at baseline speed, prefill not counted: a rough guide",
+        f"at baseline speed; prefill of ~{prompt:.0f} prompt tokens at {flops / 1e9:.0f} GFLOP/s "
+        f"({PREFILL_EFFICIENCY * 100:.0f} % of the float32 matmul rate measured just now): a rough guide",
     )
+
+
+def _params(model: Path) -> float:
+    """Weights one prompt token multiplies: the GGUF's active parameters, else its bytes / 2."""
+    from specbench.errors import ConfigError
+    from specbench.theory.arch import active_params
+    from specbench.theory.gguf_header import architecture_from_gguf
+
+    try:
+        return float(active_params(architecture_from_gguf(model)))
+    except (ConfigError, OSError, ValueError):  # not a GGUF we can read: as if 16-bit weights
+        return model.stat().st_size / 2
 
 
 def bytes_per_token(model: Path) -> tuple[float, str]:
@@ -203,54 +287,10 @@ def bytes_per_token(model: Path) -> tuple[float, str]:
     )
 
 
-def previous_rate(model: str, out: Path) -> tuple[float, Path] | None:
-    """Seconds per generated token (launches included) of the newest finished, never resumed
-    run of ``model`` on this host among ``out`` and its siblings; None if there is none."""
-    host = platform.node()
-    found: list[tuple[str, float, Path]] = []
-    for folder in {out, *(out.parent.iterdir() if out.parent.is_dir() else ())}:
-        info = _rate(folder, model, host)
-        if info is not None:
-            found.append((*info, folder))
-    if not found:
-        return None
-    _, rate, run = max(found)
-    return rate, run
-
-
-def _rate(folder: Path, model: str, host: str) -> tuple[str, float] | None:
-    try:
-        manifest = json.loads((folder / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return None
-    same = manifest.get("host") == host and (manifest.get("matrix") or {}).get("model") == model
-    started, finished = manifest.get("started_at"), manifest.get("finished_at")
-    if not same or not started or not finished or manifest.get("resumed_at"):
-        return None
-    wall = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
-    tokens = sum(_tokens(line) for line in _lines(folder / "records.jsonl"))
-    return (finished, wall / tokens) if tokens > 0 and wall > 0 else None
-
-
-def _lines(path: Path) -> list[str]:
-    try:
-        return path.read_text().splitlines()
-    except OSError:
-        return []
-
-
-def _tokens(line: str) -> float:
-    try:
-        value = output_tokens(json.loads(line))
-    except ValueError:
-        return 0.0
-    return value if value == value else 0.0  # NaN: a failed request generated nothing we know of
-
-
 def write_plan(plan: Plan, run_dir: Path) -> Path:
     """``run_dir/plan.json``: the plan beside the measurements (rewritten on --resume)."""
     path = run_dir / "plan.json"
-    path.write_text(json.dumps(plan.to_dict(), indent=1) + "\n")
+    write_atomic(path, json.dumps(plan.to_dict(), indent=1) + "\n")  # a full disk is exit 5
     return path
 
 

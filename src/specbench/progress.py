@@ -1,8 +1,15 @@
 """Progress for long work: the current cell, requests done/total, rate and ETA — as a live
-rich bar on a terminal, as plain lines at an interval in logs and pipes."""
+rich bar on a terminal, as plain lines at an interval in logs and pipes.
+
+Text that comes from data (prompt ids, model output, an engine's log, arm names, error messages
+quoting any of these) goes through :func:`printable` before it is printed: an ANSI escape in a
+prompt id or a log line would otherwise reach the terminal raw (recolour it, retitle the window,
+hide lines), and a "[/x]" in it would be read as rich markup (a MarkupError ended a run).
+"""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +17,7 @@ from types import TracebackType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,6 +30,19 @@ from rich.progress import (
 from specbench.engines.install import BuildOptions, install_llamacpp
 
 console = Console(stderr=True)
+
+# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what
+# a terminal shows ("Trojan Source", CVE-2021-42574).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object, markup: bool = True) -> str:
+    """``value`` as text safe to print: control characters shown as ``\\x1b``-style escapes;
+    with ``markup`` (text placed inside a rich markup string) also "[" escaped for rich."""
+    text = _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", str(value)
+    )
+    return escape(text) if markup else text
 
 
 def make_progress() -> Progress:
@@ -99,8 +120,8 @@ class RunProgress:
     def __call__(self, event: str, info: dict[str, Any]) -> None:
         if event == "cell":
             node = f" @ {info['node']}" if info.get("node") else ""
-            where = f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}"
-            self.progress.update(self.task, description=where)
+            where = printable(f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}", markup=False)
+            self.progress.update(self.task, description=escape(where))  # the bar reads markup
             if not console.is_terminal:  # logs and pipes get no live bar: plain lines instead
                 line = f"{where}: {info['requests']} requests; run {self.ticker.text()}"
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -113,15 +134,26 @@ class RunProgress:
             done = (
                 "decided" if info["why"] in ("faster", "slower", "equivalent") else f"stopped ({info['why']})"
             )
-            console.print(f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}")
+            line = f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}"
+            console.print(printable(line, markup=False), markup=False)
         elif event in ("retry", "confound"):
-            console.print(f"[yellow]{event}: {info}", highlight=False)
+            console.print(f"[yellow]{event}: {printable(info)}", highlight=False)
         elif event == "restart":
-            console.print(f"[yellow]{info['arm']}: engine exited (code {info['exit_code']}); restarting once")
+            console.print(f"[yellow]{printable(restart_text(info))}")
         elif event == "failed":
-            console.print(f"[red]arm {info['arm']} failed: {info['reason']}")
+            console.print(f"[red]arm {printable(info['arm'])} failed: {printable(info['reason'])}")
             if info.get("log_tail"):
-                console.print(info["log_tail"], markup=False, highlight=False)
+                console.print(printable(info["log_tail"], markup=False), markup=False, highlight=False)
+
+
+def restart_text(info: dict[str, Any]) -> str:
+    """Why a cell's engine is launched again: it exited by itself, or it stopped answering and
+    specbench stopped it (its exit code, -9 or -15, is then specbench's signal, not a crash)."""
+    code = info.get("exit_code")
+    if info.get("hung"):
+        why = f"engine stopped answering ({info['hung']}); specbench stopped it (exit code {code})"
+        return f"{info['arm']}: {why}; restarting once"
+    return f"{info['arm']}: engine exited (code {code}); restarting once"
 
 
 def build_llama_server(options: BuildOptions, jobs: int | None = None) -> Path:

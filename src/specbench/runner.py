@@ -1,14 +1,16 @@
 """Schedule cells, serve each arm, drive its requests and keep every record.
 
-Cells run in the order :func:`specbench.config.plan_cells` gives (arms interleaved ABBA across
-repeats). Each cell launches the arm's server (:mod:`specbench.launch`) and drives its warm-ups
-and requests (:mod:`specbench.drive`). Records are appended as they complete, so Ctrl-C or a
-crash loses nothing measured and ``--resume`` redoes only what is missing. A server that crashes
-mid-cell is restarted once; then the arm is failed.
+Cells run round by round (one launch of every arm per repeat), the arms of each round in a seeded,
+counterbalanced order (:mod:`specbench.runorder`, stored in the manifest's ``order``): forward then
+reversed in every pair of rounds, as ABBA, but with no arm — the baseline least of all — keeping a
+position or a neighbour of its own. Each cell launches the arm's server (:mod:`specbench.launch`)
+and drives its warm-ups and requests (:mod:`specbench.drive`). Records are appended as they
+complete, so Ctrl-C or a crash loses nothing measured and ``--resume`` redoes only what is
+missing. A server that crashes mid-cell is restarted once; then the arm is failed.
 
 *Where* cells run is an executor's business (:mod:`specbench.executors`): the default
-:class:`~specbench.executors.local.LocalExecutor` runs them here, one after another, exactly as
-listed; the Ray executor runs each cell as a task on a cluster node and streams its records back.
+:class:`~specbench.executors.local.LocalExecutor` runs them here, one after another, in that
+order; the Ray executor runs each cell as a task on a cluster node and streams its records back.
 Either way the records, cells and manifest land in this run directory with the same schema.
 An executor gets the cells and this runner as a :class:`~specbench.cellwork.CellJob`; serving a
 cell writes to a :class:`~specbench.cellwork.RecordSink` (the run directory here, a relay on a
@@ -28,6 +30,7 @@ from specbench.engines.base import Engine
 from specbench.engines.process import log_tail
 from specbench.errors import EngineStartError
 from specbench.launch import Launcher
+from specbench.runorder import RULE, counterbalance
 from specbench.store import RunStore, now_iso
 from specbench.theory.machine import record_machine_probe
 
@@ -70,11 +73,20 @@ class Runner:
             self._seq = len(self.store.records())
             self._fitted = self.store.fitted_prompts()
             executor = self.executor or LocalExecutor()
+            # An attached run measures the arm it is told to; the tune's race orders its own rounds.
+            if self.attach_url is None and not getattr(executor, "own_order", False):
+                self._order_cells()
             self._record_theory_inputs(isinstance(executor, LocalExecutor))
             executor.run_cells(self.cells, self)
             self.store.update_manifest(finished_at=now_iso())
         finally:
             self.store.close()  # fsync the journals, release the directory lock
+
+    def _order_cells(self) -> None:
+        """Each round's arms in their counterbalanced order, kept in the manifest (the same for a
+        seed and a set of arms, so ``--resume`` continues in the order the run began with)."""
+        self.cells, rounds = counterbalance(self.cells, self.matrix.seed)
+        self.store.update_manifest(order={"rule": RULE, "seed": self.matrix.seed, "rounds": rounds})
 
     def _record_theory_inputs(self, local: bool) -> None:
         """Probe this machine for the theory before any engine starts (stored, read back by reports).
@@ -120,7 +132,9 @@ class Runner:
             todo = self.todo(cell, self.sink.completed())
             if not todo or not crashed:
                 return  # failed requests on a live server are data, not a reason to restart
-            self.observe("restart", {"arm": cell.arm, "repeat": cell.repeat, "exit_code": code})
+            self.observe(  # hung: specbench stopped it, so its exit code is specbench's signal
+                "restart", {"arm": cell.arm, "repeat": cell.repeat, "exit_code": code, "hung": server.hung}
+            )
         why = "stopped answering" if server.hung else "crashed"
         self._fail_arm(
             cell, f"engine {why} twice in repeat {cell.repeat}", log_tail(self.sink.log_path(cell.arm))

@@ -11,7 +11,9 @@ Layout::
     .lock            held (flock) by the one process writing the directory; holds its pid
 
 The JSONL files are journals (:mod:`specbench.journal`): a torn last line is cut on resume and
-reported, a full disk stops the run with every whole record kept.
+reported, a full disk stops the run with every whole record kept. Every file is written through
+:mod:`specbench.safeio` (whole or not at all; a full or read-only disk is exit 5) and
+:meth:`Redactor.scrub` (no secret reaches the disk).
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ from specbench.errors import StoreError
 from specbench.journal import Journal, repair
 from specbench.paths import cache_dir
 from specbench.redact import Redactor
+from specbench.safeio import append_file, guarded, write_atomic
 from specbench.schema import SCHEMA_VERSION, CellInfo, Manifest, RequestRecord, record_line, stamped
+from specbench.settled import settled
 
 RecordKey = tuple[str, str, int]  # (arm, prompt_id, repeat)
 
@@ -47,14 +51,7 @@ def now_iso() -> str:
 
 def _write_json(path: Path, obj: Any, scrub: Callable[[str], str] = str) -> None:
     """Atomic: a crash never leaves a half-written manifest. ``scrub`` removes secrets."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    try:
-        tmp.write_text(scrub(json.dumps(obj, indent=1, default=str)))
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise StoreError(f"{path}: cannot write: {exc.strerror or exc}; continue with --resume") from exc
+    write_atomic(path, scrub(json.dumps(obj, indent=1, default=str)))
 
 
 def _read_json(path: Path) -> Any:
@@ -104,7 +101,8 @@ class RunStore:
             self.update_manifest(resumed_at=now_iso(), finished_at=None, **fixed)
             return
         for sub in ("metrics", "logs"):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+            with guarded(self.root / sub):
+                (self.root / sub).mkdir(parents=True, exist_ok=True)
         base: Manifest = {
             "schema_version": SCHEMA_VERSION,
             "specbench_version": __version__,
@@ -120,7 +118,8 @@ class RunStore:
         the kernel, so a killed run never leaves a stale lock behind)."""
         if self._lock_fd is not None:
             return
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        with guarded(self.lock_path):  # a read-only disk: exit 5, not a traceback
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -130,9 +129,10 @@ class RunStore:
                 f"{self.root} is being written by another specbench (pid {owner}, lock {self.lock_path}); "
                 "wait for it or stop it first"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+        with guarded(self.lock_path):  # the pid is a courtesy for the next writer's message
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
 
     def close(self) -> None:
         """fsync and close the journals, release the lock."""
@@ -219,17 +219,14 @@ class RunStore:
 
     def append_records(self, records: list[RequestRecord]) -> None:
         """Several records with one fsync (an import, a merge): the lines :meth:`append_record`
-        writes. Not scrubbed, as before: the scrub's URL regex is quadratic in a long unbroken
-        word (12 ms for a 14 KB line holding a 4000-char one) and holds the GIL meanwhile."""
+        writes."""
         self.append_lines([record_line(r) for r in records])
 
     def append_lines(self, lines: list[str]) -> None:
         """Records already serialized by :func:`schema.record_line` (a :class:`RecordWriter`
-        thread serializes them one at a time), with one fsync."""
-        with self.records_path.open("a") as fh:
-            fh.write("".join(lines))
-            fh.flush()
-            os.fsync(fh.fileno())
+        thread serializes them one at a time), scrubbed, in one write and one fsync: all of them
+        or, on a full disk, none (the file is cut back; DiskFullError, exit 5)."""
+        append_file(self.records_path, self.redactor.scrub("".join(lines)).encode())
 
     def append_cell(self, cell: CellInfo) -> None:
         self.append(self.cells_path, stamped(cell))
@@ -249,12 +246,10 @@ class RunStore:
         return rows
 
     def completed(self) -> set[RecordKey]:
-        """Keys with a successful measured record: what --resume skips."""
-        return {
-            (r["arm"], r["prompt_id"], r["repeat"])
-            for r in self.records()
-            if not r.get("warmup") and r.get("error") is None
-        }
+        """Keys with a settled measured record (a success, or a request refused as malformed:
+        specbench.settled): what --resume skips."""
+        done = [r for r in self.records() if not r.get("warmup") and settled(r)]
+        return {(r["arm"], r["prompt_id"], r["repeat"]) for r in done}
 
     # -- files ------------------------------------------------------------------------------
     def log_path(self, arm: str) -> Path:
@@ -262,8 +257,23 @@ class RunStore:
 
     def save_scrape(self, arm: str, repeat: int, when: str, text: str) -> str:
         name = f"metrics/{arm}-r{repeat}-{when}.prom"
-        (self.root / name).write_text(self.redactor.scrub(text))
+        self.write_text(name, text)
         return name
+
+    def write_text(self, name: str, text: str) -> None:
+        """``name`` (relative to the run directory; its folder is made) replaced by ``text``,
+        scrubbed, atomically: the matrix copy, scrapes, files relayed from other machines."""
+        path = self.root / name
+        with guarded(path.parent):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, self.redactor.scrub(text))
+
+    def append_log(self, arm: str, text: str) -> None:
+        """Append ``text`` (scrubbed) to the arm's engine log: a log relayed from another machine."""
+        path = self.log_path(arm)
+        with guarded(path.parent):
+            path.parent.mkdir(parents=True, exist_ok=True)
+        append_file(path, self.redactor.scrub(text).encode("utf-8", errors="surrogateescape"), sync=False)
 
     def fitted_prompts(self) -> dict[str, Any]:
         path = self.root / "fitted_prompts.json"

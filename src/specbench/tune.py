@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from copy import deepcopy
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
@@ -165,6 +166,36 @@ def _admit(state: RaceState, afford: Callable[[int], bool], say: Callable[[str],
         if state.rounds:
             _event(state, "admit", candidate=e.name)
             say(f"admit {e.name} at round {state.rounds}")
+    waiting = [e.name for e in state.entries if e.status == "waiting"]
+    if waiting and not state.rounds:  # said before the first launch: the user sees what is left out
+        say(
+            f"the budget admits {len(state.entries) - len(waiting)} of {len(state.entries)} candidates; "
+            f"waiting (measured only if drops free launches): {', '.join(waiting)}"
+        )
+
+
+class _Unspent:
+    """A measure before anything ran: what a dry run asks of the admission rule."""
+
+    def run_round(self, round_no: int, arms: list[str]) -> None:
+        raise AssertionError("a plan launches nothing")
+
+    def compare(self, arm: str, other: str, confidence: float) -> Comparison | None:
+        return None
+
+    def spent(self) -> tuple[int, int]:
+        return 0, 0
+
+    def failed(self, arm: str) -> str | None:
+        return None
+
+
+def admitted_at_start(spec: TuneSpec, state: RaceState, prompts: int) -> list[str]:
+    """The candidates the race's first round admits (``prompts``: requests per launch, warm-ups
+    included), by the same rule as :func:`race`: a dry run shows what the budget pays for."""
+    trial = RaceState.from_dict(deepcopy(state.to_dict()))
+    _admit(trial, _afford(spec, trial, _Unspent(), prompts), lambda s: None)
+    return [e.name for e in trial.racing()]
 
 
 def _stop_reason(spec: TuneSpec, state: RaceState) -> str | None:
@@ -272,27 +303,52 @@ def _event(state: RaceState, kind: str, **info: Any) -> None:
 
 @dataclass(frozen=True)
 class Answer:
-    """What a user can paste: the best setting, whether it beats the baseline, and the runner-up."""
+    """What a user can paste: the arm to serve, the best candidate and whether it beats the
+    baseline, and the runner-up. Only a candidate shown faster than the baseline is served: when
+    none is, the answer is the baseline (speculation off) and the best candidate's interval is
+    information, not a recommendation."""
 
     best: Entry | None
     beats_baseline: str  # yes | no | undetermined
     runner_up: Entry | None
     text: str
+    serve: str = ""  # the arm to serve: the best candidate when beats_baseline is yes, else the baseline
+
+    @property
+    def serves_baseline(self) -> bool:
+        return self.beats_baseline != "yes"
+
+
+KEEP_OFF = "keep speculation off (serve the baseline)"
 
 
 def answer(state: RaceState) -> Answer:
     best = leader(state)
     if best is None or best.measured is None:
-        return Answer(None, "undetermined", None, "no candidate was measured")
+        return Answer(None, "undetermined", None, f"no candidate was measured: {KEEP_OFF}", state.baseline)
     m = best.measured
-    beats = {"faster": "yes", "slower": "no", "equivalent": "no"}.get(str(m["verdict"]), "undetermined")
+    verdict = str(m["verdict"])
+    beats = {"faster": "yes", "slower": "no", "equivalent": "no"}.get(verdict, "undetermined")
     others = [e for e in state.entries if e is not best and e.measured]
     runner = max(others, key=lambda e: float(e.measured["ratio"]) if e.measured else 0.0, default=None)
     interval = f"×{m['ratio']:.3f} ({m['confidence'] * 100:.1f} % CI {m['ci_low']:.3f}–{m['ci_high']:.3f})"
     if beats == "yes":
-        text = f"best {best.name}: {interval} over the baseline"
-    elif beats == "no":
-        text = f"no setting wins: the best, {best.name}, is {m['verdict']} vs the baseline, {interval}"
+        return Answer(best, beats, runner, f"best {best.name}: {interval} over the baseline", best.name)
+    if beats == "no":
+        how = "slower than" if verdict == "slower" else "equivalent to"
+        text = (
+            f"no setting wins: {KEEP_OFF}; the best candidate, {best.name}, is {how} the baseline: {interval}"
+        )
     else:
-        text = f"best {best.name}: {interval}, not yet shown faster than the baseline"
-    return Answer(best, beats, runner, text)
+        text = (
+            f"no setting is shown faster: {KEEP_OFF}; the best candidate, {best.name}, {interval}, "
+            "is undetermined vs the baseline"
+        )
+    return Answer(best, beats, runner, text, state.baseline)
+
+
+def unmeasured(state: RaceState) -> list[Entry]:
+    """Candidates the race never measured against the baseline: never admitted (status
+    ``waiting``: the budget could not pay for a verdict on them as well), or admitted and never
+    measured (an engine that failed at once: dropped, with its reason)."""
+    return [e for e in state.entries if e.measured is None]

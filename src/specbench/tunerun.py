@@ -13,7 +13,7 @@ import json
 import os
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -21,6 +21,7 @@ import yaml
 
 from specbench import api
 from specbench.analysis import stats
+from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.analysis.metrics import frame
 from specbench.config import Matrix, RunSpec, WorkloadSpec, check_arm_name, load_matrix
 from specbench.engines.tuning import candidate_args
@@ -28,9 +29,10 @@ from specbench.errors import ConfigError, StoreError
 from specbench.executors.local import LocalExecutor
 from specbench.matrix_files import resolve_matrix_files
 from specbench.redact import mask_args
+from specbench.safeio import write_atomic
 from specbench.store import RunStore, now_iso
 from specbench.theory.formulas import leviathan_speedup
-from specbench.tune import Answer, RaceState, answer, initial_state, race
+from specbench.tune import Answer, RaceState, answer, initial_state, race, unmeasured
 from specbench.tunespec import Candidate, TuneSpec
 
 if TYPE_CHECKING:
@@ -46,7 +48,8 @@ class WorkloadResult:
     run_dir: Path
     state: RaceState
     answer: Answer
-    command: list[str]  # the engine command line that serves the best candidate
+    command: list[str]  # the engine command line to serve: the winner's, or the baseline's when none wins
+    best_command: list[str] = field(default_factory=list)  # the best candidate's, winner or not
 
 
 class _Measure:
@@ -84,6 +87,8 @@ class _Measure:
 class _TuneExecutor(LocalExecutor):
     """Runs the race instead of the planned cells (a LocalExecutor, so the machine is probed)."""
 
+    own_order = True  # the race orders its own launches: the runner's counterbalanced order is not used
+
     def __init__(
         self, spec: TuneSpec, state: RaceState, save: Callable[[RaceState], None], say: Callable[[str], None]
     ) -> None:
@@ -111,7 +116,7 @@ def _sync_arms(runner: Runner, spec: TuneSpec, state: RaceState) -> None:
         return
     runner.matrix = runner.matrix.model_copy(update={"arms": arms})
     runner.store.update_manifest(matrix=runner.matrix.model_dump(mode="json"))
-    (runner.store.root / "matrix.yaml").write_text(_yaml(runner.matrix))
+    runner.store.write_text("matrix.yaml", _yaml(runner.matrix))  # scrubbed; a full disk is exit 5
 
 
 def _align_arms(run_dir: Path, state: RaceState) -> None:
@@ -286,17 +291,18 @@ def _tune_workload(
     state = executor.state
     save(state)
     ans = answer(state)
-    command = _command(runner, ans)
-    log["workloads"][name]["command"] = command
-    return WorkloadResult(name, run_dir, state, ans, command)
+    best = _command(runner, ans.best.values) if ans.best else []
+    command = best if not ans.serves_baseline else _command(runner, None)
+    log["workloads"][name].update(command=command, best_command=best)
+    _write(out / "tune.json", log)
+    return WorkloadResult(name, run_dir, state, ans, command, best)
 
 
-def _command(runner: Runner, ans: Answer) -> list[str]:
-    if ans.best is None:
-        return []
+def _command(runner: Runner, values: Candidate | None) -> list[str]:
+    """The engine command serving a candidate (None: the baseline, speculation off)."""
     m = runner.matrix
-    args = [*m.common_args, *candidate_args(m.engine, ans.best.values)]
-    return mask_args(runner.engine.command(m.model, args, m.host, SERVE_PORT))
+    own = candidate_args(m.engine, values) if values is not None else m.arms[m.baseline]
+    return mask_args(runner.engine.command(m.model, [*m.common_args, *own], m.host, SERVE_PORT))
 
 
 def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]:
@@ -308,6 +314,8 @@ def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]
             "text": ans.text,
             "best": ans.best.name if ans.best else None,
             "beats_baseline": ans.beats_baseline,
+            "serve": ans.serve,
+            "not_measured": [e.name for e in unmeasured(s)],
             "runner_up": ans.runner_up.name if ans.runner_up else None,
             "runner_up_why": ans.runner_up.reason if ans.runner_up else None,
         },
@@ -329,20 +337,38 @@ def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]
 
 
 def _write(path: Path, obj: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(obj, indent=1, default=str))  # a full disk is exit 5
 
 
 def answer_lines(r: WorkloadResult) -> list[str]:
-    """The per-workload answer the CLI prints."""
+    """The per-workload answer the CLI prints: a ``serve it:`` line only for a candidate shown
+    faster than the baseline; otherwise the baseline's command, speculation off."""
     lines = [f"{r.workload}: {r.answer.text}"]
     ru = r.answer.runner_up
     if ru is not None and ru.measured:
         why = ru.reason or "still racing when the tune stopped (not separated from the best)"
         lines.append(f"  runner-up {ru.name}: ×{ru.measured['ratio']:.3f}; {why}")
     lines.append(f"  rounds {r.state.rounds}, stopped: {r.state.stop_reason}")
-    if r.command:
+    lines += unmeasured_lines(r.state)
+    if r.command and not r.answer.serves_baseline:
         lines.append(f"  serve it: {shlex.join(r.command)}")
+    elif r.command:
+        lines.append(f"  serve the baseline (speculation off): {shlex.join(r.command)}")
     lines.append(f"  run directory: {r.run_dir}")
     return lines
+
+
+def unmeasured_lines(state: RaceState) -> list[str]:
+    """Which candidates were never measured, and why (the budget, or an engine that failed)."""
+    missing = unmeasured(state)
+    waiting = [e.name for e in missing if e.status == "waiting"]
+    out = []
+    if waiting:
+        admitted = len(state.entries) - len(waiting)
+        out.append(
+            f"  not measured: {', '.join(waiting)}: the budget admitted {admitted} of "
+            f"{len(state.entries)} candidates (it pays for a verdict, {MIN_LAUNCHES} rounds with the "
+            "baseline, on every candidate it admits)"
+        )
+    failed = [e for e in missing if e.status != "waiting"]
+    return out + [f"  not measured: {e.name}: {e.reason or 'no round ran'}" for e in failed]

@@ -14,6 +14,7 @@ import yaml
 from specbench import api
 from specbench.engines.process import error_line
 from specbench.launch import START_ATTEMPTS
+from specbench.progress import restart_text
 from specbench.store import RunStore
 from tests.conftest import Pair
 from tests.faults.engine_util import engines_tagged, kill_all, specbench, tag, tagged_matrix
@@ -115,8 +116,11 @@ def test_a_hung_engine_fails_the_cell_fast_and_the_restart_finishes_it(
     )
     runner = api.prepare_run(matrix, tmp_path / "run")
     stopped: list[int] = []
+    restarts: list[str] = []
 
     def stop_after_first(event: str, info: dict[str, Any]) -> None:
+        if event == "restart":
+            restarts.append(restart_text(info))  # what the console says
         if event == "request" and not info["warmup"] and not stopped:
             victim = engines_tagged(name)[0]
             stopped.append(victim.pid)
@@ -137,3 +141,6 @@ def test_a_hung_engine_fails_the_cell_fast_and_the_restart_finishes_it(
     first, second = store.cells()
     assert first["hung"].startswith("no /health answer") and "forward_probe" not in first
     assert second["attempt"] == 1 and "hung" not in second
+    # specbench stopped it (SIGTERM cannot end a stopped process: SIGKILL, -9): not "engine exited"
+    assert len(restarts) == 1 and "engine stopped answering (no /health answer" in restarts[0]
+    assert "specbench stopped it (exit code -9)" in restarts[0]

@@ -7,17 +7,26 @@ The engine binary is /bin/false: should a mutation be accepted by mistake, nothi
 
 from __future__ import annotations
 
+import fcntl
+import importlib
 import json
 import math
-from collections.abc import Callable
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from specbench.cli import app
+from tests.fakes.common import not_found, serve, sse
 
 DOCUMENTED = {1, 2, 3, 4, 5}
 BASE: dict[str, Any] = {
@@ -114,9 +123,12 @@ def _invoke(args: list[str]) -> tuple[int, str]:
 
 
 def _assert_one_line(code: int, err: str, allowed: set[int] = DOCUMENTED) -> None:
+    """One ``error:`` line; a YAML syntax error may follow it with its line and caret, indented."""
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code in allowed, f"exit {code}: {err}"
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert lines and lines[0].startswith("error: "), err
+    assert all(ln.startswith("  ") for ln in lines[1:]) and len(lines) <= 3, err
+    assert len(lines) == 1 or "not valid YAML" in lines[0], err
     assert "internal error" not in lines[0] and "Traceback" not in err, err
 
 
@@ -267,3 +279,390 @@ def test_a_damaged_run_directory_is_one_line_or_a_report(tmp_path: Path, name: s
     code, err = _invoke([command, str(run_dir)])
     if code != 0:  # tolerating damage (a torn line, no cells) is fine; crashing is not
         _assert_one_line(code, err)
+
+
+# --- The edge campaign (issue 29) -------------------------------------------------------------
+# Inputs that once ended in `internal error` (exit 1), hung, or were silently accepted. Each runs
+# the console entry point in a subprocess, as a user would: any exit code other than the
+# documented one, a traceback, an `internal error`, a run past BOUND_S (a hang) or a secret of the
+# matrix in any output or file fails the case.
+
+SECRET = "sk-fuzz-7f3a9c1e5b2d"
+ENV_SECRET = "tok-fuzz-2d8e6b0a4c9f"
+EDGE_BASE: dict[str, Any] = {
+    **BASE,
+    "common_args": ["-c", "512", "--api-key", SECRET],
+    "env": {"HF_TOKEN": ENV_SECRET},
+}
+BOUND_S = 60  # far above any case's own time on a busy machine; a FIFO or /dev/zero never ends
+
+
+def _edge_matrix(folder: Path, workload: dict[str, Any] | None = None, **top: Any) -> str:
+    matrix = {**json.loads(json.dumps(EDGE_BASE)), **top}
+    matrix["workload"] = {**matrix["workload"], **(workload or {})}
+    return str(_write(folder, matrix))
+
+
+def _edge_text(folder: Path, text: str) -> str:
+    return str(_write(folder, text))
+
+
+def _a_run(folder: Path) -> Path:
+    """A run directory as a run leaves it (what the checks before a resume read of it)."""
+    run_dir = folder / "run"
+    run_dir.mkdir()
+    (run_dir / "manifest.json").write_text(json.dumps({"schema_version": 1, "matrix": BASE, "arms": {}}))
+    (run_dir / "records.jsonl").write_text("")
+    return run_dir
+
+
+def _records_a_folder(folder: Path) -> Path:
+    run_dir = _a_run(folder)
+    (run_dir / "records.jsonl").unlink()
+    (run_dir / "records.jsonl").mkdir()
+    return run_dir
+
+
+HELD: list[int] = []  # lock files this process holds for a case (closed after it)
+
+
+def _locked_run(folder: Path) -> Path:
+    """A run directory whose lock another specbench holds (here: this test process)."""
+    run_dir = _a_run(folder)
+    fd = os.open(run_dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.write(fd, b"4242\n")
+    HELD.append(fd)
+    return run_dir
+
+
+def _fifo(folder: Path) -> str:
+    path = folder / "prompts.jsonl"
+    os.mkfifo(path)
+    return str(path)
+
+
+def _a_file(folder: Path) -> str:
+    path = folder / "afile"
+    path.write_text("x")
+    return str(path)
+
+
+DUPLICATE_REPEATS = yaml.safe_dump(EDGE_BASE) + "repeats: 5\n"
+DUPLICATE_ARM = (
+    "model: model.gguf\nengine_binary: /bin/false\narms:\n  baseline: []\n  draft: []\n  baseline: [-x]\n"
+)
+NOT_YAML = "model: model.gguf\narms:\n  baseline: [-c, 512\n  draft: []\n"
+OUT = "{out}"  # replaced by the case's run directory
+
+# name -> (setup: folder -> argv after `specbench`, documented exit code, a piece of the error line)
+EDGES: dict[str, tuple[Callable[[Path], list[str]], int, str]] = {
+    "arm-name-300": (
+        lambda t: ["run", _edge_matrix(t, arms={"a" * 300: []}, baseline="a" * 300), "--dry-run"],
+        2,
+        "at most 64 characters",
+    ),
+    "model-path-5000": (lambda t: ["run", _edge_matrix(t, model="/" + "m" * 5000), "--dry-run"], 2, "model"),
+    "out-5000": (lambda t: ["run", _edge_matrix(t), "--dry-run", "--out", "o" * 5000], 2, "--out"),
+    "out-part-300": (lambda t: ["run", _edge_matrix(t), "--out", str(t / ("o" * 300))], 2, "--out"),
+    "nul-in-arm-args": (
+        lambda t: ["run", _edge_matrix(t, arms={"baseline": [], "draft": ["--spec", "x\0y"]}), "--dry-run"],
+        2,
+        "NUL",
+    ),
+    "nul-in-env-value": (
+        lambda t: ["run", _edge_matrix(t, env={"HF_TOKEN": ENV_SECRET, "X": "a\0b"}), "--dry-run"],
+        2,
+        "NUL",
+    ),
+    "nul-in-secret": (
+        lambda t: ["run", _edge_matrix(t, common_args=["--api-key", SECRET[:6] + "\0" + SECRET[6:]])],
+        2,
+        "NUL",
+    ),
+    "env-name-with-equals": (lambda t: ["run", _edge_matrix(t, env={"A=B": "x"}), "--dry-run"], 2, "'A=B'"),
+    "env-name-empty": (lambda t: ["run", _edge_matrix(t, env={"": "x"}), "--dry-run"], 2, "env"),
+    "attach-port-99999": (
+        lambda t: ["run", _edge_matrix(t, engine="openai"), "--attach", "http://127.0.0.1:99999"],
+        2,
+        "--attach",
+    ),
+    "attach-password-bad-port": (
+        lambda t: ["run", _edge_matrix(t, engine="openai"), "--attach", f"http://u:{SECRET}@127.0.0.1:99999"],
+        2,
+        "--attach http://u:***@",
+    ),
+    "attach-password-nothing-answers": (
+        lambda t: ["run", _edge_matrix(t, engine="openai"), "--attach", f"http://u:{SECRET}@127.0.0.1:9"],
+        4,
+        "nothing answers",
+    ),
+    "attach-not-a-url": (
+        lambda t: ["run", _edge_matrix(t, engine="openai"), "--attach", "localhost"],
+        2,
+        "--attach",
+    ),
+    "resume-records-a-folder": (
+        lambda t: ["run", _edge_matrix(t), "--out", str(_records_a_folder(t)), "--resume"],
+        5,
+        "records.jsonl",
+    ),
+    "resume-records-a-folder-dry": (
+        lambda t: ["run", _edge_matrix(t), "--out", str(_records_a_folder(t)), "--resume", "--dry-run"],
+        5,
+        "records.jsonl",
+    ),
+    "resume-empty-dir": (
+        lambda t: ["run", _edge_matrix(t), "--out", str(t), "--resume"],
+        5,
+        "holds no run",
+    ),
+    "resume-empty-dir-dry": (
+        lambda t: ["run", _edge_matrix(t), "--out", str(t), "--resume", "--dry-run"],
+        5,
+        "holds no run",
+    ),
+    "resume-missing-dir": (
+        lambda t: ["run", _edge_matrix(t), "--out", str(t / "nope"), "--resume"],
+        5,
+        "holds no run",
+    ),
+    "lab-make-out-a-file": (lambda t: ["lab", "make", "--out", _a_file(t)], 2, "not a folder"),
+    "lab-make-out-empty": (lambda t: ["lab", "make", "--out", ""], 2, "--out"),
+    "out-empty": (lambda t: ["run", _edge_matrix(t), "--out", ""], 2, "--out: empty"),
+    "out-empty-dry": (lambda t: ["run", _edge_matrix(t), "--out", "", "--dry-run"], 2, "--out: empty"),
+    "prompt-file-dev-zero": (
+        lambda t: ["run", _edge_matrix(t, {"prompt_file": "/dev/zero"}), "--dry-run"],
+        2,
+        "character device",
+    ),
+    "prompt-file-fifo": (
+        lambda t: ["run", _edge_matrix(t, {"prompt_file": _fifo(t)}), "--dry-run"],
+        2,
+        "FIFO",
+    ),
+    "prompt-file-fifo-run": (lambda t: ["run", _edge_matrix(t, {"prompt_file": _fifo(t)})], 2, "FIFO"),
+    "prompt-file-a-folder": (
+        lambda t: ["run", _edge_matrix(t, {"prompt_file": str(t)}), "--dry-run"],
+        2,
+        "folder",
+    ),
+    "model-dev-zero": (
+        lambda t: ["run", _edge_matrix(t, model="/dev/zero"), "--dry-run"],
+        2,
+        "character device",
+    ),
+    "matrix-a-fifo": (lambda t: ["run", _fifo(t), "--dry-run"], 2, "FIFO"),
+    "duplicate-repeats": (
+        lambda t: ["run", _edge_text(t, DUPLICATE_REPEATS), "--dry-run"],
+        2,
+        "repeats: given twice",
+    ),
+    "duplicate-arm": (
+        lambda t: ["run", _edge_text(t, DUPLICATE_ARM), "--dry-run"],
+        2,
+        "baseline: given twice (lines 4 and 6)",
+    ),
+    "yaml-caret": (lambda t: ["run", _edge_text(t, NOT_YAML), "--dry-run"], 2, "matrix.yaml:4:"),
+    "dry-run-resume-locked": (
+        lambda t: ["run", _edge_matrix(t), "--out", str(_locked_run(t)), "--resume", "--dry-run"],
+        5,
+        "being written by another specbench (pid 4242",
+    ),
+    "llama-server-path-5000": (
+        lambda t: ["run", _edge_matrix(t), "--dry-run", "--llama-server", "/" + "l" * 5000],
+        2,
+        "--llama-server",
+    ),
+    "summary-path-5000": (lambda t: ["summary", "/" + "r" * 5000], 2, "too long"),
+    "report-path-5000": (lambda t: ["report", "/" + "r" * 5000], 2, "too long"),
+    "matrix-path-5000": (lambda t: ["run", "/" + "m" * 5000, "--dry-run"], 2, "matrix file"),
+    "import-out-empty": (lambda t: ["import", str(_good_csv(t)), "--out", ""], 2, "--out: empty"),
+    "tune-out-empty": (lambda t: ["tune", _edge_matrix(t), "--out", ""], 2, "--out: empty"),
+    "demo-out-empty": (lambda t: ["demo", "--out", ""], 2, "--out: empty"),
+    "merge-out-empty": (lambda t: ["merge", str(t), str(t), "--out", ""], 2, "--out: empty"),
+    "arm-without-attach": (lambda t: ["run", _edge_matrix(t), "--arm", "x", "--dry-run"], 2, "--arm"),
+    "dry-run-remote-host": (lambda t: ["run", _edge_matrix(t, host="0.0.0.0"), "--dry-run"], 2, "host"),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _imported() -> None:
+    """What the commands import lazily, imported once here so that each forked case has it."""
+    for name in ("specbench.api", "specbench.analysis", "specbench.summary", "specbench.progress"):
+        importlib.import_module(name)
+
+
+def _specbench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``specbench ARGS`` as the console entry point runs it (its own process, exit code, stdout
+    and stderr), forked from this already-imported process: a fresh interpreter would spend
+    seconds importing on a busy machine, per case. A child still running after BOUND_S is a
+    hang: killed, and the case fails."""
+    out, err = cwd / ".stdout", cwd / ".stderr"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 70
+        try:
+            os.chdir(cwd)
+            os.environ["SPECBENCH_CACHE"] = str(cwd / ".cache")  # never the user's engine builds
+            os.environ.pop("SPECBENCH_DEBUG", None)
+            for fd, path in ((1, out), (2, err)):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), fd)
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the child's own stdout
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            app(args=args, prog_name="specbench")
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException as exc:
+            print(f"Traceback: {type(exc).__name__}: {exc}", file=sys.stderr)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    code = _wait(pid)
+    return subprocess.CompletedProcess(args, code, out.read_text(), err.read_text())
+
+
+def _wait(pid: int) -> int:
+    deadline = time.monotonic() + BOUND_S
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    raise AssertionError(f"no answer within {BOUND_S} s: a hang")
+
+
+def _assert_no_secret(done: subprocess.CompletedProcess[str], folder: Path) -> None:
+    for secret in (SECRET, ENV_SECRET):
+        assert secret not in done.stdout + done.stderr, "a secret reached the console"
+        for path in folder.rglob("*"):
+            if path.is_file() and not path.name.endswith(".yaml") and path.stat().st_size < 10_000_000:
+                assert secret.encode() not in path.read_bytes(), f"a secret reached {path}"
+
+
+@pytest.mark.parametrize("name", sorted(EDGES))
+def test_an_edge_input_gets_its_documented_code_at_once(tmp_path: Path, name: str) -> None:
+    setup, code, says = EDGES[name]
+    args = setup(tmp_path)
+    if "--out" not in args and args[0] == "run":
+        args += ["--out", str(tmp_path / "out")]
+    try:
+        done = _specbench(args, tmp_path)
+    finally:
+        while HELD:
+            os.close(HELD.pop())
+    _assert_one_line(done.returncode, done.stderr, {code})
+    assert says in done.stderr, done.stderr
+    _assert_no_secret(done, tmp_path)
+
+
+class StandIn:
+    """A FAKE OpenAI-compatible server (not an engine): /v1/models, /health, a chat stream, and
+    what a test sets: the /metrics body, or HTTP 400 for every chat request. Counts chats."""
+
+    def __init__(self) -> None:
+        self.metrics: str | None = None
+        self.refuse = False
+        self.chats = 0
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path == "/v1/models":
+            return httpx.Response(200, json={"data": [{"id": "stand-in"}]})
+        if path == "/health":
+            return httpx.Response(200, json={"status": "ok"})
+        if path == "/metrics":
+            return httpx.Response(200, text=self.metrics) if self.metrics is not None else not_found()
+        if path == "/v1/chat/completions":
+            self.chats += 1
+            if self.refuse:  # what a server says to a prompt longer than its context
+                return httpx.Response(400, json={"error": {"message": "the request exceeds the context"}})
+            delta = [{"choices": [{"index": 0, "delta": {"content": "ok "}}]}] * 2
+            end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
+            usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}
+            return sse([*delta, end, usage, "[DONE]"])
+        return not_found()
+
+
+@pytest.fixture
+def standin() -> Iterator[tuple[StandIn, str]]:
+    server = StandIn()
+    with serve(server) as url:
+        yield server, url
+
+
+def _attach_matrix(folder: Path) -> str:
+    return _edge_matrix(folder, engine="openai", workload={"prompts": 2, "max_tokens": 4}, env={})
+
+
+def test_an_attached_server_whose_metrics_are_not_prometheus_is_refused_at_once(
+    tmp_path: Path, standin: tuple[StandIn, str]
+) -> None:
+    server, url = standin
+    server.metrics = "{}"
+    done = _specbench(
+        ["run", _attach_matrix(tmp_path), "--attach", url, "--out", str(tmp_path / "o")], tmp_path
+    )
+    _assert_one_line(done.returncode, done.stderr, {4})
+    assert "/metrics" in done.stderr and server.chats == 0, done.stderr
+
+
+def test_a_request_refused_with_400_is_not_sent_again_on_resume(
+    tmp_path: Path, standin: tuple[StandIn, str]
+) -> None:
+    server, url = standin
+    server.refuse = True
+    matrix, out = _attach_matrix(tmp_path), tmp_path / "o"
+    first = _specbench(
+        ["run", matrix, "--attach", url, "--arm", "a", "--out", str(out), "--no-report"], tmp_path
+    )
+    assert first.returncode == 6, first.stderr  # none of the arm's requests succeeded
+    sent, records = server.chats, (out / "records.jsonl").read_text().splitlines()
+    assert sent == len(records) == 2, (sent, records)
+    again = _specbench(
+        ["run", matrix, "--attach", url, "--arm", "a", "--out", str(out), "--resume", "--no-report"], tmp_path
+    )
+    assert again.returncode == 6, again.stderr
+    assert server.chats == sent  # the same request would be refused again: one error, counted once
+    assert (out / "records.jsonl").read_text().splitlines() == records
+
+
+def test_an_out_on_a_read_only_file_system_is_exit_5_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No unprivileged test can mount a read-only file system: the kernel's two answers for one
+    # (access(2) refuses W_OK with EROFS, statvfs(2) reports ST_RDONLY) are stood in for.
+    from specbench import outdir
+    from specbench.errors import StoreError
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(outdir.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(outdir.os, "statvfs", lambda path: ReadOnly())
+    with pytest.raises(StoreError, match="read-only file system") as caught:
+        outdir.check_run_dir(tmp_path / "new" / "run", resume=False)
+    assert caught.value.exit_code == 5 and "--out" in str(caught.value)
+
+
+@pytest.mark.parametrize("dry", [False, True])
+def test_an_out_on_a_real_read_only_file_system_is_exit_5(tmp_path: Path, dry: bool) -> None:
+    """A tmpfs remounted read-only (where the test may mount one): the run and its dry run both
+    refuse ``--out`` there before anything starts, naming why."""
+    from tests.faults.test_journal import _tiny_disk
+
+    matrix = _edge_matrix(tmp_path)
+    with _tiny_disk(tmp_path, 64) as disk:
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        done = _specbench(
+            ["run", matrix, "--out", str(disk / "run"), *(["--dry-run"] if dry else [])], tmp_path
+        )
+    _assert_one_line(done.returncode, done.stderr, {5})
+    assert "read-only file system" in done.stderr and "--out" in done.stderr, done.stderr
+    _assert_no_secret(done, tmp_path)

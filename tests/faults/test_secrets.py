@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from specbench.redact import MASK, Redactor, mask_args
 from specbench.report import render_report
 from specbench.store import RunStore
 from tests.conftest import Pair
-from tests.faults.engine_util import kill_all, tag, tagged_matrix
+from tests.faults.engine_util import kill_all, specbench, tag, tagged_matrix
 
 KEY = "sk-llama-5ecret-4f1d"
 TOKEN = "hf_t0ken_9b7c2e"
@@ -123,3 +125,99 @@ def test_an_attach_url_password_never_reaches_the_run_directory(tmp_path: Path) 
     store.close()
     assert _leaks(tmp_path / "run", PASSWORD) == []
     assert RunStore(tmp_path / "run").manifest()["attach"] == f"http://user:{MASK}@127.0.0.1:9/"
+
+
+def _echoing_engine(folder: Path) -> Path:
+    """STAND-IN engine (not vLLM): answers ``--version``, otherwise prints its arguments, the way
+    vLLM logs its non-default arguments at start-up, then an error line holding the key, an ANSI
+    escape and a rich closing tag, and exits 1 before it serves anything."""
+    path = folder / "echo-engine"
+    path.write_text(
+        f"#!{sys.executable}\n"
+        "import sys\n"
+        "if '--version' in sys.argv:\n"
+        "    print('0.0.0-standin'); sys.exit(0)\n"
+        "print('INFO non-default args:', sys.argv[1:], flush=True)\n"
+        "key = sys.argv[sys.argv.index('--api-key') + 1]\n"
+        "print('ERROR: engine failed: --api-key', key, '\\x1b[31mred\\x1b[0m [/INST]', flush=True)\n"
+        "sys.exit(1)\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def test_an_engine_that_prints_its_key_and_fails_to_start_leaks_it_nowhere(tmp_path: Path) -> None:
+    """The issue's case: the start-failure path wrote the key to logs/<arm>.log and printed it in
+    the log tail; the error line also reached the terminal with its ANSI escape raw, and its
+    "[/INST]" ended the run as an internal error (rich MarkupError)."""
+    (tmp_path / "prompts.jsonl").write_text(json.dumps({"id": "p1", "prompt": "hi"}) + "\n")
+    matrix = {
+        "engine": "vllm",
+        "model": "stand-in/model",
+        "engine_binary": str(_echoing_engine(tmp_path)),
+        "common_args": ["--api-key", KEY],
+        "arms": {"baseline": []},
+        "workload": {"suite": "natural", "max_tokens": 4, "prompts": 1, "prompt_file": "prompts.jsonl"},
+        "repeats": 1,
+        "warmup": 0,
+        "startup_timeout": 60,
+    }
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(matrix))
+    out = tmp_path / "run"
+    proc = specbench("run", str(tmp_path / "matrix.yaml"), "--out", str(out), "--no-report")
+    output = proc.communicate(timeout=300)[0]
+    assert proc.returncode == 6, output  # the arm failed: the documented code, not 1
+    assert KEY not in output and _leaks(out, KEY) == []
+    assert "\x1b" not in output and "\\x1b[31mred" in output and "[/INST]" in output
+    log = (out / "logs" / "baseline.log").read_text()
+    assert f"--api-key {MASK} " in log and "'--api-key', '***'" in log  # scrubbed, otherwise intact
+    failures = RunStore(out).manifest()["arms"]["baseline"]["start_failures"]
+    assert len(failures) == 2 and all(MASK in f["error"] for f in failures)
+
+
+def _linear_cases() -> list[tuple[str, str, str]]:
+    """(name, text, what the scrub must make of it), 10 MB each."""
+    word = "x" * 10_000_000  # one unbroken word: the old URL regex retried it from every letter
+    line = "# an arm for later, see https://example.org/docs and a:b c://d or ftp://u:pw-77@host/\n"
+    comment = line * (10_000_000 // len(line))
+    clean = comment.replace("ftp://u:pw-77@", f"ftp://u:{MASK}@")
+    secret = f"{KEY} in http://me:{PASSWORD}@h/ "
+    masked = f"{MASK} in http://me:{MASK}@h/ "
+    return [
+        ("word", word, word),
+        ("word with secrets", word + secret + word[:1000], word + masked + word[:1000]),
+        ("comment", comment, clean),
+        ("comment with secrets", secret + comment + secret, masked + clean + masked),
+        ("slashes", "a://" * 2_500_000, "a://" * 2_500_000),
+    ]
+
+
+@pytest.mark.parametrize("name, text, expected", _linear_cases(), ids=[c[0] for c in _linear_cases()])
+def test_the_scrub_is_linear_on_ten_megabytes(name: str, text: str, expected: str) -> None:
+    """It finishes (the old regex needed ~40 s for 100 KB of one word and never ended on 10 MB),
+    removes every secret and leaves everything else byte for byte."""
+    red = Redactor()
+    red.add(KEY, PASSWORD)
+    assert red.scrub(text) == expected
+
+
+def test_url_passwords_are_masked_as_the_documented_pattern_says() -> None:
+    cases = {
+        "http://me:pw@h": f"http://me:{MASK}@h",
+        "git+ssh://me:p:w@h/x": f"git+ssh://me:{MASK}@h/x",
+        "1://me:pw@h": "1://me:pw@h",  # a scheme starts with a letter
+        "a1+.-://:pw@h": f"a1+.-://:{MASK}@h",
+        "http://me@h http://u:p/x@h": "http://me@h http://u:p/x@h",  # no password, or a path
+        "x://a:b@ y://c:d@": f"x://a:{MASK}@ y://c:{MASK}@",
+    }
+    assert {text: Redactor().scrub(text) for text in cases} == cases
+
+
+def test_a_scrubbed_log_keeps_bytes_that_are_not_utf8_and_what_came_before(tmp_path: Path) -> None:
+    log = tmp_path / "arm.log"
+    head = f"earlier launch: {KEY}\n".encode()  # before the offset: not this launch's to scrub
+    log.write_bytes(head + b"\xff\xfe raw " + KEY.encode() + b" http://u:pw@h\n")
+    red = Redactor()
+    red.add(KEY)
+    red.scrub_file(log, len(head))
+    assert log.read_bytes() == head + b"\xff\xfe raw " + f"{MASK} http://u:{MASK}@h\n".encode()

@@ -15,7 +15,7 @@ import yaml
 from specbench import api
 from specbench.analysis import comparisons, load_run
 from specbench.demo import REAL_PROMPTS, real_arms
-from specbench.lab.real import GEMMA3_270M, server_args
+from specbench.lab.real import GEMMA3_270M, server_args, template_path
 from tests.engine_helpers import content, serve
 
 pytestmark = pytest.mark.engine
@@ -29,7 +29,10 @@ NEVER_TOKENS = 12
 
 
 def one_thread(*extra: str) -> list[str]:
-    return ["-t", "1", *server_args(GEMMA3_270M), *extra]
+    # Launched here without a matrix: the bundled template by its path, as the matrix resolves it.
+    template = template_path(GEMMA3_270M)
+    assert server_args(GEMMA3_270M)[-1] == f"specbench:{GEMMA3_270M.template}" and template is not None
+    return ["-t", "1", "--jinja", "--chat-template-file", str(template), *extra]
 
 
 def test_greedy_output_is_deterministic_across_launches(

@@ -48,6 +48,7 @@ class Arm:
     drift_every: int = 0  # every n-th (prompt, repeat) output differs from the baseline; 0: never
     positions: int = 0  # > 0: cells carry vLLM-style accepted_pos_<i> counters for this many positions
     category_factor: dict[str, float] = field(default_factory=dict)
+    category_acceptance: dict[str, float] = field(default_factory=dict)  # per category, else acceptance
 
     @property
     def speculative(self) -> bool:
@@ -91,7 +92,9 @@ def _words(prompt_id: str, n: int, differs: bool) -> list[str]:
     return words
 
 
-def _timings(arm: Arm, prefill: float, n: int, rate: float, prompt_n: int) -> dict[str, Any]:
+def _timings(
+    arm: Arm, prefill: float, n: int, rate: float, prompt_n: int, category: str = ""
+) -> dict[str, Any]:
     timings: dict[str, Any] = {
         "cache_n": 0,
         "prompt_n": prompt_n,
@@ -102,7 +105,8 @@ def _timings(arm: Arm, prefill: float, n: int, rate: float, prompt_n: int) -> di
     }
     if arm.speculative:
         drafted = int(0.9 * n) if arm.drafts else 0
-        timings |= {"draft_n": drafted, "draft_n_accepted": round(drafted * arm.acceptance)}
+        accept = arm.category_acceptance.get(category, arm.acceptance)
+        timings |= {"draft_n": drafted, "draft_n_accepted": round(drafted * accept)}
     return timings
 
 
@@ -135,7 +139,7 @@ def record(plan: Plan, name: str, key: Key, rng: np.random.Generator) -> dict[st
         "t_end_ns": chunks[-1][0] + 500_000,
         "chunks": chunks,
         "usage": {"prompt_tokens": 200, "completion_tokens": n, "total_tokens": 200 + n},
-        "timings": _timings(arm, prefill, n, rate, 200),
+        "timings": _timings(arm, prefill, n, rate, 200, category),
         "model": "target.gguf",
         "error": None,
     }

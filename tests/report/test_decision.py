@@ -9,6 +9,7 @@ import pytest
 from specbench import analysis
 from specbench.analysis import KEEP_OFF, crossover
 from specbench.analysis.crossover import crossover_length, crossover_regime
+from specbench.analysis.finding import Finding
 from tests.report.synth import Arm, Plan, make_run, spec
 
 
@@ -114,3 +115,33 @@ def test_a_decode_difference_within_noise_ties_instead_of_never_winning(tmp_path
     assert {x.prefill_verdict, x.decode_verdict} <= {"equivalent", "undetermined"}
     notes = f"prefill {WORDS[x.prefill_verdict]}; decode {WORDS[x.decode_verdict]}"
     assert row["regime"] == f"ties at every output length ({notes})"
+
+
+# -- the decision names only trusted, speculating arms (#27) -------------------------------------
+def _confound(arm: str) -> Finding:
+    return Finding(
+        "CONFOUND", ("baseline", arm), f"{arm} differs from baseline in non-speculative flags.", "error"
+    )
+
+
+def test_a_confounded_non_speculating_arm_is_never_named_the_fastest(tmp_path: Path) -> None:
+    """Regression: `--threads 1` on top of `-t 1` got an error CONFOUND, and the decision line then
+    named that excluded arm, which does not speculate, as the one that "looks faster"."""
+    run = _run(
+        tmp_path / "r",
+        baseline=Arm(decode_tok_s=30),
+        threads=Arm(args=("--threads", "1"), decode_tok_s=45),
+        ngram=spec(20),
+    )
+    found = [*analysis.findings(run), _confound("threads")]  # whatever the confound check decides
+    (decision,) = analysis.decision_table(run, found=found)
+    assert decision.arm is None and "threads" not in decision.reason
+    assert "the closest, ngram" in decision.reason and decision.speedup < 1  # the context: ngram's
+    assert "1 arm that looks faster, but CONFOUND makes the comparison untrustworthy" in decision.reason
+
+
+def test_a_non_speculating_arm_is_never_recommended(tmp_path: Path) -> None:
+    """An A/A copy of the baseline (no flags, no finding) that reads faster is no speculative setting."""
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), same=Arm(decode_tok_s=45), ngram=spec(36))
+    (decision,) = analysis.decision_table(run)
+    assert decision.arm == "ngram" and "same" not in decision.reason

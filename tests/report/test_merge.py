@@ -80,3 +80,104 @@ def test_compare_needs_a_common_arm(tmp_path: Path, three_arms: Path) -> None:
     other = make_run(tmp_path / "other", Plan(arms={"solo": Arm()}, repeats=1, prompts_per_category=1))
     with pytest.raises(StoreError, match="no measured arm in common"):
         compare_runs(three_arms, other)
+
+
+def merge_runs_checked(runs: list[Path], out: Path, force: bool = False) -> tuple[Path, list[str]]:
+    from specbench.runcompat import merge_checked
+
+    return merge_checked(runs, out, force=force)
+
+
+def _set(run: Path, name: str, **fields: object) -> None:
+    """Overwrite top-level fields of run's manifest.json or env.json (``name``)."""
+    path = run / name
+    path.write_text(json.dumps(json.loads(path.read_text()) | fields))
+
+
+def _prompts(text: str) -> list[dict[str, object]]:
+    return [
+        {
+            "prompt_id": "chat-0",
+            "category": "chat",
+            "max_tokens": 128,
+            "messages": [{"role": "user", "content": t}],
+        }
+        for t in (text,)
+    ]
+
+
+def test_merge_refuses_runs_of_different_prompts_naming_them(tmp_path: Path) -> None:
+    """Issue 28: merge pooled two runs made with different prompt files into one workload."""
+    a, b = two_machines(tmp_path)
+    _set(a, "manifest.json", prompts=_prompts("Summarise this."))
+    _set(b, "manifest.json", prompts=_prompts("Extract the JSON."))
+    with pytest.raises(StoreError) as err:
+        merge_runs_checked([a, b], tmp_path / "out")
+    message = str(err.value)
+    assert "\n" not in message and "prompts differ: 1 with the same id but other text (chat-0)" in message
+    assert "pass --force" in message and not (tmp_path / "out" / "records.jsonl").exists()
+    out, warnings = merge_runs_checked([a, b], tmp_path / "forced", force=True)
+    assert any("prompts differ" in w for w in warnings)
+    assert any(
+        "prompts differ" in p for p in json.loads((out / "manifest.json").read_text())["pooled_despite"]
+    )
+
+
+def test_merge_refuses_different_workloads_and_arm_arguments(tmp_path: Path) -> None:
+    a, b = two_machines(tmp_path)
+    matrix = json.loads((b / "manifest.json").read_text())["matrix"]
+    matrix["workload"]["max_tokens"] = 512
+    matrix["arms"]["fast"] = ["--spec-type", "ngram-mod"]
+    _set(b, "manifest.json", matrix=matrix)
+    with pytest.raises(
+        StoreError, match=r"workload\.max_tokens differs: 128 vs 512.*arm fast's arguments differ"
+    ):
+        merge_runs_checked([a, b], tmp_path / "out")
+
+
+def test_merge_warns_of_other_engine_build_options(tmp_path: Path) -> None:
+    a, b = two_machines(tmp_path)
+    env = json.loads((b / "env.json").read_text())
+    env["engine"]["build"]["cmake_args"] = ["-DGGML_NATIVE=OFF"]
+    _set(b, "env.json", engine=env["engine"])
+    out, warnings = merge_runs_checked([a, b], tmp_path / "out")
+    assert warnings == [
+        f"warning: engine build cmake_args differs: ['-DGGML_CUDA=ON'] vs ['-DGGML_NATIVE=OFF'] ({a} vs {b})"
+    ]
+    assert json.loads((out / "manifest.json").read_text())["merge_warnings"] == [
+        warnings[0][len("warning: ") :]
+    ]
+
+
+def test_merge_command_names_the_difference_and_exits_5(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from specbench.cli import app
+
+    a, b = two_machines(tmp_path)
+    _set(b, "manifest.json", prompts=_prompts("other"))
+    _set(a, "manifest.json", prompts=_prompts("one"))
+    result = CliRunner().invoke(app, ["merge", str(a), str(b), "--out", str(tmp_path / "m")])
+    assert result.exit_code == 5 and "prompts differ" in result.output
+
+
+def test_compare_flags_a_baseline_that_moved_and_shows_each_runs_findings(tmp_path: Path) -> None:
+    """Issue 28: the second run's baseline fell from 66.1 to 46.5 tok/s; compare said nothing."""
+    from typer.testing import CliRunner
+
+    from specbench.cli import app
+    from specbench.runcompat import compare_lines
+    from tests.report.synth import Arm, Plan, make_run, spec
+
+    a = make_run(tmp_path / "a", Plan(arms={"baseline": Arm(decode_tok_s=66.1), "fast": spec(80)}))
+    b = make_run(tmp_path / "b", Plan(arms={"baseline": Arm(decode_tok_s=46.5), "fast": spec(56)}, seed=1))
+    lines = compare_lines(a, b, compare_runs(a, b))
+    assert re.match(r"WARNING: the baseline moved: 6\d\.\d → 4\d\.\d decode_tok_s \(×0\.\d+", lines[0])
+    assert "slower" in lines[0] and "speedup columns" in lines[0]
+    assert f"findings in a ({a})" in "\n".join(lines) and any(
+        ln.startswith(f"findings in b ({b})") for ln in lines
+    )
+    result = CliRunner().invoke(app, ["compare", str(a), str(b)])
+    assert result.exit_code == 0 and "WARNING: the baseline moved: " in result.output
+    same = make_run(tmp_path / "c", Plan(arms={"baseline": Arm(decode_tok_s=66.1), "fast": spec(80)}, seed=2))
+    assert not any("moved" in ln for ln in compare_lines(a, same, compare_runs(a, same)))

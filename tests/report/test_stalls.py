@@ -89,3 +89,105 @@ def test_a_slow_verification_round_between_bursts_is_no_stall() -> None:
 def test_a_real_pause_between_bursts_is_still_a_stall() -> None:
     rec = _bursty_record([*REAL_NGRAM_STEPS[:5], (3000.0, 0), *REAL_NGRAM_STEPS[5:]])
     assert stalls.stall_ms(rec) == pytest.approx(3000.0)
+
+
+# -- rounds are not stalls (#27) ---------------------------------------------------------------
+# gemma3-270m with n-gram drafts of up to 40 tokens: each long gap (0.32–0.69 s) ended in a burst of
+# exactly accepted + 1 tokens, read at once — a verification round, which the check called a pause.
+ROUND_GAP_NS = 600_000_000
+BURST = 41  # 40 accepted + the round's own token
+
+
+def _round(rec: dict, at: int = 20, apart_ns: int = 0) -> None:  # type: ignore[type-arg]
+    """A 0.6 s verification round after token chunk ``at``: its 41 tokens arrive in one read (or
+    reads ``apart_ns`` apart), the rest keep their spacing after it; the server's timings cover
+    the new window and the drafts."""
+    rows = rec["chunks"]
+    stamp = rows[at][0] + ROUND_GAP_NS
+    shift = stamp + apart_ns * (BURST - 1) - rows[at + BURST][0]
+    for i, row in enumerate(rows[at + 1 : at + 1 + BURST]):
+        row[0] = stamp + i * apart_ns
+    for row in rows[at + 1 + BURST :]:
+        row[0] += shift
+    _retime(rec)
+    rec["timings"] |= {"draft_n": 60, "draft_n_accepted": 40}
+
+
+def _retime(rec: dict) -> None:  # type: ignore[type-arg]
+    """The server's decode time as it would time the stream: first to last token."""
+    tokens = [r[0] for r in rec["chunks"] if r[1]]
+    ms = (tokens[-1] - tokens[0]) / 1e6
+    n = rec["timings"]["predicted_n"]
+    rec["timings"] |= {"predicted_ms": ms, "predicted_per_second": 1000.0 * (n - 1) / ms}
+
+
+def _pause(rec: dict, at: int = 20, gap_ns: int = PAUSE_NS) -> None:  # type: ignore[type-arg]
+    """A ``gap_ns`` gap after token chunk ``at``, then one token at a time again."""
+    for row in rec["chunks"][at + 1 :]:
+        row[0] += gap_ns
+
+
+def _records(root: Path) -> list[dict]:  # type: ignore[type-arg]
+    plan = Plan(arms={"baseline": Arm(decode_tok_s=30), "ngram": spec(45)}, repeats=4, prompts_per_category=3)
+    run = make_run(root, plan)
+    return [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
+
+
+def _measured(lines: list[dict], arm: str) -> list[dict]:  # type: ignore[type-arg]
+    return [r for r in lines if r["arm"] == arm and not r.get("warmup") and r.get("error") is None]
+
+
+@pytest.mark.parametrize("apart_ns", [0, 50_000, 500_000])  # one read; reads 0.05 / 0.5 ms apart
+def test_a_long_gap_ending_in_a_41_token_burst_is_a_round_not_a_stall(tmp_path: Path, apart_ns: int) -> None:
+    lines = _records(tmp_path / "r")
+    rec = _measured(lines, "ngram")[0]
+    _round(rec, apart_ns=apart_ns)
+    assert stalls.stall_ms(rec) == 0.0
+    assert stalls.arm_rounds([rec]) == {"ngram": pytest.approx(600.0, abs=1)}
+
+
+def test_rounds_stay_in_the_checks_and_a_true_pause_without_speculation_is_still_stalled(
+    tmp_path: Path,
+) -> None:
+    lines = _records(tmp_path / "r")
+    for rec in [r for r in _measured(lines, "ngram") if r["category"] == "code"]:
+        _round(rec)
+    for rec in [r for r in _measured(lines, "baseline") if r["category"] == "chat"][:3]:
+        _stall(rec)  # 1.5 s, then one token at a time: the server's time holds it
+    run_dir = tmp_path / "r"
+    (run_dir / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    run = analysis.load_run(run_dir)
+    found = [f for f in analysis.findings(run) if f.code == "STALLED"]
+    assert [f.arms for f in found] == [("baseline",)] and "3 of 36 requests stalled" in found[0].evidence
+    kept = stalls.without_stalls(run.df, run.records)
+    assert (kept["arm"] == "ngram").sum() == (run.df["arm"] == "ngram").sum() == 36  # none dropped
+
+
+def test_a_rejected_draft_round_is_no_stall_but_a_request_that_drafted_nothing_can_be(
+    tmp_path: Path,
+) -> None:
+    """A rejected draft costs a round and yields one token: a single-token gap no longer than the
+    arm's rounds is one where the request drafted — not where the server says it drafted nothing."""
+    lines = _records(tmp_path / "r")
+    shown, rejected, undrafted, paused = _measured(lines, "ngram")[:4]
+    _round(shown)
+    for rec in (rejected, undrafted):
+        _pause(rec, gap_ns=500_000_000)
+        _retime(rec)
+    undrafted["timings"] |= {"draft_n": 0, "draft_n_accepted": 0}
+    _pause(paused, gap_ns=3 * ROUND_GAP_NS)
+    _retime(paused)
+    found = stalls.stalled([shown, rejected, undrafted, paused])
+    assert set(found) == {("ngram", undrafted["seq"]), ("ngram", paused["seq"])}
+    assert found[("ngram", paused["seq"])] == pytest.approx(1800.0, abs=30)
+
+
+def test_a_gap_the_servers_own_timing_leaves_out_is_no_engine_pause(tmp_path: Path) -> None:
+    """The server timed the decode without the gap: the engine was not paused, the delay was on
+    the way to the client, so "the engine was paused" would be false."""
+    lines = _records(tmp_path / "r")
+    rec = _measured(lines, "baseline")[0]
+    _pause(rec)  # timings untouched: the server decoded at its usual rate throughout
+    assert stalls.stall_ms(rec) == 0.0
+    _retime(rec)  # the same gap inside the server's decode time: a pause
+    assert stalls.stall_ms(rec) == pytest.approx(PAUSE_NS / 1e6, rel=0.05)

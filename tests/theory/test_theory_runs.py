@@ -210,7 +210,8 @@ def test_high_acceptance_on_a_memory_bound_dense_target_predicts_a_faster_draft_
     assert (draft.method, draft.draft_max, draft.acceptance) == ("draft", 8, pytest.approx(0.6, abs=0.01))
     assert 0.85 < draft.alpha < 0.9
     assert draft.predicted_speedup > 1.5 and draft.measured_speedup > 1.5
-    assert draft.ci_low <= draft.measured_speedup <= draft.ci_high
+    # two launch pairs are LOW_N: no interval is printed for a comparison that can reach no verdict
+    assert math.isnan(draft.ci_low) or draft.ci_low <= draft.measured_speedup <= draft.ci_high
     assert draft.error == pytest.approx(draft.measured_speedup / draft.predicted_speedup - 1)
 
 

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import sources
+from specbench.analysis import settings, sources
 from specbench.analysis.finding import Finding
 from specbench.analysis.sources import SOURCE_TOLERANCE, Source
 from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 from specbench.engines.base import Engine, split_flags
 from specbench.schema import chunks
+from specbench.store import file_sha256
 
 __all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas", "split_flags"]
 
@@ -38,7 +39,9 @@ def speculates(args: Sequence[str], engine: Engine) -> bool:
 
 
 def non_spec_flags(args: Sequence[str], engine: Engine) -> set[tuple[str, str | None]]:
-    return engine.non_spec_flags(args)
+    """The effective non-speculative settings of ``args``: aliases folded by the engine's own
+    argument table, ``--flag=value`` split, the last of repeated flags winning."""
+    return set(settings.effective_settings(args, engine, engine.arg_table()).items())
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -69,28 +72,59 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, found: Mapping[str, Source])
     return sources.acceptance_artefact(arm, df, found)
 
 
-def self_draft(arm: str, args: Sequence[str], model: str, engine: Engine) -> Finding | None:
-    """The draft model is the target model itself: 100 % acceptance is expected, not an artefact."""
+def self_draft(
+    arm: str,
+    args: Sequence[str],
+    model: str,
+    engine: Engine,
+    env: Mapping[str, Any] | None = None,
+    found: Mapping[str, Source] | None = None,
+) -> Finding | None:
+    """The draft model is the target model itself — the same path, a link to it or a byte-identical
+    copy: 100 % acceptance is expected, not an artefact. Content decides: the SHA-256 ``env.json``
+    recorded for the arm's draft (``arm_files``: ``same_as_target``), else the two files' own
+    SHA-256 where both are on this machine. ``found``: the arm's acceptance sources, quoted."""
     draft = engine.draft_model(list(args))
-    if draft is None or not model or not _same_file(draft, model):
+    if draft is None or not model or not (how := _same_file(draft, model, _recorded(env, arm, draft))):
         return None
+    rates = ", ".join(f"{name} {s['rate']:.3f}" for name, s in (found or {}).items())
     return Finding(
         "SELF_DRAFT",
         (arm,),
-        f"{arm} drafts with the target model itself ({draft}): acceptance near 100 % is expected and "
-        "says nothing about a real draft; with every draft accepted, the speedup measures what a round "
-        "costs (K draft passes of the full target model plus one verification pass) against the K + 1 "
-        "tokens it yields, not what a smaller draft would gain.",
+        f"{arm} drafts with the target model itself ({draft}: {how}): acceptance near 100 % is expected "
+        + (f"(here {rates}) " if rates else "")
+        + "and says nothing about a real draft; with every draft accepted, the speedup measures what a "
+        "round costs (K draft passes of the full target model plus one verification pass) against the "
+        "K + 1 tokens it yields, not what a smaller draft would gain.",
         "info",
     )
 
 
-def _same_file(a: str, b: str) -> bool:
+def _recorded(env: Mapping[str, Any] | None, arm: str, draft: str) -> bool | None:
+    """What ``env.json`` says of the draft file's content: True same SHA-256 as the target, False
+    another, None where it recorded nothing for that file (an older run, a ``--flag=value`` form)."""
+    target = str(((env or {}).get("model") or {}).get("sha256") or "")
+    for rec in ((env or {}).get("arm_files") or {}).get(arm) or []:
+        if isinstance(rec, Mapping) and rec.get("path") == draft and rec.get("sha256"):
+            same = rec.get("same_as_target")
+            return bool(same) if isinstance(same, bool) else (rec["sha256"] == target if target else None)
+    return None
+
+
+def _same_file(a: str, b: str, recorded: bool | None = None) -> str:
+    """How the draft ``a`` is the target ``b`` ("" when it is not): by the recorded SHA-256, else by
+    path or link, else by the files' own SHA-256 (equal sizes first: models are hundreds of MB)."""
+    if recorded is not None:
+        return "the SHA-256 recorded in env.json is the target's" if recorded else ""
     pa, pb = Path(a), Path(b)
     try:
-        return pa.resolve() == pb.resolve() or (pa.exists() and pb.exists() and pa.samefile(pb))
+        if pa.resolve() == pb.resolve() or (pa.exists() and pb.exists() and pa.samefile(pb)):
+            return "the same file"
+        if pa.is_file() and pb.is_file() and pa.stat().st_size == pb.stat().st_size:
+            return "a byte-identical copy (same SHA-256)" if file_sha256(pa) == file_sha256(pb) else ""
     except OSError:
-        return a == b
+        return "the same path" if a == b else ""
+    return ""
 
 
 def confounds(
@@ -98,21 +132,30 @@ def confounds(
     baseline: str,
     engine: Engine,
     env_by_arm: dict[str, dict[str, Any]] | None = None,
+    cells: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[Finding]:
-    """Arms that differ from the baseline in anything but speculative flags."""
+    """Arms whose effective non-speculative settings differ from the baseline's
+    (:mod:`specbench.analysis.settings`). ``arms``: each arm's full argv, ``common_args`` first
+    (``RunData.arm_args``); ``cells``: the run's cells, whose server reports decide."""
     out = []
-    base = non_spec_flags(arms[baseline], engine)
+    table = engine.arg_table()
+    spelt = settings.spellings(list(arms.values()), table)
+    said = settings.reported(cells or [], engine)
+    base = settings.effective_settings(arms[baseline], engine, table)
+    how = f"{table.program} --help" if table else "none: the engine's argument table could not be read"
     for arm, args in arms.items():
         if arm == baseline:
             continue
-        mine = non_spec_flags(args, engine)
-        if mine != base:
-            diff = sorted({f for f, _ in mine ^ base})
+        mine = settings.effective_settings(args, engine, table)
+        diff = settings.differences(mine, base, (said.get(arm, {}), said.get(baseline, {})), spelt)
+        if diff:
             out.append(
                 Finding(
                     "CONFOUND",
                     (baseline, arm),
-                    f"{arm} differs from {baseline} in non-speculative flags {', '.join(diff)}.",
+                    f"{arm} differs from {baseline} in non-speculative settings: "
+                    f"{'; '.join(d.describe() for d in diff)}. Compared by effective value "
+                    f"(common_args merged, the last of repeated flags winning; aliases from {how}).",
                     "error",
                 )
             )

@@ -139,11 +139,16 @@ def _speedup_change(run_a: RunData, run_b: RunData, arm: str, metric: str) -> di
 
 
 def _undetermined_change(fa: L.LaunchFit, fb: L.LaunchFit, diff: float) -> str:
-    """ "undetermined (~N launches)": launches per run at which the change of speedup would settle,
-    each run adding its own launch-to-launch noise (the two per-launch variances add)."""
+    """ "undetermined (about N more launches, L–H)": launches to ADD to each run for the change of
+    speedup to settle, each run adding its own launch-to-launch noise (the variances add)."""
     both = replace(
         fa, mu=diff, per_launch_sd=math.hypot(fa.per_launch_sd, fb.per_launch_sd),
-        n_launches=min(fa.n_launches, fb.n_launches),
+        se=math.hypot(fa.se, fb.se), n_launches=min(fa.n_launches, fb.n_launches),
+        dof=min(fa.dof, fb.dof),
     )  # fmt: skip
-    needed = L.launches_needed(both, 0.01)
-    return f"undetermined (~{needed} launches)" if needed is not None else "undetermined"
+    more = L.more_launches(both, 0.01)
+    if more is None:
+        return "undetermined"
+    high = more.high if more.high is not None else f"> {L.MAX_NEEDED}"
+    span = "" if more.low == more.high else f", {more.low}–{high}"
+    return f"undetermined (about {more.more} more launches per run{span})"

@@ -14,6 +14,7 @@ from specbench.analysis.run import RunData, workload_comparisons
 
 # -- decision table ---------------------------------------------------------------------------
 KEEP_OFF = "keep speculation off"
+OUTCOMES = frozenset({"SPEC_LOSS"})  # error codes that state the measured result, not doubt it
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def decision_table(
     wall = workload_comparisons(run, "e2e_ms")
     noisy = _noisy_baseline(run.baseline, found)
     if noisy:  # every ratio divides by the baseline: none of them can be trusted
-        return [_refuse(wl, cmps, noisy) for wl, cmps in decode.items()]
+        return [_refuse(wl, _candidates(run, cmps, untrusted), noisy) for wl, cmps in decode.items()]
     return [_decide(run, wl, cmps, wall.get(wl, {}), untrusted) for wl, cmps in decode.items()]
 
 
@@ -74,11 +75,36 @@ def _noisy_baseline(baseline: str, found: list[Finding]) -> str:
 
 
 def _refuse(workload: str, cmps: dict[str, stats.Comparison], why: str) -> Decision:
-    top = max(cmps.values(), key=lambda c: c.ratio, default=None)
+    top = _top(list(cmps.values()))
     nan = float("nan")
     ratio, lo, hi = (top.ratio, top.ci_low, top.ci_high) if top else (nan, nan, nan)
     reason = f"no decision: the baseline is UNSTABLE ({why}); rerun on a quiet machine"
     return Decision(workload, None, ratio, lo, hi, reason)
+
+
+def _top(cmps: list[stats.Comparison]) -> stats.Comparison | None:
+    """The comparison with the largest finite ratio (a LOW_N one without an estimate has none)."""
+    return max((c for c in cmps if np.isfinite(c.ratio)), key=lambda c: c.ratio, default=None)
+
+
+def speculating(run: RunData, arm: str) -> bool:
+    """Configured (or, for an imported run, declared) to speculate, or its server drafted tokens:
+    only such an arm is a speculative setting the decision may name or recommend."""
+    if run.speculates(arm):
+        return True
+    drafted = run.df.loc[run.df["arm"] == arm, "draft_n"] if "draft_n" in run.df else None
+    return drafted is not None and bool((drafted.fillna(0) > 0).any())
+
+
+def _candidates(
+    run: RunData, cmps: dict[str, stats.Comparison], untrusted: dict[str, list[str]]
+) -> dict[str, stats.Comparison]:
+    """The comparisons the decision may name: arms that speculate and that no error finding
+    excludes (issue 27: a confounded, non-speculating arm was named "the fastest"). A large
+    SPEC_LOSS is an error about the result, not a doubt about the measurement: that arm may still
+    be named as the closest of slower arms."""
+    excluded = {arm for arm, codes in untrusted.items() if set(codes) - OUTCOMES}
+    return {arm: c for arm, c in cmps.items() if arm not in excluded and speculating(run, arm)}
 
 
 def _decide(
@@ -88,11 +114,8 @@ def _decide(
     wall: dict[str, stats.Comparison],
     untrusted: dict[str, list[str]],
 ) -> Decision:
-    ok = [
-        c
-        for arm, c in cmps.items()
-        if c.verdict == "faster" and arm not in untrusted and _wall_verdict(wall, arm) != "slower"
-    ]
+    named = _candidates(run, cmps, untrusted)
+    ok = [c for arm, c in named.items() if c.verdict == "faster" and _wall_verdict(wall, arm) != "slower"]
     if ok:
         best = max(ok, key=lambda c: c.ratio)
         ci = f"{stats.ci_label(best)} CI {best.ci_low:.2f}–{best.ci_high:.2f}"
@@ -100,44 +123,69 @@ def _decide(
         if best.arm in wall:
             why += f"; wall clock ×{wall[best.arm].ratio:.2f} ({wall[best.arm].verdict})"
         return Decision(workload, best.arm, best.ratio, best.ci_low, best.ci_high, why)
-    top = max(cmps.values(), key=lambda c: c.ratio, default=None)
+    top = _top(list(named.values()))
     nan = float("nan")
     ratio, lo, hi = (top.ratio, top.ci_low, top.ci_high) if top else (nan, nan, nan)
-    return Decision(workload, None, ratio, lo, hi, _why_off(run, cmps, wall, untrusted))
+    return Decision(workload, None, ratio, lo, hi, _why_off(run, cmps, named, wall, untrusted))
 
 
 def _why_off(
     run: RunData,
     cmps: dict[str, stats.Comparison],
+    named: dict[str, stats.Comparison],
     wall: dict[str, stats.Comparison],
     untrusted: dict[str, list[str]],
 ) -> str:
-    """The one-line reason no arm is recommended, most decisive first."""
+    """The one-line reason no arm is recommended, most decisive first. Arms outside ``named``
+    (excluded by an error finding, or not speculating) are counted, never named."""
     if not cmps:
         return f"no arm could be compared with {run.baseline} (it or every other arm has < 2 measurements)"
-    faster = sorted((c for c in cmps.values() if c.verdict == "faster"), key=lambda c: -c.ratio)
-    if faster and faster[0].arm in untrusted:
-        c, codes = faster[0], "/".join(sorted(set(untrusted[faster[0].arm])))
-        return f"{c.arm} looks ×{c.ratio:.2f} faster but {codes} makes the comparison untrustworthy"
+    left_out = _left_out(cmps, named, untrusted)
+    faster = sorted((c for c in named.values() if c.verdict == "faster"), key=lambda c: -c.ratio)
     if faster:
         c = faster[0]
         return (
             f"{c.arm} decodes ×{c.ratio:.2f} faster but its wall clock is ×{wall[c.arm].ratio:.2f} "
-            "(significantly slower: prefill tax, see the crossover)"
+            "(significantly slower: prefill tax, see the crossover)" + left_out
         )
-    return _none_faster(run.baseline, list(cmps.values()))
+    if not named or _top(list(named.values())) is None:
+        return f"no trusted speculative arm could be compared with {run.baseline}" + left_out
+    return _none_faster(run.baseline, list(named.values()), len(named) < len(cmps)) + left_out
 
 
-def _none_faster(baseline: str, cmps: list[stats.Comparison]) -> str:
+def _left_out(
+    cmps: dict[str, stats.Comparison], named: dict[str, stats.Comparison], untrusted: dict[str, list[str]]
+) -> str:
+    """ "; left out: …" for arms the decision may not name that look faster, else ""."""
+    faster = [a for a, c in cmps.items() if a not in named and c.verdict == "faster"]  # never SPEC_LOSS
+    if not faster:
+        return ""
+    bad = [a for a in faster if a in untrusted]
+    parts = []
+    if bad:
+        codes = "/".join(sorted({code for a in bad for code in untrusted[a]}))
+        parts.append(f"{_arms(len(bad))} that looks faster, but {codes} makes the comparison untrustworthy")
+    if len(bad) < len(faster):
+        parts.append(f"{_arms(len(faster) - len(bad))} that looks faster but does not speculate")
+    return "; left out: " + "; ".join(parts)
+
+
+def _arms(n: int) -> str:
+    return "1 arm" if n == 1 else f"{n} arms"
+
+
+def _none_faster(baseline: str, cmps: list[stats.Comparison], some_left_out: bool = False) -> str:
     """No arm wins: say whether every arm is slower, or how far the fastest is from a gain —
     never "best: X ×0.95", which reads as a recommendation."""
-    top = max(cmps, key=lambda c: c.ratio)
+    top = _top(cmps)
+    assert top is not None  # the caller checked
     ci = (
         f"{stats.ci_label(top)} CI {top.ci_low:.2f}–{top.ci_high:.2f}" if np.isfinite(top.ci_low) else "no CI"
     )
+    which = "trusted speculative arm" if some_left_out else "arm"
     if all(c.verdict == "slower" for c in cmps):
         return (
-            f"no arm is significantly faster than {baseline}: every arm decodes slower; "
+            f"no {which} is significantly faster than {baseline}: every {which} decodes slower; "
             f"the closest, {top.arm}, reaches ×{top.ratio:.2f} ({ci})"
         )
     why = (
@@ -146,7 +194,7 @@ def _none_faster(baseline: str, cmps: list[stats.Comparison]) -> str:
         else "not clear of the ±1 % noise band"
     )
     return (
-        f"no arm is significantly faster than {baseline}: the fastest, {top.arm}, is ×{top.ratio:.2f} "
+        f"no {which} is significantly faster than {baseline}: the fastest, {top.arm}, is ×{top.ratio:.2f} "
         f"({ci}), {why}: {stats.verdict_text(top)}"
     )
 

@@ -14,7 +14,13 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import bimodality, checks, stalls, stats
-from specbench.analysis.run import RunData, arm_acceptance, pooled_acceptance, workload_comparisons
+from specbench.analysis.run import (
+    RunData,
+    arm_acceptance,
+    category_comparisons,
+    pooled_acceptance,
+    workload_comparisons,
+)
 
 METRICS = ("ttft_ms", "decode_tok_s", "e2e_ms", "prefill_ms", "itl_ms", "tokens_per_chunk")
 
@@ -48,42 +54,66 @@ def _acceptance(run: RunData, arm: str, sub: pd.DataFrame) -> tuple[float, str]:
 
 
 def _speedup_cols(run: RunData, cmps: dict[str, Any], arm: str) -> dict[str, Any]:
+    nan = {"speedup_ci_low": np.nan, "speedup_ci_high": np.nan, "speedup_confidence": np.nan}
     if arm == run.baseline:
-        return {"speedup": 1.0, "speedup_ci_low": np.nan, "speedup_ci_high": np.nan, "verdict": "baseline"}
+        return {"speedup": 1.0, **nan, "verdict": "baseline", "error_rate": ""}
     c = cmps.get(arm)
     if c is None:
-        return {"speedup": np.nan, "speedup_ci_low": np.nan, "speedup_ci_high": np.nan, "verdict": ""}
-    return {
+        return {"speedup": np.nan, **nan, "verdict": "", "error_rate": ""}
+    return {  # the interval is the one the verdict was read from (issue 27.6), at its Holm level
         "speedup": c.ratio,
         "speedup_ci_low": c.ci_low,
         "speedup_ci_high": c.ci_high,
+        "speedup_confidence": c.confidence,
         "verdict": stats.verdict_text(c),
+        "error_rate": stats.error_rate_text(c),
     }
 
 
 # -- per prompt category ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Categories:
-    """Median decode tok/s per category (rows) and arm (columns), each arm's ratio to the
-    baseline per category, and one sentence per arm whose category medians split in two clusters.
-    ``medians`` is empty when the run has fewer than two categories."""
+    """Median decode tok/s per category (rows) and arm (columns); ``speedups``: one row per
+    (category, arm) with the arm's paired, launch-level speedup over the baseline on that
+    category's requests (interval, verdict, LOW_N — never a ratio of medians, issue 27.5) and the
+    tokens the arm drafted and accepted there; one sentence per arm whose category medians split
+    in two clusters. ``medians`` is empty when the run has fewer than two categories."""
 
     medians: pd.DataFrame
-    ratios: pd.DataFrame
+    speedups: pd.DataFrame
     splits: list[str]
+
+
+SPEEDUP_COLUMNS = [
+    "category", "arm", "requests", "launches", "speedup", "ci_low", "ci_high", "confidence", "family",
+    "verdict", "drafted", "accepted", "acceptance",
+]  # fmt: skip
 
 
 def categories(run: RunData) -> Categories:
     df = run.df[run.df["category"].notna()]
     if df.empty or df["category"].nunique() < 2:
-        return Categories(pd.DataFrame(), pd.DataFrame(), [])
+        return Categories(pd.DataFrame(), pd.DataFrame(columns=SPEEDUP_COLUMNS), [])
     med = df.pivot_table(index="category", columns="arm", values="decode_tok_s", aggfunc="median")
     med = med[[a for a in run.measured_arms if a in med.columns]]
-    ratios = pd.DataFrame(index=med.index)
-    if run.baseline in med.columns:
-        for arm in med.columns.drop(run.baseline):
-            ratios[arm] = med[arm] / med[run.baseline]
-    return Categories(med, ratios, category_splits(run))
+    return Categories(med, category_speedups(run), category_splits(run))
+
+
+def category_speedups(run: RunData) -> pd.DataFrame:
+    """One row per (category, arm other than the baseline): see :class:`Categories`."""
+    cmps = category_comparisons(run)
+    df = run.df
+    rows = []
+    for (category, arm), c in cmps.items():
+        sub = df[(df["arm"] == arm) & (df["category"].astype(str) == category)]
+        drafted, accepted = sub["draft_n"].sum(min_count=1), sub["draft_accepted"].sum(min_count=1)
+        rows.append({
+            "category": category, "arm": arm, "requests": len(sub), "launches": c.n_launches,
+            "speedup": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high, "confidence": c.confidence,
+            "family": c.family, "verdict": stats.verdict_text(c), "drafted": drafted, "accepted": accepted,
+            "acceptance": accepted / drafted if drafted and drafted > 0 else np.nan,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=SPEEDUP_COLUMNS)
 
 
 def category_splits(run: RunData) -> list[str]:
@@ -187,10 +217,7 @@ def machine_frame(df: pd.DataFrame, baseline: str, arms: list[str]) -> pd.DataFr
         for arm in arms:
             if arm == baseline or sub.loc[sub["arm"] == arm, "decode_tok_s"].notna().sum() < 2:
                 continue
-            try:
-                c = stats.speedup(sub, arm, baseline)
-            except ValueError:  # the baseline has too few values on this machine
-                continue
+            c = stats.speedup(sub, arm, baseline)  # too few baseline values here: LOW_N, no interval
             rows.append({"machine": machine, "arm": arm, "n": c.n_a, "ratio": c.ratio, "ci_low": c.ci_low,
                          "ci_high": c.ci_high, "verdict": stats.verdict_text(c)})  # fmt: skip
     return pd.DataFrame(rows)

@@ -18,7 +18,9 @@ def findings(run: RunData) -> list[Finding]:
     for arm in run.arms:
         out += _speculation_findings(run, arm, patterns)
     if run.baseline in run.arms:
-        out += checks.confounds({a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine)
+        out += checks.confounds(
+            {a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine, cells=run.cells
+        )
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
     out += _evidence_findings(run)
@@ -47,9 +49,10 @@ def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[F
     out = checks.silent_fallback(arm, args, run.df, run.cells, patterns, engine)
     found = checks.acceptance_sources(arm, run.df, run.cells, engine)
     artefacts = checks.acceptance_artefact(arm, run.df, found)
-    selfdraft = checks.self_draft(arm, args, str(run.manifest.get("matrix", {}).get("model", "")), engine)
-    if selfdraft is not None:  # 100 % is expected of a self-draft: say so instead of "artefact"
-        artefacts = [f for f in artefacts if "accepted == drafted" not in f.evidence]
+    model = str(run.manifest.get("matrix", {}).get("model", ""))
+    selfdraft = checks.self_draft(arm, args, model, engine, env=run.env, found=found)
+    if selfdraft is not None:  # 100 % is expected of a self-draft: say so (quoting every source)
+        artefacts = []  # instead of "artefact"
         out.append(selfdraft)
     return out + artefacts
 
@@ -82,19 +85,26 @@ def _statistical_findings(run: RunData, client_behind: set[str]) -> list[Finding
 
 
 def _low_n_findings(run: RunData, cmps: dict[str, stats.Comparison]) -> list[Finding]:
-    """An arm paired with the baseline over fewer launch pairs than a verdict needs: its ratio is
-    printed, but launch-to-launch noise cannot be told from the effect, so it decides nothing."""
+    """An arm paired with the baseline over fewer launch pairs than a verdict needs, or either of
+    them with fewer than two usable values (issue 29: a baseline with one successful request):
+    the verdict is undetermined, never an exception."""
     return [
-        Finding(
-            "LOW_N",
-            (arm, run.baseline),
-            f"{arm} vs {run.baseline}: only {c.n_launches} launch pair(s); a verdict needs "
-            f"≥ {launches.MIN_LAUNCHES} (the server launch is the unit of replication) — "
-            "undetermined, raise repeats.",
-        )
-        for arm, c in cmps.items()
-        if c.low_n
+        Finding("LOW_N", (arm, run.baseline), _low_n_text(run, arm, c)) for arm, c in cmps.items() if c.low_n
     ]
+
+
+def _low_n_text(run: RunData, arm: str, c: stats.Comparison) -> str:
+    if c.too_few:
+        return (
+            f"{arm} vs {run.baseline}: {c.n_a} usable {c.metric} value(s) for {arm} and {c.n_b} for "
+            f"{run.baseline}; a comparison needs ≥ 2 in each — undetermined, rerun the failed requests "
+            "or raise repeats."
+        )
+    return (
+        f"{arm} vs {run.baseline}: only {c.n_launches} launch pair(s); a verdict needs "
+        f"≥ {launches.MIN_LAUNCHES} (the server launch is the unit of replication) — "
+        "undetermined, raise repeats."
+    )
 
 
 LARGE_LOSS = 0.8  # CI upper bound below this: at least a 20 % slowdown, whatever the noise

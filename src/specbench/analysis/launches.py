@@ -151,13 +151,58 @@ def launches_needed(f: LaunchFit, band: float, confidence: float = 0.95) -> int 
     noise band (|μ̂| beyond the band) or fit inside it (|μ̂| within): the smallest n with
     t(n − 1) · sd_launch_pair / √n below the margin. None when the effect sits on the band's edge
     or the answer exceeds MAX_NEEDED; the current count when it already suffices."""
-    margin = abs(abs(f.mu) - math.log1p(band))
-    sd = f.per_launch_sd
-    if margin == 0 or not math.isfinite(sd):
+    return _needed(f.n_launches, abs(abs(f.mu) - math.log1p(band)), f.per_launch_sd, confidence)
+
+
+def _needed(n_launches: int, margin: float, sd: float, confidence: float) -> int | None:
+    if margin <= 0 or not math.isfinite(sd):
         return None
     if sd == 0:
-        return max(f.n_launches, MIN_LAUNCHES)
+        return max(n_launches, MIN_LAUNCHES)
     for n in range(MIN_LAUNCHES, MAX_NEEDED + 1):
         if float(sps.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n) < margin:
-            return max(n, f.n_launches)
+            return max(n, n_launches)
     return None
+
+
+#: The range printed with "about N more launches" spans this central interval of both things N
+#: rests on: the per-launch variance (chi-square with the fit's degrees of freedom: with three
+#: launches it is known only within a factor of ~30) and the effect's distance from the band's
+#: edge (t); the number itself is a point estimate of a noisy quantity, and the range says how noisy.
+MORE_RANGE = 0.80
+
+
+@dataclass(frozen=True)
+class MoreLaunches:
+    """How many launch pairs to ADD (beyond the fit's) for the verdict to settle: ``more`` at the
+    observed effect and variance, ``low``/``high`` at the favourable and unfavourable ends of
+    their MORE_RANGE intervals (``high`` None: beyond MAX_NEEDED, or the effect may sit on the
+    band's edge)."""
+
+    more: int
+    low: int
+    high: int | None
+
+
+def more_launches(f: LaunchFit, band: float, confidence: float = 0.95) -> MoreLaunches | None:
+    """:class:`MoreLaunches` from the launch-level variance and the effect, with their uncertainty;
+    None when the point estimate is out of reach (effect on the band's edge, > MAX_NEEDED)."""
+    edge = math.log1p(band)
+    total = _needed(f.n_launches, abs(abs(f.mu) - edge), f.per_launch_sd, confidence)
+    if total is None:
+        return None
+    q = (1 - MORE_RANGE) / 2
+    dof = f.dof if math.isfinite(f.dof) and f.dof > 0 else 1.0
+    var = f.per_launch_sd**2
+    sd_lo = math.sqrt(var * dof / float(sps.chi2.ppf(1 - q, dof)))
+    sd_hi = math.sqrt(var * dof / float(sps.chi2.ppf(q, dof)))
+    shift = float(sps.t.ppf(1 - q, dof)) * f.se  # how far the effect itself may be off
+    outside = abs(f.mu) > edge  # a directional verdict: the effect must stay beyond the edge
+    far, near = abs(f.mu) + shift, abs(f.mu) - shift
+    margin_best = far - edge if outside else edge - max(0.0, near)
+    margin_worst = near - edge if outside else edge - far
+    low = _needed(f.n_launches, margin_best, sd_lo, confidence)
+    high = _needed(f.n_launches, margin_worst, sd_hi, confidence)
+    more = max(1, total - f.n_launches)  # asked of an undetermined verdict: at least one more
+    low_more = more if low is None else max(1, min(more, low - f.n_launches))
+    return MoreLaunches(more, low_more, None if high is None else max(more, high - f.n_launches))

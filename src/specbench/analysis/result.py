@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.analysis import crossover, frames, stats
+from specbench.analysis.answer import Answer, answer
 from specbench.analysis.decision import Decision, decision_table
 from specbench.analysis.finding import Finding
 from specbench.analysis.goodput import Goodput, goodput_tables
@@ -24,6 +25,7 @@ from specbench.analysis.run import (
     detail_frame,
     load_run,
     only,
+    workload_comparisons,
     workload_names,
 )
 from specbench.theory.runpredict import RunTheory, theory_or_reason
@@ -64,6 +66,11 @@ class Analysis:
     prompts: pd.DataFrame
     goodput: Goodput
     theory: RunTheory | str = field(default=NO_DIR)
+    answers: list[Answer] = field(default_factory=list)
+
+    def answer_lines(self) -> list[str]:
+        """The answer first (issue 28.1): one block per workload, what to ship and why."""
+        return [line for a in self.answers for line in a.lines(self.run.baseline)]
 
 
 def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
@@ -74,11 +81,15 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
     detail = detail_frame(run)
     several = len(names) > 1
     equivalence = frames.equivalence_frame(run)
+    decisions = decision_table(run, found=found)
+    cats = frames.Categories(pd.DataFrame(), pd.DataFrame(columns=frames.SPEEDUP_COLUMNS), [])
+    cats = cats if several else frames.categories(run)
+    per_workload = {w: frames.categories(only(run, w)) for w in names} if several else {}
     return Analysis(
         run=run,
         run_dir=run_dir,
         findings=found,
-        decisions=decision_table(run, found=found),
+        decisions=decisions,
         summary=arm_summary(run),
         comparisons=comparisons(run),
         by_workload=frames.summary_frame(run),
@@ -87,10 +98,8 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         winners=crossover.winners_frame(run),
         crossover_lengths=_lengths(run, detail),
         length_model=_length_model(run, detail),
-        categories=frames.Categories(pd.DataFrame(), pd.DataFrame(), [])
-        if several
-        else frames.categories(run),
-        workload_categories={w: frames.categories(only(run, w)) for w in names} if several else {},
+        categories=cats,
+        workload_categories=per_workload,
         acceptance=frames.acceptance_frame(run),
         positions=frames.position_frame(run),
         equivalence=equivalence,
@@ -101,7 +110,21 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         prompts=frames.rendered_prompts(run),
         goodput=goodput_tables(run),
         theory=_theory(run, run_dir),
+        answers=_answers(run, decisions, cats, per_workload),
     )
+
+
+def _answers(
+    run: RunData,
+    decisions: list[Decision],
+    cats: frames.Categories,
+    per_workload: dict[str, frames.Categories],
+) -> list[Answer]:
+    cmps = workload_comparisons(run)
+    return [
+        answer(d, cmps.get(d.workload, {}), per_workload.get(d.workload, cats).speedups, run.baseline)
+        for d in decisions
+    ]
 
 
 def analyse_dir(run_dir: Path) -> Analysis:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from specbench import adaptive
-from specbench.analysis import checks, sources, stability, stats
+from specbench.analysis import checks, multiplicity, sources, stability, stats
 from specbench.analysis.metrics import frame
 from specbench.engines import engine_for
 from specbench.engines.base import Engine
@@ -25,6 +25,8 @@ class RunData:
     records: list[dict[str, Any]]
     cells: list[dict[str, Any]]
     df: pd.DataFrame
+    # env.json: the models' SHA-256 (SELF_DRAFT by content), the machine. Empty where not stored.
+    env: dict[str, Any] = field(default_factory=dict)
     # Speedups already fitted, by (function, metric): the summary, the findings, the decision
     # table, the frames and the theory all ask for the same ones. Not an init field, so a
     # ``replace``d run (one workload's) starts empty.
@@ -65,7 +67,9 @@ class RunData:
 def load_run(root: Path) -> RunData:
     store = RunStore(root)
     records = store.records()
-    return RunData(manifest=store.manifest(), records=records, cells=store.cells(), df=frame(records))
+    return RunData(
+        manifest=store.manifest(), records=records, cells=store.cells(), df=frame(records), env=store.env()
+    )
 
 
 def pooled_acceptance(df: pd.DataFrame) -> float:
@@ -91,12 +95,43 @@ def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.C
 
 
 def _arm_comparisons(df: pd.DataFrame, run: RunData, metric: str) -> dict[str, stats.Comparison]:
-    """Each measured arm with ≥ 2 values of ``metric`` in ``df`` vs the baseline."""
-    return {
-        arm: stats.speedup(df, arm, run.baseline, metric, confidence=run.confidence)
+    """Each measured arm in ``df`` vs the baseline, the arms one Holm family (a run's chance of any
+    false verdict stays 1 − run.confidence); an arm or baseline with too few values is LOW_N."""
+    arms = [a for a in run.measured_arms if a != run.baseline and (df["arm"] == a).any()]
+
+    def fit(arm: str, confidence: float) -> stats.Comparison:
+        return stats.speedup(df, arm, run.baseline, metric, confidence=confidence)
+
+    return multiplicity.holm(arms, fit, 1 - run.confidence)
+
+
+def category_comparisons(
+    run: RunData, metric: str = "decode_tok_s"
+) -> dict[tuple[str, str], stats.Comparison]:
+    """(category, arm) → the arm's speedup over the baseline on that category's requests only:
+    paired, launch-level, one Holm family of every (category, arm) of the run (issue 27.5)."""
+    key = ("category_comparisons", metric)
+    if key not in run._fits:
+        run._fits[key] = _category_comparisons(run, metric)
+    return dict(run._fits[key])
+
+
+def _category_comparisons(run: RunData, metric: str) -> dict[tuple[str, str], stats.Comparison]:
+    df = run.df[run.df["category"].notna()]
+    if run.baseline not in run.measured_arms or df.empty:
+        return {}
+    groups = {str(c): sub for c, sub in df.groupby(df["category"].astype(str), sort=True)}
+    keys = [
+        (cat, arm)
+        for cat, sub in groups.items()
         for arm in run.measured_arms
-        if arm != run.baseline and df.loc[df["arm"] == arm, metric].notna().sum() >= 2
-    }
+        if arm != run.baseline and (sub["arm"] == arm).any()
+    ]
+
+    def fit(key: tuple[str, str], confidence: float) -> stats.Comparison:
+        return stats.speedup(groups[key[0]], key[1], run.baseline, metric, confidence=confidence)
+
+    return multiplicity.holm(keys, fit, 1 - run.confidence)
 
 
 def arm_summary(run: RunData) -> pd.DataFrame:
@@ -123,7 +158,9 @@ def arm_summary(run: RunData) -> pd.DataFrame:
                 "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
                 "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
                 "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,
+                "confidence": cmps[arm].confidence if arm in cmps else np.nan,
                 "verdict": _verdict(run, cmps, arm, unstable),
+                "error_rate": stats.error_rate_text(cmps[arm]) if arm in cmps else "",
             }
         )
     return pd.DataFrame(rows)

@@ -5,20 +5,36 @@ gap between two token chunks is many times the request's usual gap. Such a reque
 measures the pause; a few of them make an arm look bimodal, make whichever category they fell in
 look slow, and drag the geometric-mean speedup. They are named (STALLED), and the bimodality
 and category checks run without them so that a pause never reads as a per-category effect.
+
+A long gap is not always a pause. A speculative arm's verification round of a long draft takes
+many single steps' time and then delivers its accepted tokens at once (gemma3-270m, n-gram drafts
+of up to 40: gaps of 0.32–0.69 s, each ending in exactly accepted + 1 tokens); a rejected draft
+costs the same round and delivers one token. So a gap is a round, not a stall, where
+
+* the stream shows decoding: the read window that ends the gap brings two or more tokens;
+* or it matches the arm's verification-round time: the request drafted (or its server does not
+  say) and the gap is no longer than ``ROUND_SLACK`` × the longest round the arm's stream showed;
+* or the server's own decode time leaves the gap out (the engine was not paused; the delay was
+  on the way to the client).
+
+STALLED is left for gaps where none of these shows decoding; the requests with rounds stay in the
+bimodality and category checks, since they are exactly where speculation works.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from specbench import machine
-from specbench.analysis import bimodality, stats
+from specbench.analysis import bimodality, metrics, stats
+from specbench.analysis._arrays import FloatArray
 from specbench.analysis.finding import Finding
-from specbench.analysis.metrics import NS_PER_MS
+from specbench.analysis.metrics import BURST_GAP_MS, NS_PER_MS
 from specbench.schema import RequestRecord, chunks
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median step gap is a pause, not a step
@@ -28,29 +44,143 @@ STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hi
 # "usual gap" of an n-gram arm is a within-burst 0.05 ms and every ≥ 250 ms verification round on a
 # busy box reads as a pause (gemma3-270m ngram-simple: rounds of 125–141 ms, one of 270 ms).
 BURST_SHARE = 0.1
+ROUND_TOKENS = 2  # tokens in the read window that ends a gap: a round delivered them, decoding ran
+# A rejected draft costs a full round and yields one token; rounds of one arm vary with the draft
+# length and the box's load (0.32–0.69 s above), so a single-token gap up to this multiple of the
+# arm's longest stream-seen round may be one.
+ROUND_SLACK = 1.5
+SERVER_SHARE = 0.5  # the server's decode time short of the client's window by this share of a gap
 
 
 Rows = Sequence[Mapping[str, Any]]
 
 
-def stall_ms(rec: RequestRecord | Mapping[str, Any]) -> float:
-    """The longest gap between token chunks when it is a stall (else 0.0): compared with the
-    request's usual gap between decoding steps, bursts of one step's tokens left out."""
-    times = [c.t_ns for c in chunks(rec) if c.carries_token or c.finish_reason]
-    if len(times) < 3:
+class Stream(NamedTuple):
+    """What one request's stream shows about its gaps: each gap between read windows (chunks
+    closer than ``BURST_GAP_MS``, or a tenth of the mean gap if longer, came in one burst of
+    reads: no decoding step is that short), the tokens of the window it ends (that chunk and those
+    read right after it), the usual gap between decoding steps, and the client's decode window
+    (first to last token)."""
+
+    gap_ms: FloatArray
+    gap_tokens: FloatArray
+    usual_ms: float
+    window_ms: float
+
+    @property
+    def round_ms(self) -> float | None:
+        """The longest gap the stream shows to be a verification round (None: it shows none)."""
+        rounds = self.gap_ms[self.gap_tokens >= ROUND_TOKENS]
+        return float(rounds.max()) if rounds.size else None
+
+
+def stream(rec: RequestRecord | Mapping[str, Any]) -> Stream | None:
+    """The request's :class:`Stream`; None with fewer than three timed chunks. Tokens per chunk:
+    the server's running count where every token chunk has it (several per chunk on vLLM), else
+    one, as :func:`specbench.analysis.metrics.chunk_tokens` counts them."""
+    rows = [c for c in chunks(rec) if c.content or c.reasoning or c.tool_calls or c.finish_reason]
+    carries = [bool(c.content or c.reasoning or c.tool_calls) for c in rows]
+    running = [c.tokens for c, tok in zip(rows, carries, strict=True) if tok]
+    steps = np.diff([0, *running]) if None not in running else None
+    ones = np.asarray(carries, dtype=np.float64)
+    tokens = ones if steps is None or (steps < 0).any() else _spread(ones, steps)
+    t = np.asarray([c.t_ns for c in rows], dtype=np.float64) / NS_PER_MS
+    keep = np.isfinite(t)  # an imported row may hold no time
+    t, tokens = t[keep], tokens[keep]
+    if t.size < 3:
+        return None
+    diffs = np.diff(t)
+    split = BURST_SHARE * diffs.mean()  # closer chunks are tokens of one step, not steps
+    usual = float(np.median(diffs[diffs >= split]))
+    # A round's tokens come in one read, or reads microseconds apart; on a busy client a little
+    # further, but never a step apart.
+    new = diffs >= max(BURST_GAP_MS, split)
+    window = np.cumsum(np.r_[False, new])  # read window of each chunk
+    starts = np.flatnonzero(new) + 1
+    sent = t[tokens > 0]
+    return Stream(
+        diffs[starts - 1],
+        np.bincount(window, weights=tokens)[window[starts]],
+        usual,
+        float(sent[-1] - sent[0]) if sent.size else 0.0,
+    )
+
+
+def _spread(ones: FloatArray, steps: npt.NDArray[np.int_]) -> FloatArray:
+    """The per-token-chunk counts put where the token chunks are (the finish chunk carries none)."""
+    out = np.zeros_like(ones)
+    out[ones > 0] = steps
+    return out
+
+
+def _may_draft(rec: RequestRecord | Mapping[str, Any]) -> bool:
+    """The server says the request drafted, or does not say: only a 0 rules a round out."""
+    drafted = metrics.draft_n(rec)  # type: ignore[arg-type]
+    return bool(drafted != 0)  # NaN (not said) passes
+
+
+def _server_left_out(rec: RequestRecord | Mapping[str, Any], gap_ms: float, window_ms: float) -> bool:
+    """The server's own decode time (llama.cpp ``timings``, vLLM per-request metrics) is shorter
+    than the client's window by most of the gap: the engine decoded on, the delay came after it."""
+    timed = (rec.get("timings") or {}).get("predicted_ms")  # llama.cpp: first to last token
+    if isinstance(timed, (int, float)) and timed > 0:
+        return float(timed) < window_ms - SERVER_SHARE * gap_ms
+    rate, n = metrics.server_decode_tok_s(rec), metrics.output_tokens(rec)  # type: ignore[arg-type]
+    if not (np.isfinite(rate) and rate > 0 and n > 1):
+        return False
+    return 1000.0 * (n - 1) / rate < window_ms - SERVER_SHARE * gap_ms
+
+
+def _stall(rec: RequestRecord | Mapping[str, Any], s: Stream, rounds: float | None) -> float:
+    """The longest long gap where neither the stream nor the server's timing shows decoding."""
+    long = (s.gap_ms >= STALL_MIN_MS) & (s.gap_ms >= STALL_FACTOR * max(s.usual_ms, 1e-9))
+    single = long & (s.gap_tokens < ROUND_TOKENS)  # a burst after the gap: a round delivered it
+    for ms in sorted(s.gap_ms[single], reverse=True):
+        if rounds is not None and ms <= ROUND_SLACK * rounds and _may_draft(rec):
+            continue  # a rejected draft's round: as long as a round, one token
+        if not _server_left_out(rec, float(ms), s.window_ms):
+            return float(ms)
+    return 0.0
+
+
+def stall_ms(rec: RequestRecord | Mapping[str, Any], rounds: float | None = None) -> float:
+    """The longest gap between token chunks that is a stall (else 0.0): long against the request's
+    usual gap between decoding steps (bursts of one step's tokens left out), and no round (see
+    the module docstring). ``rounds`` is the arm's longest stream-seen verification round; None:
+    this request's own."""
+    s = stream(rec)
+    if s is None:
         return 0.0
-    gaps = np.diff(np.asarray(times, dtype=np.float64)) / NS_PER_MS
-    steps = gaps[gaps >= BURST_SHARE * gaps.mean()]
-    longest, usual = float(gaps.max()), float(np.median(steps))
-    return longest if longest >= STALL_MIN_MS and longest >= STALL_FACTOR * max(usual, 1e-9) else 0.0
+    return _stall(rec, s, s.round_ms if rounds is None else rounds)
+
+
+def _measured(records: Rows) -> list[Mapping[str, Any]]:
+    return [r for r in records if r.get("error") is None and not r.get("warmup")]
+
+
+def arm_rounds(records: Rows) -> dict[str, float]:
+    """Arm → its longest verification round that a measured request's stream showed."""
+    return _arm_rounds([(r, stream(r)) for r in _measured(records)])
+
+
+def _arm_rounds(streams: Sequence[tuple[Mapping[str, Any], Stream | None]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for rec, s in streams:
+        if s is not None and (ms := s.round_ms) is not None:
+            arm = str(rec.get("arm"))
+            out[arm] = max(out.get(arm, 0.0), ms)
+    return out
 
 
 def stalled(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, Any], float]:
     """(arm, seq) → stall length in ms, for every measured request that stalled."""
+    streams = [(r, stream(r)) for r in _measured(records)]
+    rounds = _arm_rounds(streams)  # an arm with none: no request of it shows one either
     out = {}
-    for rec in records:
-        if rec.get("error") is None and not rec.get("warmup") and (ms := stall_ms(rec)) > 0:
-            out[(str(rec.get("arm")), rec.get("seq"))] = ms
+    for rec, s in streams:
+        arm = str(rec.get("arm"))
+        if s is not None and (ms := _stall(rec, s, rounds.get(arm))) > 0:
+            out[(arm, rec.get("seq"))] = ms
     return out
 
 
@@ -83,9 +213,7 @@ def stall_findings(records: Rows, arms: Sequence[str], df: pd.DataFrame, baselin
         pauses = sorted(ms for (a, _), ms in keys.items() if a == arm)
         if not pauses:
             continue
-        total = sum(
-            1 for r in records if r.get("arm") == arm and r.get("error") is None and not r.get("warmup")
-        )
+        total = sum(1 for r in _measured(records) if r.get("arm") == arm)
         span = (
             f"{pauses[0] / 1000:.1f} s"
             if len(pauses) == 1
@@ -96,7 +224,9 @@ def stall_findings(records: Rows, arms: Sequence[str], df: pd.DataFrame, baselin
                 "STALLED",
                 (arm,),
                 f"{arm}: {len(pauses)} of {total} requests stalled (one gap of {span}, ≥ {STALL_FACTOR:.0f}× "
-                "the request's usual gap): the engine was paused, not decoding; these requests drag its "
+                "the request's usual gap; neither a burst of tokens after it, the arm's verification-round "
+                "time nor the server's own timing shows decoding in it): the engine was paused, not "
+                "decoding; these requests drag its "
                 "mean and speedup down and are left out of the bimodality and category checks."
                 + _without_line(df, records, arm, baseline),
             )

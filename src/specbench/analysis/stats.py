@@ -117,7 +117,14 @@ class Comparison:
     model's t test when paired over ≥ 2 launches, Wilcoxon signed-rank on the paired log-ratios
     of a single launch, Mann-Whitney U unpaired. ``n_launches`` counts the launch pairs (0
     unpaired); ``launches_needed`` is how many would settle an undetermined verdict at the
-    observed noise (None: out of reach, or not estimable from one launch).
+    observed noise (None: out of reach, or not estimable from one launch) and ``more_launches``
+    how many to ADD, with ``more_range`` its range over the variance's uncertainty
+    (:func:`specbench.analysis.launches.more_launches`). ``[ci_low, ci_high]`` is the interval the
+    verdict was taken from, always: ``pairs_low``/``pairs_high`` (the smallest and largest paired
+    ratio) are data, never an interval. ``too_few``: the baseline or the arm has fewer than two
+    usable values — no estimate, LOW_N. ``family``: how many comparisons share the error rate
+    ``family_alpha`` (Holm, :mod:`specbench.analysis.multiplicity`); ``confidence`` is then the
+    level this comparison was tested at.
     """
 
     arm: str
@@ -138,11 +145,23 @@ class Comparison:
     n_launches: int = 0
     launches_needed: int | None = None
     threshold: float = 0.01
+    more_launches: int | None = None
+    more_range: tuple[int, int | None] | None = None
+    pairs_low: float = math.nan
+    pairs_high: float = math.nan
+    too_few: bool = False
+    family: int = 1
+    family_alpha: float = math.nan
 
     @property
     def low_n(self) -> bool:
-        """Paired over fewer launch pairs than a verdict needs."""
-        return self.paired and self.n_launches < L.MIN_LAUNCHES
+        """Too few values in either arm, or paired over fewer launch pairs than a verdict needs."""
+        return self.too_few or (self.paired and self.n_launches < L.MIN_LAUNCHES)
+
+    @property
+    def decidable(self) -> bool:
+        """Whether any verdict could be reached from these data (LOW_N and one launch: never)."""
+        return not self.too_few and (not self.paired or self.n_launches >= L.MIN_LAUNCHES)
 
 
 def metric_higher_is_better(metric: str) -> bool:
@@ -175,14 +194,38 @@ def ci_label(c: Comparison) -> str:
     return f"{pct:.0f} %" if abs(pct - round(pct)) < 1e-6 else f"{pct:.1f} %"
 
 
+def more_text(c: Comparison) -> str:
+    """ "about 4 more launches, 2–11": launch pairs to ADD at the observed effect, with the range
+    the launch variance's uncertainty allows (docs/statistics.md); "" when not estimable."""
+    if c.more_launches is None:
+        return ""
+    lo, hi = c.more_range if c.more_range is not None else (c.more_launches, c.more_launches)
+    span = "" if lo == hi else f", {lo}–{hi if hi is not None else f'> {L.MAX_NEEDED}'}"
+    return f"about {c.more_launches} more launch{'es' if c.more_launches != 1 else ''}{span}"
+
+
+def error_rate_text(c: Comparison) -> str:
+    """Which error rate the verdict carries, e.g. "Holm over 3 comparisons: ≤ 5 % chance of any
+    false verdict among them" (docs/statistics.md, Multiplicity)."""
+    alpha = c.family_alpha if math.isfinite(c.family_alpha) else 1 - c.confidence
+    pct = f"{alpha * 100:.3g} %"
+    if c.family <= 1:
+        return f"{ci_label(c)} CI: ≤ {pct} chance of a false verdict"
+    return (
+        f"{ci_label(c)} CI; Holm over {c.family} comparisons: ≤ {pct} chance of any false verdict among them"
+    )
+
+
 def verdict_text(c: Comparison) -> str:
     """The verdict as printed: an undetermined one says why and what would settle it."""
     if c.verdict != "undetermined":
         return c.verdict
+    if c.too_few:
+        return f"undetermined (LOW_N: {c.n_b} {c.baseline} / {c.n_a} {c.arm} values)"
     if c.low_n:
         return f"undetermined (LOW_N: {c.n_launches} launch{'es' if c.n_launches != 1 else ''})"
-    if c.launches_needed is not None:
-        return f"undetermined (~{c.launches_needed} launches)"
+    if c.more_launches is not None:
+        return f"undetermined ({more_text(c)})"
     if c.paired and c.n_launches >= L.MIN_LAUNCHES:  # the effect sits on the band's edge
         return f"undetermined (> {L.MAX_NEEDED} launches)"
     return "undetermined"
@@ -275,12 +318,14 @@ class _Estimate:
     n_launches: int = 0
     launches_needed: int | None = None
     decidable: bool = True  # False: report the numbers, but the verdict is "undetermined"
-    shown: tuple[float, float] | None = None  # the interval printed, when narrower than lo..hi
+    data: tuple[float, float] | None = None  # smallest and largest paired log-ratio (data, not a CI)
+    more: L.MoreLaunches | None = None
 
 
 def _launch_estimate(pairs: pd.DataFrame, confidence: float, threshold: float) -> _Estimate:
-    """The launch-level mixed model over ≥ 2 launch pairs (:mod:`specbench.analysis.launches`); the verdict
-    uses the model's interval, the interval shown stays within the paired ratios' range."""
+    """The launch-level mixed model over ≥ 2 launch pairs (:mod:`specbench.analysis.launches`): the
+    interval printed is the one the verdict uses (issue 28: a narrower "shown" interval beside an
+    undetermined verdict read as a contradiction)."""
     f = L.fit(pairs, confidence)
     how = "pooled with within-launch noise" if f.pooled else "t"
     est = (
@@ -291,7 +336,8 @@ def _launch_estimate(pairs: pd.DataFrame, confidence: float, threshold: float) -
     n = f.n_pairs
     return _Estimate(
         f.mu, f.lo, f.hi, L.p_value(f), n, n, n, est, f.n_launches,
-        L.launches_needed(f, threshold, confidence), decidable, (f.shown_lo, f.shown_hi),
+        L.launches_needed(f, threshold, confidence), decidable, (f.data_lo, f.data_hi),
+        L.more_launches(f, threshold, confidence),
     )  # fmt: skip
 
 
@@ -301,8 +347,9 @@ def _single_launch_estimate(pairs: pd.DataFrame) -> _Estimate:
     d = pairs["d"].to_numpy(np.float64)
     n, est = int(d.size), "geometric mean of paired ratios; one launch: range of the pairs, no CI"
     return _Estimate(
-        float(np.mean(d)), float(d.min()), float(d.max()), _wilcoxon_p(d), n, n, n, est, 1, None, False
-    )
+        float(np.mean(d)), float(d.min()), float(d.max()), _wilcoxon_p(d), n, n, n, est, 1, None, False,
+        (float(d.min()), float(d.max())),
+    )  # fmt: skip
 
 
 def _unpaired_estimate(xa: FloatArray, xb: FloatArray, boot: dict[str, Any]) -> _Estimate:
@@ -334,9 +381,8 @@ def speedup(
     """
     hib = metric_higher_is_better(metric) if higher_is_better is None else higher_is_better
     a, b = _arm_rows(df, arm, metric), _arm_rows(df, baseline, metric)
-    if len(a) < 2 or len(b) < 2:
-        counts = f"{arm}={len(a)}, {baseline}={len(b)}"
-        raise ValueError(f"speedup: need ≥2 positive {metric} values per arm; got {counts}")
+    if len(a) < 2 or len(b) < 2:  # thin data (issue 29): LOW_N and undetermined, never an exception
+        return _too_few(arm, baseline, metric, hib, len(a), len(b), confidence, threshold)
     boot = {"confidence": confidence, "n_resamples": n_resamples, "seed": seed}
     pairs = _pairs(a, b, metric) if paired else pd.DataFrame({"launch": []})
     n_launches = int(pairs["launch"].nunique())
@@ -350,14 +396,29 @@ def speedup(
     lo, hi = _oriented(sign, e.lo, e.hi)
     ratio = math.exp(sign * e.log_ratio)
     v: Verdict = verdict(lo, hi, threshold) if e.decidable else "undetermined"
-    if e.shown is not None:
-        lo, hi = _oriented(sign, *e.shown)
-    if not e.decidable and e.n_launches < 2:
-        lo = hi = math.nan  # one launch: the pairs' range is evidence, not an interval
+    if not e.decidable:
+        lo = hi = math.nan  # LOW_N: no verdict, so no interval (two launches give t(1): ×0.00–×7e5)
+    data = _oriented(sign, *e.data) if e.data is not None else (math.nan, math.nan)
+    more = e.more if v == "undetermined" and e.decidable else None
     return Comparison(
         arm=arm, baseline=baseline, metric=metric, ratio=ratio, ci_low=lo, ci_high=hi,
         confidence=confidence, paired=e.n_pairs > 0, n_pairs=e.n_pairs, n_a=e.n_a, n_b=e.n_b,
         verdict=v, p_value=e.p_value, estimator=e.estimator, higher_is_better=hib,
         n_launches=e.n_launches, launches_needed=e.launches_needed if v == "undetermined" else None,
-        threshold=threshold,
+        threshold=threshold, more_launches=more.more if more else None,
+        more_range=(more.low, more.high) if more else None, pairs_low=data[0], pairs_high=data[1],
+        family_alpha=1 - confidence,
+    )  # fmt: skip
+
+
+def _too_few(
+    arm: str, baseline: str, metric: str, hib: bool, n_a: int, n_b: int, confidence: float, threshold: float
+) -> Comparison:
+    """Fewer than two usable values in the arm or the baseline: no ratio, no interval, LOW_N."""
+    nan = math.nan
+    return Comparison(
+        arm=arm, baseline=baseline, metric=metric, ratio=nan, ci_low=nan, ci_high=nan,
+        confidence=confidence, paired=False, n_pairs=0, n_a=n_a, n_b=n_b, verdict="undetermined",
+        p_value=nan, estimator=f"none: fewer than 2 usable {metric} values in an arm", higher_is_better=hib,
+        threshold=threshold, too_few=True, family_alpha=1 - confidence,
     )  # fmt: skip

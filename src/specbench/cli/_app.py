@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -9,12 +10,11 @@ from types import FrameType
 from typing import Any, NoReturn
 
 import typer
-from rich.markup import escape
 from typer import _click as click
 from typer.core import TyperGroup
 
-from specbench.errors import SpecbenchError
-from specbench.progress import console
+from specbench.errors import ConfigError, SpecbenchError, YamlSyntaxError
+from specbench.progress import console, printable
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "
@@ -35,6 +35,15 @@ class _Boundary(TyperGroup):
         except SpecbenchError as err:
             _print_error(err)
             raise typer.Exit(err.exit_code) from None
+        except OSError as err:
+            # The net under the checks where paths enter (paths.path_problem): a path the kernel
+            # refuses as too long is the user's input, not specbench's fault.
+            if err.errno != errno.ENAMETOOLONG:
+                raise
+            name = str(err.filename or "a path")
+            short = name if len(name) <= 80 else name[:79] + "…"
+            _print_error(ConfigError(f"{short}: the path is too long for this system ({err.strerror})"))
+            raise typer.Exit(ConfigError.exit_code) from None
 
 
 class _App(typer.Typer):
@@ -63,7 +72,7 @@ class _App(typer.Typer):
         except Exception as exc:
             if os.environ.get("SPECBENCH_DEBUG"):
                 raise
-            text = f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500]
+            text = printable(f"{type(exc).__name__}: {exc}".replace("\n", " ")[:500], markup=False)
             print(f"error: internal error ({text}); SPECBENCH_DEBUG=1 shows the traceback", file=sys.stderr)
             sys.exit(1)
         # non-standalone click returns a typer.Exit's code instead of exiting with it
@@ -85,8 +94,10 @@ app = _App(
 
 def _print_error(err: SpecbenchError) -> None:
     # soft_wrap: a path is never broken across lines when stderr is a pipe or a file
-    text = escape(str(err)).replace("\n", " ")  # one line, and "[...]" is text, not markup
+    text = printable(str(err).replace("\n", " "))  # one line; "[...]" and escapes are text
     console.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
+    if isinstance(err, YamlSyntaxError) and err.snippet:  # the caret needs its own lines
+        console.print(err.snippet.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
 
 
 def _exit_interrupted() -> NoReturn:

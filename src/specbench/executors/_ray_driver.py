@@ -248,9 +248,7 @@ class _Driver:
         self.store.append_cell({**msg["info"], **self._where(task)})
 
     def _on_scrape(self, task: _Task, msg: dict[str, Any]) -> None:
-        path = self.store.root / "metrics" / Path(msg["name"]).name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(msg["text"])
+        self.store.write_text(f"metrics/{Path(msg['name']).name}", msg["text"])  # scrubbed, guarded
 
     def _on_fitted(self, task: _Task, msg: dict[str, Any]) -> None:
         for prompt_id, fitted in msg["fitted"].items():
@@ -269,10 +267,8 @@ class _Driver:
     def _append_log(self, task: _Task, text: str, note: str) -> None:
         if not text:
             return
-        log = self.store.log_path(task.cell.arm)
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as fh:
-            fh.write(f"\n===== specbench: ray task {task.tag} on node {task.node}{note}\n{text}")
+        header = f"\n===== specbench: ray task {task.tag} on node {task.node}{note}\n"
+        self.store.append_log(task.cell.arm, header + text)  # scrubbed, guarded
 
     # -- nodes ------------------------------------------------------------------------------------
     def _see_node(self, node: dict[str, Any]) -> str:

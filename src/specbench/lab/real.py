@@ -83,17 +83,34 @@ def model_path(model: RealModel) -> Path:
     return models_dir() / model.filename
 
 
+#: How a matrix names a file specbench ships (``specbench:plain.jinja``): by name, never by the
+#: absolute path of one installation, so a matrix copied to another machine or clone still works.
+BUNDLED_PREFIX = "specbench:"
+
+
+def bundled_templates() -> list[str]:
+    return sorted(p.name for p in files("specbench.lab").joinpath("templates").iterdir() if p.is_file())
+
+
+def bundled_template(name: str) -> Path:
+    """The chat template specbench ships as ``name``; ConfigError listing the ones there are."""
+    if name not in bundled_templates():
+        known = ", ".join(BUNDLED_PREFIX + t for t in bundled_templates())
+        raise ConfigError(f"{BUNDLED_PREFIX}{name}: no such bundled template (there are: {known})")
+    return Path(str(files("specbench.lab").joinpath("templates", name)))
+
+
 def template_path(model: RealModel) -> Path | None:
     """The chat template file specbench ships for ``model`` (package data), or None."""
-    if model.template is None:
-        return None
-    return Path(str(files("specbench.lab").joinpath("templates", model.template)))
+    return None if model.template is None else bundled_template(model.template)
 
 
 def server_args(model: RealModel) -> list[str]:
-    """llama-server arguments the model needs: its template, read with the Jinja engine."""
-    template = template_path(model)
-    return [] if template is None else ["--jinja", "--chat-template-file", str(template)]
+    """llama-server arguments the model needs: its template, read with the Jinja engine — named
+    as a bundled file, so the demo's stored matrix can be copied and run anywhere."""
+    if model.template is None:
+        return []
+    return ["--jinja", "--chat-template-file", BUNDLED_PREFIX + model.template]
 
 
 def list_models() -> list[ModelStatus]:

@@ -119,11 +119,27 @@ def _faceted(a: Analysis, column: str) -> Figure | None:
     if len(values) < 2:
         return None
     fig, axes = _facets(len(values))
+    notes = _category_notes(a) if column == "category" else {}
     for ax, value in zip(axes, values, strict=True):
         cis = a.decode_cis[(column, value)]
         _distribution(ax, df[df[column].astype(str) == value], run.measured_arms, run.baseline, cis)
         ax.set_title(value, fontsize=10)
+        if value in notes:  # below the panel: the title stays the category alone
+            ax.set_xlabel(notes[value], fontsize=7, wrap=True)
+        ax.tick_params(axis="y", labelleft=True)  # shared y: every panel still reads its numbers
     return fig
+
+
+def _category_notes(a: Analysis) -> dict[str, str]:
+    """Per category, each arm's paired speedup with the interval its verdict used (the table's
+    numbers): a panel of boxes alone invites reading a ratio of medians off it (issue 27.5)."""
+    from specbench.report.tables import speedup_text
+
+    notes: dict[str, list[str]] = {}
+    for r in a.categories.speedups.to_dict("records"):
+        verdict = str(r["verdict"]).split(" (", 1)[0]
+        notes.setdefault(str(r["category"]), []).append(f"{r['arm']} {speedup_text(r)} {verdict}")
+    return {k: "; ".join(v) for k, v in notes.items()}
 
 
 def decode_by_category(a: Analysis) -> Figure | None:

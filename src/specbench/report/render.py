@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import load_run
+from specbench.analysis.finding import group_findings
 from specbench.analysis.result import Analysis, analyse
 from specbench.errors import ConfigError
 from specbench.report import html, markdown
@@ -43,6 +44,8 @@ def findings_json(c: Analysis) -> dict[str, Any]:
     """findings.json: findings, per-arm summary, comparisons, and what the report derived."""
     out: dict[str, Any] = jsonable(
         {
+            "answer": [a.to_dict(c.run.baseline) for a in c.answers],
+            "findings_grouped": [g.to_dict() for g in group_findings(c.findings)],
             "findings": [f.to_dict() for f in c.findings],
             "summary": c.summary.to_dict("records"),
             "comparisons": {arm: asdict(cmp) for arm, cmp in c.comparisons.items()},

@@ -21,6 +21,15 @@ from specbench.report.prompts import prompt_blocks
 from specbench.report.tune import tune_blocks
 
 
+def _answer(c: Analysis) -> list[Block]:
+    """The answer first (issue 28.1): per workload what to ship, its speedup and interval, and
+    where the kinds of prompt disagree, the per-category answer with its acceptance."""
+    lines = c.answer_lines()
+    if not lines:
+        return []
+    return [Heading("Answer"), Bullets(tuple(line.strip() for line in lines))]
+
+
 def _findings(c: Analysis) -> list[Block]:
     if not c.findings:
         return [Heading("Findings"), Para("No check flagged this run.")]
@@ -29,20 +38,28 @@ def _findings(c: Analysis) -> list[Block]:
     line = ", ".join(f"{n} {sev}{'s' if n > 1 and sev != 'info' else ''}" for sev, n in counts)
     return [
         Heading("Findings"),
-        Para(f"{line}; most serious first."),
+        Para(f"{line}; most serious first. One row per code, with every arm it names."),
         Table(tables.findings_table(c.findings)),
     ]
 
 
 def _decision(c: Analysis) -> list[Block]:
     rule = (
-        "Rule: recommend the arm with the largest decode speedup whose 95 % CI lies above 1.01 "
+        "Rule: recommend the arm with the largest decode speedup whose interval lies above 1.01 "
         f"(verdict faster) vs {c.run.baseline}, whose wall clock is not significantly slower, and "
-        "that no error-severity finding names; otherwise keep speculation off."
+        "that no error-severity finding names; otherwise keep speculation off. " + _error_rates(c)
     )
     if not c.decisions:
         return [Heading("Decision"), Para("No measured requests: nothing to decide."), Para(rule)]
     return [Heading("Decision"), Table(tables.decision_table(c.decisions)), Para(rule)]
+
+
+def _error_rates(c: Analysis) -> str:
+    """Which error rate the speedup verdicts carry (issue 27, multiplicity), in one sentence."""
+    texts = sorted({str(t) for t in c.by_workload.get("error_rate", pd.Series(dtype=str)) if t})
+    if not texts:
+        return ""
+    return "Speedup intervals and verdicts: " + "; ".join(texts) + " (docs/statistics.md, Multiplicity)."
 
 
 def _context(run: RunData, run_dir: Path) -> list[Block]:
@@ -110,7 +127,10 @@ def _by_workload(c: Analysis, workloads: list[str]) -> list[Block]:
     table = by_workload.speedup_table(c.by_workload, workloads, c.run.arms, c.run.baseline)
     blocks: list[Block] = [
         Heading("Workloads by arm"),
-        Table(table, f"decode speedup vs {c.run.baseline} (95 % CI) and verdict, per workload"),
+        Table(
+            table, f"decode speedup vs {c.run.baseline} (the CI its verdict used) and verdict, per workload"
+        ),
+        Para(_error_rates(c)),
     ]
     decided = {d.workload: d for d in c.decisions}
     words = dict(described_workloads(c.run.manifest.get("matrix") or {}))
@@ -119,14 +139,16 @@ def _by_workload(c: Analysis, workloads: list[str]) -> list[Block]:
         if workload in decided:
             d = decided[workload]
             blocks.append(Para(f"Decision: {d.recommendation} — {d.reason}."))
-        blocks.append(Table(tables.arm_table(c.by_workload, workload), "medians with 95 % bootstrap CIs"))
+        caption = "medians with 95 % bootstrap CIs; decode speedup with the CI its verdict used"
+        blocks.append(Table(tables.arm_table(c.by_workload, workload), caption))
         blocks += _crossover(c, workload, 3)
-        blocks += _categories(c.workload_categories[workload], 3)
+        blocks += _categories(c.workload_categories[workload], c.run.baseline, 3)
     return blocks
 
 
 def _per_arm(c: Analysis) -> list[Block]:
-    blocks: list[Block] = [Heading("Per arm"), Para("Medians with 95 % bootstrap CIs in parentheses.")]
+    note = "Medians with 95 % bootstrap CIs in parentheses. " + _error_rates(c)
+    blocks: list[Block] = [Heading("Per arm"), Para(note.strip())]
     for workload in c.by_workload["workload"].unique() if not c.by_workload.empty else ():
         blocks.append(Table(tables.arm_table(c.by_workload, str(workload)), f"workload {workload}"))
     return blocks
@@ -140,14 +162,19 @@ def _machines(c: Analysis) -> list[Block]:
     return [Heading("Per machine"), Table(table, caption)]
 
 
-def _categories(cats: Categories, level: int = 2) -> list[Block]:
-    table = tables.category_table(cats)
+def _categories(cats: Categories, baseline: str, level: int = 2) -> list[Block]:
+    table = tables.category_table(cats, baseline)
     if table.empty:
         return []
-    blocks: list[Block] = [
-        Heading("Per prompt category", level),
-        Table(table, "median decode tok/s; × = vs baseline"),
-    ]
+    levels = sorted({float(v) for v in cats.speedups["confidence"].dropna()})
+    family = int(cats.speedups["family"].max()) if len(cats.speedups) else 1
+    level_text = "/".join(f"{v * 100:.3g} %" for v in levels) or "95 %"
+    caption = (
+        f"decode speedup vs {baseline} on each category's requests: paired by prompt inside launch "
+        f"pairs, {level_text} CI; the categories' verdicts are one Holm family of {family} "
+        "comparisons (docs/statistics.md); drafted / accepted: the arm's draft tokens there"
+    )
+    blocks: list[Block] = [Heading("Per prompt category", level), Table(table, caption)]
     return [*blocks, Bullets(tuple(cats.splits))] if cats.splits else blocks
 
 
@@ -213,6 +240,7 @@ def _measured(c: Analysis) -> list[Block]:
 def report_blocks(c: Analysis, run_dir: Path, plots: list[tuple[Plot, Path]]) -> list[Block]:
     return [
         Heading(f"specbench report: {run_dir.name}", 1),
+        *_answer(c),
         *_findings(c),
         *_decision(c),
         *tune_blocks(run_dir),
@@ -221,7 +249,7 @@ def report_blocks(c: Analysis, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *_measured(c),
         *goodput_blocks(c.goodput, c.run.baseline),
         *_machines(c),
-        *(_categories(c.categories) if len(c.workloads) < 2 else []),
+        *(_categories(c.categories, c.run.baseline) if len(c.workloads) < 2 else []),
         *_acceptance(c),
         *_equivalence(c),
         *prompt_blocks(c.prompts),

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.decision import Decision
-from specbench.analysis.finding import Finding
+from specbench.analysis.finding import Finding, group_findings
 from specbench.analysis.frames import Categories
 
 
@@ -67,9 +67,16 @@ def arm_table(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
 
 
 def findings_table(found: list[Finding]) -> pd.DataFrame:
+    """One row per code and severity with every arm it names (issue 28: one BUSY_MACHINE line per
+    arm pushed the decision down); each finding's evidence is kept, one sentence after another."""
     rows = [
-        {"severity": f.severity, "code": f.code, "arms": ", ".join(f.arms), "evidence": f.evidence}
-        for f in found
+        {
+            "severity": g.severity,
+            "code": g.code,
+            "arms": ", ".join(g.arms),
+            "evidence": " ◦ ".join(g.evidence),
+        }
+        for g in group_findings(found)
     ]
     return pd.DataFrame(rows, columns=["severity", "code", "arms", "evidence"])
 
@@ -87,14 +94,35 @@ def decision_table(decisions: list[Decision]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["workload", "recommendation", "decode speedup", "why"])
 
 
-def category_table(cats: Categories) -> pd.DataFrame:
-    """Median decode tok/s per category and arm, then each arm's ratio to the baseline (``arm ×``)."""
+def category_table(cats: Categories, baseline: str) -> pd.DataFrame:
+    """Per category: the baseline's median decode tok/s, then each arm's median and its paired,
+    launch-level speedup with the interval its verdict used, and the tokens it drafted and
+    accepted there (a speedup with no drafts behind it is no speculation). No ratio of medians."""
     if cats.medians.empty:
         return pd.DataFrame()
-    out = cats.medians.map(lambda v: fmt(v))
-    for arm in cats.ratios.columns:
-        out[f"{arm} ×"] = cats.ratios[arm].map(lambda v: fmt(v, ".2f"))
-    return out.reset_index().rename_axis(columns=None)
+    by_key = {(str(r["category"]), str(r["arm"])): r for r in cats.speedups.to_dict("records")}
+    rows = []
+    for category in cats.medians.index:
+        for arm in cats.medians.columns:
+            r = by_key.get((str(category), str(arm)))
+            rows.append({
+                "category": category, "arm": arm,
+                "decode tok/s (median)": fmt(cats.medians.loc[category, arm]),
+                "decode speedup (CI)": speedup_text(r) if r else "—",
+                "verdict": "baseline" if arm == baseline else (str(r["verdict"]) if r else ""),
+                "drafted": fmt(r["drafted"], ".0f") if r else "—",
+                "accepted": fmt(r["accepted"], ".0f") if r else "—",
+                "acceptance": fmt(r["acceptance"], ".2f") if r else "—",
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def speedup_text(row: dict[Any, Any]) -> str:
+    """ "×1.23 (1.10–1.37)", the interval the verdict was read from; "×1.23" without one (LOW_N)."""
+    ratio = row.get("speedup", row.get("ratio"))
+    if ratio is None or not math.isfinite(float(ratio)):
+        return "—"
+    return "×" + fmt_ci(float(ratio), float(row["ci_low"]), float(row["ci_high"]), ".2f")
 
 
 def acceptance_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -17,11 +17,11 @@ the machine that renders the report. A resumed run keeps its first probe. The fo
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from specbench.errors import ConfigError
+from specbench.safeio import write_atomic
 from specbench.store import now_iso
 from specbench.theory.hardware import PROBE_BYTES, PROBE_REPS, Gpu, probe_cpu
 
@@ -48,9 +48,7 @@ def record_machine_probe(run_dir: Path) -> dict[str, Any]:
             "reps": PROBE_REPS,
         },
     }
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    os.replace(tmp, path)  # atomic: a crash never leaves half a probe behind
+    write_atomic(path, json.dumps(data, indent=1))  # a crash never leaves half a probe; full disk: exit 5
     return data
 
 

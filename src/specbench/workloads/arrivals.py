@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from specbench.safeio import write_atomic
+
 T = TypeVar("T")
 
 
@@ -51,7 +53,7 @@ def save_schedule(root: Path, name: str, info: dict[str, Any]) -> str:
     folder = root / "schedules"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{name}.json"
-    path.write_text(json.dumps(info))
+    write_atomic(path, json.dumps(info))  # a full disk is exit 5
     return f"schedules/{name}.json"
 
 

@@ -3,7 +3,9 @@
 The count is of the whole prompt the server prefills, chat template included. A message may hold
 the placeholder ``{{FILL}}``; fitting replaces it with filler text whose length is searched
 (secant steps on the measured count) until the prompt lands within 1 % of the target. Without a
-placeholder the filler is prepended to the last user message as context. Each prompt's filler
+placeholder the filler is prepended to the last user message as context. A bundled prompt that
+the engine's tokenizer counts longer than the target is cut first (:mod:`.cut`): the user did not
+write it, so it is fitted like the rest; a user's own prompt is never cut. Each prompt's filler
 starts at its own offset, so different prompts share no long prefix (a shared prefix would be
 served from the prompt cache and hide prefill cost, docs/mistakes.md, mistake 11). Without a tokenizer
 endpoint the count is estimated (4 characters per token, 4 tokens per message).
@@ -16,6 +18,7 @@ from functools import cache
 from typing import Any
 
 from specbench.errors import ConfigError
+from specbench.workloads.cut import cut_to_fit, cuttable
 from specbench.workloads.prompts import load_bundled
 
 FILL = "{{FILL}}"
@@ -68,9 +71,16 @@ async def fit_messages(
     """Messages whose prompt counts ``target`` tokens (±1 %), the count reached, and the filler
     length used. With ``chars`` given, that filler is used as is (requests sharing a document)."""
     if chars is not None:
-        fitted = _with_filler(messages, filler(chars, offset))
-        return fitted, await count(fitted), chars
+        text = filler(chars, offset)
+        fitted = _with_filler(messages, text)
+        tokens = await count(fitted)
+        if tokens > (1 + FIT_TOLERANCE) * target and cuttable(messages) is not None:
+            cut, tokens = await cut_to_fit(messages, target, count, lambda m: _with_filler(m, text))
+            fitted = _with_filler(cut, text)
+        return fitted, tokens, chars
     base = await count(_with_filler(messages, ""))
+    if base > target and cuttable(messages) is not None:  # a shipped prompt: cut, then fill
+        messages, base = await cut_to_fit(messages, target, count, lambda m: _with_filler(m, ""))
     if base >= target:
         return _with_filler(messages, ""), base, 0
     chars = int((target - base) * CHARS_PER_TOKEN_ESTIMATE)

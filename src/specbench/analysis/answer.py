@@ -1,0 +1,162 @@
+"""The answer first (issue 28.1): per workload, what to ship — or "keep speculation off" — with its
+speedup and the interval its verdict used, and where the answer differs by kind of prompt, the
+per-category answer with why (acceptance and drafted tokens there).
+
+It only reads what the analysis already computed (the decision, the Holm-adjusted comparisons,
+the per-category speedups), so the top line can never disagree with the tables below it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from specbench.analysis import stats
+from specbench.analysis.decision import Decision
+
+
+@dataclass(frozen=True)
+class CategoryAnswer:
+    """One category's speedup of the arm the answer discusses, and the drafting behind it."""
+
+    category: str
+    speedup: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    drafted: float
+    accepted: float
+
+    @property
+    def text(self) -> str:
+        why = ""
+        if math.isfinite(self.drafted):
+            why = f" (accepted {_count(self.accepted)} of {_count(self.drafted)} drafted"
+            why += f", {self.accepted / self.drafted:.0%})" if self.drafted > 0 else ")"
+        return f"{self.category} {_ratio(self.speedup, self.ci_low, self.ci_high)} {self.verdict}{why}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What to do for one workload. ``ship`` is the recommended arm (None: keep speculation off);
+    ``arm`` the arm the numbers are about (the shipped one, else the best candidate); ``advice``
+    the per-category consequence ("don't use it for json"), "" when the categories agree."""
+
+    workload: str
+    ship: str | None
+    arm: str | None
+    speedup: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    error_rate: str
+    reason: str
+    categories: list[CategoryAnswer] = field(default_factory=list)
+    advice: str = ""
+
+    def lines(self, baseline: str) -> list[str]:
+        """The answer in words: the headline, then (when they differ) the categories and advice."""
+        if self.arm is None:
+            head = f"{self.workload}: keep speculation off — {self.reason}"
+        elif self.ship is not None:
+            head = (
+                f"{self.workload}: ship {self.ship} — decode "
+                f"{_ratio(self.speedup, self.ci_low, self.ci_high)} faster than {baseline} "
+                f"({self.error_rate})"
+            )
+        else:
+            head = (
+                f"{self.workload}: keep speculation off — the best, {self.arm}, is "
+                f"{_ratio(self.speedup, self.ci_low, self.ci_high)} vs {baseline}, {self.verdict}"
+            )
+        out = [head]
+        if self.categories:
+            out.append(f"  by kind of prompt ({self.arm}): " + ", ".join(c.text for c in self.categories))
+        if self.advice:
+            out.append(f"  → {self.advice}")
+        return out
+
+    def to_dict(self, baseline: str) -> dict[str, Any]:
+        d = asdict(self)
+        d["categories"] = [asdict(c) for c in self.categories]
+        return {**d, "recommendation": self.ship or "keep speculation off", "lines": self.lines(baseline)}
+
+
+def _count(v: float) -> str:
+    return f"{v:.0f}" if math.isfinite(v) else "?"
+
+
+def _ratio(r: float, lo: float, hi: float) -> str:
+    if not math.isfinite(r):
+        return "×—"
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"×{r:.2f} [no interval]"
+    return f"×{r:.2f} [{lo:.2f}–{hi:.2f}]"
+
+
+def answer(
+    decision: Decision, cmps: dict[str, stats.Comparison], speedups: pd.DataFrame, baseline: str
+) -> Answer:
+    """The answer of one workload from its decision, its arms' comparisons and its per-category
+    speedups (:func:`specbench.analysis.frames.category_speedups`)."""
+    arm = decision.arm or _candidate(cmps, speedups)
+    c = cmps.get(arm) if arm is not None else None
+    if c is None:
+        return Answer(decision.workload, None, None, math.nan, math.nan, math.nan, "", "", decision.reason)
+    cats = _categories(speedups, c.arm)
+    words = {_word(x.verdict) for x in cats}
+    differ = len(cats) >= 2 and (len(words) > 1 or words != {_word(stats.verdict_text(c))})
+    return Answer(
+        decision.workload, decision.arm, c.arm, c.ratio, c.ci_low, c.ci_high, stats.verdict_text(c),
+        stats.error_rate_text(c), decision.reason, cats if differ else [],
+        _advice(c.arm, cats, decision.arm is not None) if differ else "",
+    )  # fmt: skip
+
+
+def _word(verdict: str) -> str:
+    return verdict.split(" (", 1)[0]
+
+
+def _candidate(cmps: dict[str, stats.Comparison], speedups: pd.DataFrame) -> str | None:
+    """Without a recommendation: the arm that wins on the most categories (where the workload's
+    answer may hide a per-category one), else the largest overall speedup (the decision's)."""
+    if not cmps:
+        return None
+    wins: dict[str, int] = {}
+    for r in speedups.to_dict("records") if len(speedups) else []:
+        if _word(str(r["verdict"])) == "faster" and r["arm"] in cmps:
+            wins[str(r["arm"])] = wins.get(str(r["arm"]), 0) + 1
+    finite = [a for a in cmps if math.isfinite(cmps[a].ratio)] or list(cmps)
+    return max(finite, key=lambda a: (wins.get(a, 0), cmps[a].ratio if math.isfinite(cmps[a].ratio) else 0.0))
+
+
+def _categories(speedups: pd.DataFrame, arm: str) -> list[CategoryAnswer]:
+    rows = speedups[speedups["arm"] == arm].to_dict("records") if len(speedups) else []
+    return [
+        CategoryAnswer(
+            str(r["category"]),
+            float(r["speedup"]),
+            float(r["ci_low"]),
+            float(r["ci_high"]),
+            str(r["verdict"]),
+            float(r["drafted"]),
+            float(r["accepted"]),
+        )
+        for r in rows
+    ]
+
+
+def _advice(arm: str, cats: list[CategoryAnswer], shipped: bool) -> str:
+    slower = [c.category for c in cats if _word(c.verdict) == "slower"]
+    faster = [c.category for c in cats if _word(c.verdict) == "faster"]
+    parts = []
+    if slower:
+        parts.append(f"don't use {arm} for {', '.join(slower)} prompts (slower there)")
+    if faster and not shipped:
+        parts.append(f"{arm} is faster on {', '.join(faster)} prompts only: consider it for those")
+    if not parts:
+        return "the categories differ, but no category's verdict is settled: more launches would tell"
+    return "; ".join(parts)

@@ -1,0 +1,86 @@
+"""Metamorphic truth check on the real llama-server (issue 27, item 8): renaming every arm — the
+baseline too — and listing the arms in another order leave every verdict and finding the same.
+
+One designed experiment (tiny dense lab model, α 0): a draft of 8 tokens that is never accepted
+(a clear loss, ×0.15–×0.6 on this machine), an A/A arm and the baseline; then the same matrix with
+every arm renamed and the YAML's arm order reversed. Names reach the run only as labels (log
+files, the counterbalanced order's seed input), so what the analysis concludes must not move.
+
+Tolerance for noise: the loser's verdict and every finding about the experiment's design must be
+equal. The A/A arm's verdict may read ``undetermined`` or ``equivalent`` in either run (both say
+"no difference shown"; which one depends on how tight four launches happen to be), never
+``faster``/``slower`` (a false verdict, at most α). Findings that read the machine or the timing
+distribution of this launch (``NOISE``: a busy box, bimodal or unstable rates, a late client, a
+drifting box, a stalled stream) may come and go between two runs of the very same matrix and are
+left out; severities are not compared (SPEC_LOSS is an error only when its whole interval lies
+below ×0.8, which a ×0.6 loss straddles from run to run).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specbench import api
+from specbench.analysis import analyse_dir
+from tests.conftest import lab_pair
+from tests.test_verdicts_engine import draft
+
+pytestmark = pytest.mark.engine
+
+PROMPTS = [{"id": f"p{i}", "prompt": f"Write note {i} about the river."} for i in range(4)]
+NOISE = frozenset(
+    {"BUSY_MACHINE", "BIMODAL", "UNSTABLE", "DRIFT", "CLIENT_BEHIND", "CLIENT_SERVER_DISAGREE",
+     "STALLED", "LATE_SENDS", "UNTIMED_DECODE"}
+)  # fmt: skip
+NO_DIFFERENCE = frozenset({"undetermined", "equivalent"})
+RENAME = {"baseline": "ref", "draft8": "k8-draft", "same": "twin"}
+
+
+def run(folder: Path, arms: dict[str, list[str]], baseline: str, binary: Path, model: Path) -> Path:
+    folder.mkdir()
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
+    body = {
+        "model": str(model),
+        "engine_binary": str(binary),
+        "common_args": ["-c", "2048", "-np", "1", "-t", "1"],
+        "arms": arms,
+        "baseline": baseline,
+        "repeats": 4,
+        "warmup": 1,
+        "workload": {"suite": "natural", "max_tokens": 32, "prompt_file": "prompts.jsonl"},
+    }
+    (folder / "matrix.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
+    return api.run_matrix(folder / "matrix.yaml", folder / "run")
+
+
+def conclusions(out: Path, names: dict[str, str]) -> tuple[dict[str, str], set[tuple[str, tuple[str, ...]]]]:
+    """Verdicts by original arm name, and the design findings as (code, original arm names)."""
+    back = {new: old for old, new in names.items()}
+    result = analyse_dir(out)
+    verdicts = {back[arm]: str(c.verdict) for arm, c in result.comparisons.items()}
+    found = {
+        (f.code, tuple(sorted(back.get(a, a) for a in f.arms)))
+        for f in result.findings
+        if f.code not in NOISE
+    }
+    return verdicts, found
+
+
+def test_renaming_and_reordering_every_arm_changes_no_verdict_and_no_finding(
+    llama_server: Path, tmp_path: Path
+) -> None:
+    pair = lab_pair(arch="dense", alpha=0.0)
+    arms = {"baseline": [], "draft8": draft(pair.draft, 8), "same": []}
+    first = run(tmp_path / "a", arms, "baseline", llama_server, pair.target)
+    renamed = {RENAME[a]: args for a, args in reversed(arms.items())}
+    second = run(tmp_path / "b", renamed, RENAME["baseline"], llama_server, pair.target)
+
+    verdicts_a, found_a = conclusions(first, {a: a for a in arms})
+    verdicts_b, found_b = conclusions(second, RENAME)
+    assert verdicts_a["draft8"] == verdicts_b["draft8"] == "slower", (verdicts_a, verdicts_b)
+    assert {verdicts_a["same"], verdicts_b["same"]} <= NO_DIFFERENCE, (verdicts_a, verdicts_b)
+    assert found_a == found_b
