@@ -41,7 +41,8 @@ def summary_table(result: Analysis, title: str = "") -> Table:
         "verdict",
     )
     for col in headers:
-        table.add_column(col, justify="left" if col in ("arm", "status") else "right")
+        # An arm's name is never broken ("ngram-\nmod" read as two arms); the verdict wraps instead.
+        table.add_column(col, justify="left" if col in ("arm", "status") else "right", no_wrap=col == "arm")
     for row in result.summary.to_dict("records"):
         errors = f" ({row['errors']} err)" if row["errors"] else ""
         speedup = _fmt(row["speedup"], ".2f")

@@ -78,6 +78,24 @@ def test_the_summary_table_escapes_arm_names_and_verdicts() -> None:
     assert out.count("[/INST][bold]") == 2  # the arm and its verdict, as text
 
 
+def test_an_arm_name_is_never_broken_across_lines_in_a_narrow_terminal() -> None:
+    """The report of issue 28: "ngram-\nmod" in the arm column read as two arms at 80 columns."""
+    rows = [
+        {
+            **dict.fromkeys(("ttft_ms", "decode_tok_s", "e2e_ms", "speedup"), 1.0),
+            **dict.fromkeys(("ci_low", "ci_high", "acceptance"), float("nan")),
+            **{"arm": arm, "status": "ok", "requests": 24, "errors": 0, "acceptance_source": ""},
+            "verdict": "undetermined (about 12 more launches, 5–40)",
+        }
+        for arm in ("baseline", "ngram-mod", "draft-simple-k8")
+    ]
+    result: Any = SimpleNamespace(run=SimpleNamespace(confidence=0.95), summary=pd.DataFrame(rows))
+    sink = io.StringIO()
+    Console(file=sink, force_terminal=False, width=80).print(summary.summary_table(result))
+    out = sink.getvalue()
+    assert "ngram-mod" in out and "draft-simple-k8" in out, out
+
+
 def test_a_prompt_id_with_escapes_reaches_the_console_escaped(tmp_path: Path) -> None:
     """The issue's case: ANSI escapes in prompt ids reached the terminal raw (the plan lists ids).
     Whether the id is accepted or refused, nothing raw may be printed."""

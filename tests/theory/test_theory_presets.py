@@ -286,3 +286,21 @@ def test_cpu_is_probed_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     get_gpu("cpu")
     assert calls == [1]
     presets.cpu.cache_clear()
+
+
+def test_predict_lists_its_presets_without_an_error() -> None:
+    """``predict --presets`` lists every model and GPU preset (before, only an error named them)."""
+    import subprocess
+    import sys
+
+    from specbench.theory.presets import gpus, models
+
+    done = subprocess.run(
+        [sys.executable, "-m", "specbench.cli", "predict", "--presets"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    listed = {line.strip() for line in done.stdout.splitlines()}
+    assert set(models().names()) <= listed and set(gpus().names()) <= listed

@@ -16,19 +16,28 @@ from specbench.progress import console
 def report(
     run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")],
     format: Annotated[
-        str, typer.Option("--format", help="comma-separated: md, html, json, csv")
+        str,
+        typer.Option(
+            "--format",
+            help="comma-separated: md, html, json, csv; json alone also prints findings.json on stdout",
+        ),
     ] = "md,html,json,csv",
 ) -> None:
-    """Render the report from the run directory alone (nothing is re-run); print the files."""
+    """Render the report from the run directory alone (nothing is re-run); print the files
+    written, or with --format json the findings themselves (for jq and scripts)."""
     from specbench.report import render_report
 
-    paths = render_report(run_dir, [f.strip() for f in format.split(",") if f.strip()])
+    formats = [f.strip() for f in format.split(",") if f.strip()]
+    paths = render_report(run_dir, formats)
     if not (run_dir / "env.json").is_file() and not (run_dir / "envs").is_dir():
-        console.print(
+        console.print(  # stderr: with --format json, stdout is the JSON document alone
             f"[yellow]warning: {escape(str(run_dir / 'env.json'))} is missing: the environment is "
             "reported as unknown",
             soft_wrap=True,
         )
+    if formats == ["json"]:
+        print(next(p for p in paths if p.name == "findings.json").read_text())
+        return
     for path in paths:
         print(path)
 

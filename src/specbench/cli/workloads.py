@@ -98,12 +98,18 @@ def predict(
         typer.Option(help="hybrid targets: re-run the accepted prefix after each restore (pinned llama.cpp)"),
     ] = False,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    presets: Annotated[
+        bool, typer.Option("--presets", help="list the model and GPU presets --model and --gpu take")
+    ] = False,
 ) -> None:
     """Predict baseline and speculative decode speed from architecture and hardware."""
     import json
 
     from specbench import theory
 
+    if presets:
+        _print_presets()
+        return
     if calibrate is not None:
         fitted = theory.run_theory(calibrate, fit_arm=fit_arm)
         print(
@@ -130,6 +136,15 @@ def predict(
     )
     _note_gpu_alias(gpu)
     print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+
+
+def _print_presets() -> None:
+    from specbench.theory.presets import gpus, models
+
+    print("models (--model, --draft-model; or a Hugging Face config.json):")
+    print("\n".join(f"  {name}" for name in models().names()))
+    print("gpus (--gpu; or cpu to probe this machine):")
+    print("\n".join(f"  {name}" for name in gpus().names()))
 
 
 def _note_gpu_alias(gpu: str | None) -> None:
