@@ -34,9 +34,10 @@ SECRET_FLAGS = frozenset({"--api-key", "--admin-api-key", "--hf-token", "-hft", 
 SECRET_FILE_FLAGS = frozenset({"--api-key-file"})
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|PWD|AUTH|CREDENTIAL", re.IGNORECASE)
 # What follows a URL's "://" when it holds a password: user, ":", password, "@" (the password may
-# hold ":"; neither part holds "/", so one "://" never reaches into the next: linear). Possessive,
-# so a failed match never backtracks through a long word.
-_USERINFO = re.compile(r"://(?=[^/:@\s\"']*+:(?P<pw>[^@/\s\"']++)@)")
+# hold ":"; neither part holds "/", so one "://" never reaches into the next: linear). A failed
+# match backtracks only through its own span, and spans never overlap (no possessive quantifiers:
+# they need Python 3.11, and the project supports 3.10).
+_USERINFO = re.compile(r"://(?=[^/:@\s\"']*:(?P<pw>[^@/\s\"']+)@)")
 _SCHEME_TAIL = "0123456789+.-"  # scheme characters that are not letters (RFC 3986 section 3.1)
 
 

@@ -70,10 +70,8 @@ class _Measure:
 
     def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
         df = frame(self.runner.store.records())
-        try:
-            return stats.speedup(df, arm, other, "decode_tok_s", confidence=confidence)
-        except ValueError:
-            return None
+        c = stats.speedup(df, arm, other, "decode_tok_s", confidence=confidence)
+        return None if c.too_few else c  # too few values on a side: not measured yet, not a NaN ratio
 
     def spent(self) -> tuple[int, int]:
         # Every served cell is a launch (restarts included); warm-ups are requests too.

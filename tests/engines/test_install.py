@@ -13,8 +13,9 @@ from specbench.errors import InstallError
 
 
 def test_cache_key_separates_build_options() -> None:
-    assert BuildOptions().key == "0.3.36-cpu"
-    assert BuildOptions(cuda=True).key == "0.3.36-cuda"
+    assert BuildOptions().key == "0.3.36-cpu-noamx"
+    assert BuildOptions(cuda=True).key == "0.3.36-cuda-noamx"
+    assert BuildOptions(native=False).key == "0.3.36-cpu-portable"
     assert "-DGGML_CUDA=ON" in BuildOptions(cuda=True).cmake_args()
     assert "-DLLAMA_USE_PREBUILT_UI=OFF" in BuildOptions().cmake_args()  # no download at configure
 
@@ -70,3 +71,13 @@ def test_build_failures_are_summarised() -> None:
         install._failure_line("ok\nfoo.cpp:1: error: bad thing\nninja: stopped")
         == "foo.cpp:1: error: bad thing"
     )
+
+
+def test_a_native_build_compiles_out_the_amx_kernels_that_segfault() -> None:
+    """-march=native enables AMX on Sapphire Rapids, where ggml's AMX Q4_K matmul segfaults
+    (llama.cpp #20824; Gemma 3 270M here): native builds pass -mno-amx-*, which win over -march."""
+    args = BuildOptions().cmake_args()
+    for lang in ("C", "CXX"):
+        flags = next(a for a in args if a.startswith(f"-DCMAKE_{lang}_FLAGS="))
+        assert {"-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16"} <= set(flags.split("=", 1)[1].split())
+    assert not any("amx" in a for a in BuildOptions(native=False).cmake_args())

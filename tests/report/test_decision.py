@@ -145,3 +145,13 @@ def test_a_non_speculating_arm_is_never_recommended(tmp_path: Path) -> None:
     run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), same=Arm(decode_tok_s=45), ngram=spec(36))
     (decision,) = analysis.decision_table(run)
     assert decision.arm == "ngram" and "same" not in decision.reason
+
+
+def test_the_answer_never_names_an_arm_the_decision_may_not(tmp_path: Path) -> None:
+    """The answer at the top of the report follows the decision's rule: an A/A copy of the
+    baseline that reads faster (it does not speculate) is never "the best" of a workload."""
+    run = _run(tmp_path / "r", baseline=Arm(decode_tok_s=30), same=Arm(decode_tok_s=45), ngram=spec(20))
+    result = analysis.analyse(run)
+    (ans,) = result.answers
+    assert ans.ship is None and ans.arm == "ngram"
+    assert not any("same" in line for line in result.answer_lines())

@@ -191,3 +191,16 @@ def test_a_gap_the_servers_own_timing_leaves_out_is_no_engine_pause(tmp_path: Pa
     assert stalls.stall_ms(rec) == 0.0
     _retime(rec)  # the same gap inside the server's decode time: a pause
     assert stalls.stall_ms(rec) == pytest.approx(PAUSE_NS / 1e6, rel=0.05)
+
+
+def test_a_silent_server_of_an_arm_that_does_not_speculate_gets_no_round_excuse(tmp_path: Path) -> None:
+    """Where the server does not say whether a request drafted (a vLLM baseline), a single-token
+    gap as long as a round is excused only on an arm configured to speculate."""
+    lines = _records(tmp_path / "r")
+    shown, gap = _measured(lines, "baseline")[:2]
+    _round(shown)  # a burst on a baseline (a bunched read): its longest "round" is 0.6 s
+    _pause(gap, gap_ns=850_000_000)  # ≥ 20 × the 33 ms step, ≤ 1.5 × that "round"
+    for rec in (shown, gap):
+        del rec["timings"]  # the server says nothing about drafting (nor times the decode)
+    assert ("baseline", gap["seq"]) not in stalls.stalled([shown, gap])  # not known: it may draft
+    assert ("baseline", gap["seq"]) in stalls.stalled([shown, gap], speculating={"ngram"})

@@ -94,9 +94,8 @@ def _compare_arm(run_a: RunData, run_b: RunData, arm: str, metric: str) -> dict[
     )
     row: dict[str, Any] = {"arm": arm, "median_a": med_a, "median_b": med_b}
     row |= _speedup_change(run_a, run_b, arm, metric)
-    try:
-        c = stats.speedup(both, "b", "a", metric)
-    except ValueError:  # fewer than two values on a side: report medians, no verdict
+    c = stats.speedup(both, "b", "a", metric)
+    if c.too_few:  # fewer than two values on a side: report medians, no verdict
         return row | {"verdict": "too few values"}
     return row | {"n_a": c.n_b, "n_b": c.n_a, "ratio": c.ratio, "ci_low": c.ci_low, "ci_high": c.ci_high,
                   "verdict": stats.verdict_text(c), "p_value": c.p_value}  # fmt: skip

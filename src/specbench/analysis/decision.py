@@ -96,6 +96,13 @@ def speculating(run: RunData, arm: str) -> bool:
     return drafted is not None and bool((drafted.fillna(0) > 0).any())
 
 
+def nameable(
+    run: RunData, cmps: dict[str, stats.Comparison], found: list[Finding]
+) -> dict[str, stats.Comparison]:
+    """The comparisons an answer or decision may name (:func:`_candidates`), from the findings."""
+    return _candidates(run, cmps, untrusted_arms(found))
+
+
 def _candidates(
     run: RunData, cmps: dict[str, stats.Comparison], untrusted: dict[str, list[str]]
 ) -> dict[str, stats.Comparison]:

@@ -118,7 +118,8 @@ def category_speedups(run: RunData) -> pd.DataFrame:
 
 def category_splits(run: RunData) -> list[str]:
     """One sentence per arm whose per-category medians form two clusters (mistake 5 in docs/mistakes.md)."""
-    out, clean = [], stalls.without_stalls(run.df, run.records)  # a paused engine is no category
+    speculating = {a for a in run.arms if run.speculates(a)}
+    out, clean = [], stalls.without_stalls(run.df, run.records, speculating)  # a pause is no category
     for arm in run.measured_arms:
         cb = bimodality.category_bimodality(clean, arm)
         if cb.bimodal:

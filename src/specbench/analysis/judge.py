@@ -19,7 +19,11 @@ def findings(run: RunData) -> list[Finding]:
         out += _speculation_findings(run, arm, patterns)
     if run.baseline in run.arms:
         out += checks.confounds(
-            {a: run.arm_args(a) for a in run.arms}, run.baseline, engine=engine, cells=run.cells
+            {a: run.arm_args(a) for a in run.arms},
+            run.baseline,
+            engine=engine,
+            cells=run.cells,
+            stored=run.engine_args,  # the table the run used, not the one installed here
         )
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
@@ -64,8 +68,9 @@ def _statistical_findings(run: RunData, client_behind: set[str]) -> list[Finding
         Finding(w.code, (w.arm,), w.message, "error" if w.severe else "warning")
         for w in stability.stability_warnings(run.df, baseline=run.baseline, client_behind=client_behind)
     ]
-    out += stalls.stall_findings(run.records, run.measured_arms, run.df, run.baseline)
-    out += stalls.bimodal_findings(run.df, run.records, run.cells, run.measured_arms)
+    speculating = {a for a in run.arms if run.speculates(a)}  # only their silent servers may draft
+    out += stalls.stall_findings(run.records, run.measured_arms, run.df, run.baseline, speculating)
+    out += stalls.bimodal_findings(run.df, run.records, run.cells, run.measured_arms, speculating)
     cmps = comparisons(run)
     out += _low_n_findings(run, cmps)
     for arm, cmp in cmps.items():

@@ -14,7 +14,7 @@ import pandas as pd
 
 from specbench.analysis import crossover, frames, stats
 from specbench.analysis.answer import Answer, answer
-from specbench.analysis.decision import Decision, decision_table
+from specbench.analysis.decision import Decision, decision_table, nameable
 from specbench.analysis.finding import Finding
 from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
@@ -110,7 +110,7 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         prompts=frames.rendered_prompts(run),
         goodput=goodput_tables(run),
         theory=_theory(run, run_dir),
-        answers=_answers(run, decisions, cats, per_workload),
+        answers=_answers(run, decisions, cats, per_workload, found),
     )
 
 
@@ -119,10 +119,18 @@ def _answers(
     decisions: list[Decision],
     cats: frames.Categories,
     per_workload: dict[str, frames.Categories],
+    found: list[Finding],
 ) -> list[Answer]:
+    """Each workload's answer, naming only arms the decision may name: one that an error finding
+    excludes (CONFOUND, SILENT_FALLBACK, ...) or that does not speculate is never "the best"."""
     cmps = workload_comparisons(run)
     return [
-        answer(d, cmps.get(d.workload, {}), per_workload.get(d.workload, cats).speedups, run.baseline)
+        answer(
+            d,
+            nameable(run, cmps.get(d.workload, {}), found),
+            per_workload.get(d.workload, cats).speedups,
+            run.baseline,
+        )
         for d in decisions
     ]
 

@@ -23,7 +23,7 @@ bimodality and category checks, since they are exactly where speculation works.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -68,10 +68,14 @@ class Stream(NamedTuple):
     window_ms: float
 
     @property
+    def rounds_ms(self) -> FloatArray:
+        """The gaps the stream shows to be verification rounds (a burst of tokens ends each)."""
+        return self.gap_ms[self.gap_tokens >= ROUND_TOKENS]
+
+    @property
     def round_ms(self) -> float | None:
         """The longest gap the stream shows to be a verification round (None: it shows none)."""
-        rounds = self.gap_ms[self.gap_tokens >= ROUND_TOKENS]
-        return float(rounds.max()) if rounds.size else None
+        return _round_time([self.rounds_ms])
 
 
 def stream(rec: RequestRecord | Mapping[str, Any]) -> Stream | None:
@@ -113,10 +117,21 @@ def _spread(ones: FloatArray, steps: npt.NDArray[np.int_]) -> FloatArray:
     return out
 
 
-def _may_draft(rec: RequestRecord | Mapping[str, Any]) -> bool:
-    """The server says the request drafted, or does not say: only a 0 rules a round out."""
+def _round_time(rounds: Sequence[FloatArray]) -> float | None:
+    """The longest round: a rejected draft of the longest length costs about that much. (A real
+    pause that happened to end in a burst would raise it; only arms that speculate use it.)"""
+    joined = np.concatenate(rounds) if rounds else np.array([])
+    return float(joined.max()) if joined.size else None
+
+
+def _may_draft(rec: RequestRecord | Mapping[str, Any], speculating: Collection[str] | None) -> bool:
+    """The server says the request drafted; or it does not say and its arm speculates (configured;
+    ``speculating`` None: not known, so it may). A 0, or a silent server of an arm that does not
+    speculate (a vLLM baseline), rules a round out."""
     drafted = metrics.draft_n(rec)  # type: ignore[arg-type]
-    return bool(drafted != 0)  # NaN (not said) passes
+    if np.isnan(drafted):
+        return speculating is None or str(rec.get("arm")) in speculating
+    return bool(drafted > 0)
 
 
 def _server_left_out(rec: RequestRecord | Mapping[str, Any], gap_ms: float, window_ms: float) -> bool:
@@ -131,12 +146,17 @@ def _server_left_out(rec: RequestRecord | Mapping[str, Any], gap_ms: float, wind
     return 1000.0 * (n - 1) / rate < window_ms - SERVER_SHARE * gap_ms
 
 
-def _stall(rec: RequestRecord | Mapping[str, Any], s: Stream, rounds: float | None) -> float:
+def _stall(
+    rec: RequestRecord | Mapping[str, Any],
+    s: Stream,
+    rounds: float | None,
+    speculating: Collection[str] | None = None,
+) -> float:
     """The longest long gap where neither the stream nor the server's timing shows decoding."""
     long = (s.gap_ms >= STALL_MIN_MS) & (s.gap_ms >= STALL_FACTOR * max(s.usual_ms, 1e-9))
     single = long & (s.gap_tokens < ROUND_TOKENS)  # a burst after the gap: a round delivered it
     for ms in sorted(s.gap_ms[single], reverse=True):
-        if rounds is not None and ms <= ROUND_SLACK * rounds and _may_draft(rec):
+        if rounds is not None and ms <= ROUND_SLACK * rounds and _may_draft(rec, speculating):
             continue  # a rejected draft's round: as long as a round, one token
         if not _server_left_out(rec, float(ms), s.window_ms):
             return float(ms)
@@ -164,50 +184,64 @@ def arm_rounds(records: Rows) -> dict[str, float]:
 
 
 def _arm_rounds(streams: Sequence[tuple[Mapping[str, Any], Stream | None]]) -> dict[str, float]:
-    out: dict[str, float] = {}
+    seen: dict[str, list[FloatArray]] = {}
     for rec, s in streams:
-        if s is not None and (ms := s.round_ms) is not None:
-            arm = str(rec.get("arm"))
-            out[arm] = max(out.get(arm, 0.0), ms)
-    return out
+        if s is not None and s.rounds_ms.size:
+            seen.setdefault(str(rec.get("arm")), []).append(s.rounds_ms)
+    return {arm: t for arm, rounds in seen.items() if (t := _round_time(rounds)) is not None}
 
 
-def stalled(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, Any], float]:
-    """(arm, seq) → stall length in ms, for every measured request that stalled."""
+def stalled(
+    records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None = None
+) -> dict[tuple[str, Any], float]:
+    """(arm, seq) → stall length in ms, for every measured request that stalled. ``speculating``:
+    the arms configured to speculate (None: not known)."""
     streams = [(r, stream(r)) for r in _measured(records)]
     rounds = _arm_rounds(streams)  # an arm with none: no request of it shows one either
     out = {}
     for rec, s in streams:
         arm = str(rec.get("arm"))
-        if s is not None and (ms := _stall(rec, s, rounds.get(arm))) > 0:
+        if s is not None and (ms := _stall(rec, s, rounds.get(arm), speculating)) > 0:
             out[(arm, rec.get("seq"))] = ms
     return out
 
 
-def without_stalls(df: pd.DataFrame, records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def without_stalls(
+    df: pd.DataFrame, records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None = None
+) -> pd.DataFrame:
     """The request frame less its stalled requests."""
-    keys = stalled(records)
+    return _drop(df, stalled(records, speculating))
+
+
+def _drop(df: pd.DataFrame, keys: Mapping[tuple[str, Any], float]) -> pd.DataFrame:
     if not keys or "seq" not in df.columns:
         return df
     hit = [(str(a), s) in keys for a, s in zip(df["arm"], df["seq"], strict=True)]
     return df[~np.asarray(hit, dtype=bool)]
 
 
-def _without_line(df: pd.DataFrame, records: Rows, arm: str, baseline: str) -> str:
-    """ " Speedup ×a with them, ×b without" for an arm compared with the baseline, else ""."""
+def _without_line(df: pd.DataFrame, clean: pd.DataFrame, arm: str, baseline: str) -> str:
+    """ " Speedup ×a with them, ×b without" for an arm compared with the baseline, else "" (also
+    where too few requests are left on a side for a ratio)."""
     if arm == baseline or baseline not in set(df["arm"]):
         return ""
-    try:
-        with_ = stats.speedup(df, arm, baseline).ratio
-        without = stats.speedup(without_stalls(df, records), arm, baseline).ratio
-    except ValueError:  # too few requests left on a side
+    with_ = stats.speedup(df, arm, baseline).ratio
+    without = stats.speedup(clean, arm, baseline).ratio
+    if not (np.isfinite(with_) and np.isfinite(without)):
         return ""
     return f" Speedup over {baseline}: ×{with_:.2f} with them, ×{without:.2f} without."
 
 
-def stall_findings(records: Rows, arms: Sequence[str], df: pd.DataFrame, baseline: str) -> list[Finding]:
+def stall_findings(
+    records: Rows,
+    arms: Sequence[str],
+    df: pd.DataFrame,
+    baseline: str,
+    speculating: Collection[str] | None = None,
+) -> list[Finding]:
     """STALLED per arm with stalled requests: how many, how long, and the speedup without them."""
-    keys = stalled(records)
+    keys = stalled(records, speculating)
+    clean = _drop(df, keys)
     out = []
     for arm in arms:
         pauses = sorted(ms for (a, _), ms in keys.items() if a == arm)
@@ -228,7 +262,7 @@ def stall_findings(records: Rows, arms: Sequence[str], df: pd.DataFrame, baselin
                 "time nor the server's own timing shows decoding in it): the engine was paused, not "
                 "decoding; these requests drag its "
                 "mean and speedup down and are left out of the bimodality and category checks."
-                + _without_line(df, records, arm, baseline),
+                + _without_line(df, clean, arm, baseline),
             )
         )
     return out
@@ -239,9 +273,10 @@ def bimodal_findings(
     records: Sequence[Mapping[str, Any]],
     cells: Sequence[Mapping[str, Any]],
     arms: Sequence[str],
+    speculating: Collection[str] | None = None,
 ) -> list[Finding]:
     """BIMODAL per arm whose decode rate has two modes once stalled requests are left out."""
-    clean = without_stalls(df, records)
+    clean = without_stalls(df, records, speculating)
     out = []
     for arm in arms:
         bimodal = bimodality.bimodality(clean.loc[clean["arm"] == arm, "decode_tok_s"].to_numpy())

@@ -29,6 +29,14 @@ MIN_FREE_BYTES = 3 * 1024**3
 Progress = Callable[[int, int, str], None]  # (done, total, current line)
 
 
+#: Compiled out of native builds: ggml's AMX matmul segfaults on Q4_K weights on Sapphire Rapids
+#: (ggml-org/llama.cpp#20824, closed unfixed; seen here on Gemma 3 270M Q4_K_M in the first decode
+#: after the weights were repacked into the AMX buffer). -march=native turns AMX on where the CPU
+#: has it; explicit -mno-* flags win over -march in GCC and Clang whatever their order. The CPU
+#: still uses its AVX-512/AVX2 kernels and repacking.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+
+
 @dataclass(frozen=True)
 class BuildOptions:
     cuda: bool = False
@@ -36,9 +44,8 @@ class BuildOptions:
 
     @property
     def key(self) -> str:
-        return (
-            f"{LLAMA_CPP_PYTHON_VERSION}-{'cuda' if self.cuda else 'cpu'}{'' if self.native else '-portable'}"
-        )
+        kind = "cuda" if self.cuda else "cpu"
+        return f"{LLAMA_CPP_PYTHON_VERSION}-{kind}{'-noamx' if self.native else '-portable'}"
 
     def cmake_args(self) -> list[str]:
         args = [
@@ -51,6 +58,7 @@ class BuildOptions:
             "-DLLAMA_USE_PREBUILT_UI=OFF",  # would download the web UI at configure time
             "-DLLAMA_OPENSSL=OFF",
             f"-DGGML_NATIVE={'ON' if self.native else 'OFF'}",
+            *([f"-DCMAKE_C_FLAGS={NO_AMX}", f"-DCMAKE_CXX_FLAGS={NO_AMX}"] if self.native else []),
         ]
         return [*args, "-DGGML_CUDA=ON"] if self.cuda else args
 
