@@ -17,9 +17,12 @@ import pytest
 from specbench.analysis import checks
 from specbench.analysis.judge import findings
 from specbench.analysis.metrics import frame
-from specbench.analysis.run import RunData
-from specbench.engines import engine_for
+from specbench.analysis.run import RunData, load_run
+from specbench.engines import argstore, engine_for
+from specbench.engines.argtable import ArgTable
+from specbench.engines.helpparse import parse_llama_help
 from specbench.engines.llamacpp import LlamaCppEngine
+from tests.report import synth
 
 HELP = Path(__file__).parent / "engines" / "data" / "llama-server-help.txt"
 COMMON = ["-c", "2048", "-t", "1", "-np", "1"]
@@ -127,3 +130,48 @@ def test_without_a_table_spellings_are_compared_as_written(
     arms = {"baseline": ["-c", "2048"], "ngram": ["-c", "2048", "--ctx-size", "2048", *NGRAM]}
     (found,) = checks.confounds(arms, "baseline", engine_for("llamacpp"))
     assert "the engine's argument table could not be read" in found.evidence
+
+
+# -- the table stored with the run decides, not the engine installed where the report is made --
+@pytest.fixture
+def no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """No llama-server anywhere; every question to the engine's ``arg_table`` is recorded."""
+    monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("SPECBENCH_LLAMA_SERVER", str(tmp_path / "no-such-llama-server"))
+    asked: list[str] = []
+    real = LlamaCppEngine.arg_table
+
+    def arg_table(self: LlamaCppEngine) -> Any:
+        asked.append(str(self.binary))
+        return real(self)
+
+    monkeypatch.setattr(LlamaCppEngine, "arg_table", arg_table)
+    return asked
+
+
+def _run_dir(root: Path, table: ArgTable | None) -> Path:
+    draft = synth.Arm(args=(*synth.SPEC_ARGS, "--threads", "1"), decode_tok_s=40.0)
+    arms = {"baseline": synth.Arm(args=("-t", "1")), "draft": draft}
+    plan = synth.Plan(arms=arms, prompts_per_category=2, repeats=2)
+    run = synth.make_run(root / "run", plan)
+    (run / argstore.ARGS_FILE).write_text(argstore.dumps(table))
+    return run
+
+
+def test_a_stored_table_decides_with_no_engine_installed(tmp_path: Path, no_engine: list[str]) -> None:
+    """Regression: the report read the argument table of whatever llama-server was installed
+    where it ran; with none, ``-t 1`` vs ``--threads 1`` was a CONFOUND again. The run's own
+    ``engine_args.json`` decides, and the engine is never asked."""
+    run = _run_dir(tmp_path, parse_llama_help(HELP.read_text()))
+    assert confound_codes(load_run(run)) == [] and no_engine == []
+    (run / argstore.ARGS_FILE).unlink()  # a run made before tables were kept: the engine here is asked
+    assert confound_codes(load_run(run)) == [("baseline", "draft")] and no_engine
+
+
+def test_a_run_made_without_a_table_compares_spellings_wherever_it_is_read(
+    tmp_path: Path, engine: LlamaCppEngine
+) -> None:
+    """The run had no table (its engine's help could not be read): the installed one is not used."""
+    (found,) = [f for f in findings(load_run(_run_dir(tmp_path, None))) if f.code == "CONFOUND"]
+    assert "--threads: 1 vs not set (the engine's default)" in found.evidence
+    assert "help could not be read when the run was made (engine_args.json)" in found.evidence

@@ -225,3 +225,78 @@ def test_more_launches_counts_the_launches_to_add_and_its_range_holds_a_second_r
         total += 1
         inside += a.low <= b.more and (a.high is None or b.more <= a.high)
     assert total >= 140 and inside / total >= 0.85
+
+
+# -- which launch of a pair ran first: the stored order, the cells' start times, else parity --------
+ARMS3 = ["baseline", "same", "same2"]
+
+
+def _first_faster_run(orders: list[list[str]], prompts: int = 5) -> pd.DataFrame:
+    """Two IDENTICAL arms ("same" vs "baseline") of a three-arm run launched in ``orders``: in
+    every round the one of the two launched first runs 10 % faster, nothing else differs."""
+    prompt = 50.0 * np.exp(np.random.default_rng(5).normal(0, 0.3, prompts))
+    rows = []
+    for r, order in enumerate(orders):
+        for arm, other in (("same", "baseline"), ("baseline", "same")):
+            factor = 1.1 if order.index(arm) < order.index(other) else 1.0
+            rows += [
+                {"arm": arm, "workload": "w", "prompt_id": f"p{i}", "repeat": r, "decode_tok_s": factor * v}
+                for i, v in enumerate(prompt)
+            ]
+    return pd.DataFrame(rows)
+
+
+def test_a_first_launch_advantage_cancels_in_the_counterbalanced_order_of_three_arms() -> None:
+    """runorder's permutations (seed 0, three arms, five rounds) put "same" first in rounds 0, 3
+    and 4 and the baseline first in 1 and 2: the even repeats mix both orders. Grouping the launch
+    pairs by the repeat's parity (plain ABBA's rule) read the 10 % first-launch advantage as ×1.016;
+    grouped by who ran first, per the manifest's ``order``, it cancels exactly."""
+    from specbench.analysis import launchorder
+    from specbench.runorder import round_orders
+
+    orders = round_orders(ARMS3, 5, seed=0)
+    firsts = [o.index("same") < o.index("baseline") for o in orders]
+    assert firsts[0::2] != [firsts[0]] * 3  # the premise: parity is not the order here
+    df = launchorder.with_positions(
+        _first_faster_run(orders), launchorder.positions({"order": {"rounds": orders}}, [])
+    )
+    c = S.speedup(df, "same", "baseline")
+    assert c.ratio == pytest.approx(1.0, abs=1e-9)
+    assert c.ci_low < 1.0 < c.ci_high  # the order effect widens the interval, it is no verdict
+    # The run's unstamped frame (imported run: no order, no start times) keeps the parity rule.
+    assert S.speedup(_first_faster_run(orders), "same", "baseline").ratio > 1.01
+
+
+def test_the_cells_start_times_give_the_order_when_the_manifest_has_none() -> None:
+    """A tune's race orders its own rounds and stores no ``order``: cells.jsonl's ``started_at``
+    (the earliest attempt of each arm's launch) says who ran first; the stored order wins."""
+    from specbench.analysis import launchorder
+    from specbench.runorder import round_orders
+
+    orders = round_orders(ARMS3, 5, seed=0)
+    cells = [
+        {"arm": arm, "repeat": r, "started_at": f"2026-05-01T10:{r:02d}:{10 * i + 5:02d}+00:00"}
+        for r, order in enumerate(orders)
+        for i, arm in enumerate(order)
+    ]
+    cells.append({"arm": orders[0][0], "repeat": 0, "started_at": "2026-05-01T11:00:00+00:00"})  # restart
+    cells.append({"arm": "same", "repeat": 1, "lost": True, "started_at": "2026-05-01T09:00:00+00:00"})
+    where = launchorder.positions({}, cells)
+    assert where == {(arm, r): i for r, order in enumerate(orders) for i, arm in enumerate(order)}
+    df = launchorder.with_positions(_first_faster_run(orders), where)
+    assert S.speedup(df, "same", "baseline").ratio == pytest.approx(1.0, abs=1e-9)
+    reversed_rounds = {"order": {"rounds": [o[::-1] for o in orders]}}
+    assert launchorder.positions(reversed_rounds, cells)[orders[0][0], 0] == 2
+
+
+def test_plain_abba_positions_change_no_estimate() -> None:
+    """Where the order is plain ABBA (the arm first in even repeats), who-ran-first and the
+    repeat's parity group the launch pairs alike: old runs' estimates are unchanged."""
+    from specbench.analysis import launchorder
+
+    rng = np.random.default_rng(12)
+    for launches in (3, 4, 5):
+        df = run_frame(rng, effect=1.05, launches=launches, sd_launch=0.03)
+        abba = {(arm, r): (r + (arm == "base")) % 2 for arm in ("spec", "base") for r in range(launches)}
+        a, b = S.speedup(df, "spec", "base"), S.speedup(launchorder.with_positions(df, abba), "spec", "base")
+        assert (a.ratio, a.ci_low, a.ci_high) == pytest.approx((b.ratio, b.ci_low, b.ci_high), rel=1e-12)

@@ -13,6 +13,14 @@ runs in every launch pair any arm still needs, in the run's counterbalanced orde
 analysis overlaps a measured cell. Decisions go to the
 manifest (``adaptive``), so ``--resume`` skips arms already decided and continues the rest.
 
+With several arms, each look reads the verdicts exactly as the report will: every non-baseline
+arm vs the baseline, one Holm family at α′ (:mod:`specbench.analysis.multiplicity`), from the same
+frame (:func:`specbench.analysis.launchorder.ordered_frame`). An arm stops only on its
+Holm-adjusted verdict, so a verdict the console announces is the one the report prints: an
+arm's comparison is frozen once it stops (no launch of its own is added), and Holm's decisions
+only grow as the other arms' evidence does (Holm's adjusted p-values are monotone in every
+comparison's own).
+
 This module wraps an executor; the runner is untouched.
 """
 
@@ -20,16 +28,16 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats as sps
 
-from specbench.analysis import stats
+from specbench.analysis import launchorder, multiplicity, stats
 from specbench.analysis.launches import MIN_LAUNCHES
-from specbench.analysis.metrics import frame
 from specbench.config import RunSpec
 from specbench.executors.local import LocalExecutor
 
@@ -124,16 +132,13 @@ class AdaptiveExecutor:
         """After launch pair ``n``: stop every arm whose verdict is settled (or whose budget ended)."""
         if n < MIN_LAUNCHES:
             return
-        df = frame(runner.store.records())
         base = runner.matrix.baseline
+        found = verdicts(observed(runner), runner.matrix.arms, base, state["nominal_alpha"])
         for arm in active:
             if runner.arm_failed(arm) or runner.arm_failed(base):
                 self._stop(runner, state, arm, n, "failed", "the arm or the baseline failed")
                 continue
-            try:
-                c = stats.speedup(df, arm, base, METRIC, confidence=1 - state["nominal_alpha"])
-            except ValueError:
-                continue
+            c = found[arm]
             if c.verdict != "undetermined":
                 self._stop(runner, state, arm, n, c.verdict, _evidence(c), c)
             elif last:
@@ -155,6 +160,25 @@ class AdaptiveExecutor:
         runner.observe(
             "decided", {"arm": arm, "launches": n, "verdict": verdict, "why": why, "evidence": evidence}
         )
+
+
+def observed(runner: CellJob) -> pd.DataFrame:
+    """The run's requests so far, as the report reads them (with each launch's place in its round)."""
+    store = runner.store
+    return launchorder.ordered_frame(store.records(), store.manifest(), store.cells())
+
+
+def verdicts(
+    df: pd.DataFrame, arms: Iterable[str], baseline: str, alpha: float
+) -> dict[str, stats.Comparison]:
+    """Every non-baseline arm vs ``baseline`` on :data:`METRIC`, one Holm family at ``alpha``:
+    the report's reading (:func:`specbench.analysis.run.comparisons` at confidence 1 − α′).
+    Arms without data are in it too, but undecidable, so they do not widen anyone's interval."""
+
+    def fit(arm: str, level: float) -> stats.Comparison:
+        return stats.speedup(df, arm, baseline, METRIC, confidence=level)
+
+    return multiplicity.holm([a for a in arms if a != baseline], fit, alpha)
 
 
 def _evidence(c: stats.Comparison) -> str:

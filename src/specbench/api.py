@@ -21,7 +21,7 @@ from specbench.config import (
     load_matrix,
     plan_cells,
 )
-from specbench.engines import ENGINES
+from specbench.engines import ENGINES, argstore
 from specbench.engines.argtable import check_flags
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
@@ -102,7 +102,8 @@ def prepare_run(
         attached = AttachedEngine(*probe(check_attach_url(attach)))
         matrix, engine = attach_matrix(matrix, arm, arm_args, attached.kind_name, out, resume), attached
     assert engine is not None
-    check_flags(engine.arg_table(), matrix.common_args, matrix.arms)  # the engine's own --help
+    table = engine.arg_table()
+    check_flags(table, matrix.common_args, matrix.arms)  # the engine's own --help
     requests, warmup, concurrency = build_requests(matrix, matrix_path.parent)
     cells = plan_cells(matrix, requests, warmup, concurrency)
     if attach:  # the arms attached earlier were measured by earlier calls
@@ -124,6 +125,9 @@ def prepare_run(
         store.retry_failed()
     if not resume or not (out / "env.json").exists():
         store.write_env(_environment(matrix, engine))
+        # The table the flags were checked against: CONFOUND reads it back from the run, never
+        # from whatever engine is installed where the report is made (engines/argstore.py).
+        store.write_text(argstore.ARGS_FILE, argstore.dumps(table))
     if not (out / "matrix.yaml").exists():
         store.write_text("matrix.yaml", matrix_path.read_text())  # scrubbed; a full disk is exit 5
     write_plan(_plan(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)

@@ -22,7 +22,7 @@ import yaml
 from specbench import api
 from specbench.analysis import stats
 from specbench.analysis.launches import MIN_LAUNCHES
-from specbench.analysis.metrics import frame
+from specbench.analysis.launchorder import ordered_frame
 from specbench.config import Matrix, RunSpec, WorkloadSpec, check_arm_name, load_matrix
 from specbench.engines.tuning import candidate_args
 from specbench.errors import ConfigError, StoreError
@@ -69,7 +69,8 @@ class _Measure:
                 self.runner.run_cell(cell, todo)
 
     def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
-        df = frame(self.runner.store.records())
+        store = self.runner.store  # who ran first in each round: from the cells' start times
+        df = ordered_frame(store.records(), store.manifest(), store.cells())
         c = stats.speedup(df, arm, other, "decode_tok_s", confidence=confidence)
         return None if c.too_few else c  # too few values on a side: not measured yet, not a NaN ratio
 

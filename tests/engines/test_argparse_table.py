@@ -127,3 +127,17 @@ def test_vllm_s_own_rewrites_are_no_error() -> None:
     )
     assert problems(["-O3", "-O", "2", "-O=1"], table) == []  # vLLM reads each as --optimization-level
     assert effective(["-O3"], table) == effective(["--optimization-level", "3"], table)
+
+
+def test_argparse_reads_as_many_values_as_its_metavar_names() -> None:
+    """``X [X ...]`` (nargs="+") takes every value up to the next flag, ``X X`` (nargs=2) two:
+    ``--api-key a b`` is not ``--api-key a``, and a pair missing its second value is refused."""
+    parser = argparse.ArgumentParser(prog="vllm serve")
+    parser.add_argument("--host")
+    parser.add_argument("--api-key", nargs="+")
+    parser.add_argument("--range", nargs=2)
+    parser.add_argument("--tags", nargs="*")
+    table = parse_argparse_help(parser.format_help(), "vllm serve")
+    assert effective(["--api-key", "a", "b"], table) != effective(["--api-key", "a", "c"], table)
+    assert effective(["--range", "1", "2.0", "--tags"], table) == {"--range": "1 2", "--tags": "true"}
+    assert problems(["--range", "1"], table) == ["--range: needs 2 values (vllm serve --help)"]

@@ -184,3 +184,37 @@ def test_a_typo_in_spec_type_fails_the_dry_run_and_the_run_before_any_launch(
     (tmp_path / "m.yaml").write_text((tmp_path / "m.yaml").read_text().replace("ngram-mdo", "ngram-mod"))
     done = _cli("run", str(tmp_path / "m.yaml"), "--out", str(tmp_path / "run"), "--dry-run", env=env)
     assert done.returncode == 0, done.stderr  # the same table finds nothing wrong in a right matrix
+
+
+def test_a_two_value_option_reads_both_values() -> None:
+    """Regression: ``--control-vector-layer-range START END`` (llama.cpp's ``value_hint_2``) was
+    read as one value, so its END was refused as "expects a flag here"."""
+    assert problems(["--control-vector-layer-range", "10", "20", "-c", "2048"], TABLE) == []
+    assert problems(["--control-vector-layer-range", "10"], TABLE) == [
+        "--control-vector-layer-range: needs 2 values (llama-server --help)"
+    ]
+    assert effective(["--control-vector-layer-range", "10", "20.0"], TABLE) == {
+        "--control-vector-layer-range": "10 20"
+    }
+    assert effective(["--control-vector-layer-range", "10", "20"], TABLE) != effective(
+        ["--control-vector-layer-range", "10", "21"], TABLE
+    )
+
+
+def test_every_option_of_the_pinned_help_reads_as_many_values_as_its_hint_names() -> None:
+    """llama.cpp options take 0, 1 or 2 values, never an optional one (``common_params_parse_ex``:
+    ``check_arg`` then ``argv[++i]``); a hint with spaces inside ``<>`` or brackets such as
+    ``[on|off]`` or ``[<repo>/]<model>[:quant]`` is one value."""
+    counts = {s.canonical: s.nargs for s in TABLE.specs}
+    assert {c for c, n in counts.items() if n == 2} == {"--control-vector-layer-range"}
+    assert not any(s.optional_value or s.more_values for s in TABLE.specs)
+    assert counts["--override-tensor"] == 1  # <tensor name pattern>=<buffer type>,...
+    assert counts["--docker-repo"] == counts["--flash-attn"] == counts["--fit"] == 1
+    assert counts["--metrics"] == counts["--repack"] == 0
+
+
+def test_the_table_is_parsed_once_per_help_text(tmp_path: Path) -> None:
+    """Every check, plan and run asks ``arg_table()``: the text is parsed once, not on each call."""
+    binary = fake_llama_server(tmp_path)
+    first = LlamaCppEngine(binary).arg_table()
+    assert first is not None and LlamaCppEngine(binary).arg_table() is first

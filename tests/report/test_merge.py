@@ -181,3 +181,13 @@ def test_compare_flags_a_baseline_that_moved_and_shows_each_runs_findings(tmp_pa
     assert result.exit_code == 0 and "WARNING: the baseline moved: " in result.output
     same = make_run(tmp_path / "c", Plan(arms={"baseline": Arm(decode_tok_s=66.1), "fast": spec(80)}, seed=2))
     assert not any("moved" in ln for ln in compare_lines(a, same, compare_runs(a, same)))
+
+
+def test_merge_keeps_the_argument_table_the_flags_were_checked_against(tmp_path: Path) -> None:
+    """CONFOUND reads flags with the run's stored table (engine_args.json): a merged run carries
+    it on, so its report reads the flags as the sources' reports did, on any machine."""
+    a, b = two_machines(tmp_path)
+    table = '{"engine":"llamacpp","table":null}'
+    (a / "engine_args.json").write_text(table)
+    out = merge_runs([a, b], tmp_path / "merged", force=True)
+    assert (out / "engine_args.json").read_text() == table

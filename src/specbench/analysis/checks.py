@@ -21,6 +21,7 @@ from specbench.analysis import settings, sources
 from specbench.analysis.finding import Finding
 from specbench.analysis.sources import SOURCE_TOLERANCE, Source
 from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
+from specbench.engines.argstore import StoredArgs
 from specbench.engines.base import Engine, split_flags
 from specbench.schema import chunks
 from specbench.store import file_sha256
@@ -36,12 +37,6 @@ def is_spec_flag(flag: str, engine: Engine) -> bool:
 def speculates(args: Sequence[str], engine: Engine) -> bool:
     """Configured to speculate, by ``engine``'s flag rules (llama.cpp: not ``--spec-type none``)."""
     return engine.speculates(args)
-
-
-def non_spec_flags(args: Sequence[str], engine: Engine) -> set[tuple[str, str | None]]:
-    """The effective non-speculative settings of ``args``: aliases folded by the engine's own
-    argument table, ``--flag=value`` split, the last of repeated flags winning."""
-    return set(settings.effective_settings(args, engine, engine.arg_table()).items())
 
 
 # -- checks -----------------------------------------------------------------------------------
@@ -128,21 +123,23 @@ def _same_file(a: str, b: str, recorded: bool | None = None) -> str:
 
 
 def confounds(
-    arms: dict[str, Sequence[str]],
+    arms: Mapping[str, Sequence[str]],
     baseline: str,
     engine: Engine,
     env_by_arm: dict[str, dict[str, Any]] | None = None,
     cells: Sequence[Mapping[str, Any]] | None = None,
+    stored: StoredArgs | None = None,
 ) -> list[Finding]:
     """Arms whose effective non-speculative settings differ from the baseline's
     (:mod:`specbench.analysis.settings`). ``arms``: each arm's full argv, ``common_args`` first
-    (``RunData.arm_args``); ``cells``: the run's cells, whose server reports decide."""
+    (``RunData.arm_args``); ``cells``: the run's cells, whose server reports decide; ``stored``:
+    the argument table the run stored (``RunData.engine_args``), which alone decides where present
+    (the engine installed where the report is made is asked only for a run that stored none)."""
     out = []
-    table = engine.arg_table()
+    table, how = settings.argument_table(engine, stored)
     spelt = settings.spellings(list(arms.values()), table)
     said = settings.reported(cells or [], engine)
     base = settings.effective_settings(arms[baseline], engine, table)
-    how = f"{table.program} --help" if table else "none: the engine's argument table could not be read"
     for arm, args in arms.items():
         if arm == baseline:
             continue

@@ -8,8 +8,8 @@ both. For prompt i in launch pair r the paired log-ratio is d_ri = log(arm_ri / 
 μ is the effect (exp μ the geometric-mean speedup over the prompt set), p_i the prompt's own
 effect (fixed: the same prompts run in every launch, so it cancels from μ's error), u_r what the
 launch pair shares (page cache, placement, clocks, background load) and e_ri the request's noise.
-The estimate is μ̂ = mean_r d̄_r (d̄_r: launch pair r's mean over its prompts; the two ABBA
-launch orders weighted equally, :func:`_order_balanced`) and
+The estimate is μ̂ = mean_r d̄_r (d̄_r: launch pair r's mean over its prompts; the two launch
+orders — arm first, baseline first — weighted equally, :func:`_order_balanced`) and
 
     Var(μ̂) = (σ_L² + σ_W² · h) / R,   h = mean_r 1 / P_r   (P prompts per launch when balanced)
 
@@ -28,9 +28,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
+#: The frame column (optional) giving each row's launch position within its round (0 = launched
+#: first; :mod:`specbench.analysis.launchorder` fills it): tells which of a pair's launches ran first.
+POSITION = "launch_position"
 MIN_LAUNCHES = 3  # fewer give no verdict: LOW_N (two launch pairs leave one degree of freedom)
 MAX_NEEDED = 1000  # launches_needed above this is reported as None ("not within reach")
 
@@ -66,7 +70,9 @@ class LaunchFit:
 
 
 def paired_log_ratios(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: list[str]) -> pd.DataFrame:
-    """Columns ``launch``, ``prompt``, ``d`` = log(a / b) over keys present in both arms.
+    """Columns ``launch``, ``prompt``, ``d`` = log(a / b) over keys present in both arms, and
+    ``arm_first`` (1.0: a's launch ran before b's in that round, 0.0: after, NaN: unknown) when
+    both frames carry :data:`POSITION`.
 
     ``keys`` must hold ``repeat`` and ``prompt_id`` (``workload`` too when present); a key
     measured twice within an arm counts once, at its median."""
@@ -77,7 +83,19 @@ def paired_log_ratios(a: pd.DataFrame, b: pd.DataFrame, metric: str, keys: list[
         joined[prompt_cols].astype(str).agg("/".join, axis=1) if len(joined) else pd.Series([], dtype=str)
     )
     d = np.log(joined["a"].to_numpy(np.float64) / joined["b"].to_numpy(np.float64))
-    return pd.DataFrame({"launch": joined["repeat"].to_numpy(), "prompt": prompt.to_numpy(), "d": d})
+    out = pd.DataFrame({"launch": joined["repeat"].to_numpy(), "prompt": prompt.to_numpy(), "d": d})
+    if POSITION in a.columns and POSITION in b.columns:
+        out["arm_first"] = out["launch"].map(_arm_first(a, b)).astype(np.float64)
+    return out
+
+
+def _arm_first(a: pd.DataFrame, b: pd.DataFrame) -> pd.Series:
+    """Per repeat: 1.0 where a's launch ran before b's, 0.0 after, NaN where unknown or tied."""
+    pa = pd.to_numeric(a[POSITION], errors="coerce").groupby(a["repeat"]).min()
+    pb = pd.to_numeric(b[POSITION], errors="coerce").groupby(b["repeat"]).min()
+    both = pd.concat([pa.rename("a"), pb.rename("b")], axis=1, join="inner")
+    known = both["a"].notna() & both["b"].notna() & (both["a"] != both["b"])
+    return pd.Series(np.where(known, (both["a"] < both["b"]).astype(np.float64), np.nan), index=both.index)
 
 
 def _residual_ss(pairs: pd.DataFrame) -> tuple[float, int]:
@@ -100,7 +118,8 @@ def fit(pairs: pd.DataFrame, confidence: float = 0.95) -> LaunchFit:
         raise ValueError("the launch-level fit needs at least two launch pairs")
     h = float(np.mean(1.0 / counts))
     s2_m = float(np.var(means, ddof=1))
-    mu, c = _order_balanced(pairs.groupby("launch")["d"].mean())
+    first = pairs.groupby("launch")["arm_first"].first() if "arm_first" in pairs.columns else None
+    mu, c = _order_balanced(by_launch.mean(), first)
     rss, dof_e = _residual_ss(pairs)
     s2_w = rss / dof_e if dof_e > 0 else math.nan
     pooled = dof_e > 0 and s2_m <= s2_w * h
@@ -120,23 +139,36 @@ def fit(pairs: pd.DataFrame, confidence: float = 0.95) -> LaunchFit:
     )  # fmt: skip
 
 
-def _order_balanced(means: pd.Series) -> tuple[float, float]:
+def _order_balanced(means: pd.Series, arm_first: pd.Series | None = None) -> tuple[float, float]:
     """(μ̂, c): the mean of the two launch orders' means, and Var(μ̂) / Var(one launch mean).
 
-    ABBA interleaving alternates which arm starts a launch pair with the repeat's parity. A
-    machine can favour the first (or second) launch of a pair — A/A runs on a loaded 2-core
-    machine showed the two orders tens of percent apart — and with an odd number of launch pairs
-    one order outweighs the other, which biases a plain mean. Weighting both orders
-    equally cancels that effect for any R: c = (1/n_even + 1/n_odd) / 4 (= 1/R when balanced).
-    The launch variance is still taken around the grand mean, so an order effect widens the
-    interval rather than hiding in it."""
-    parity = np.asarray(means.index, dtype=np.int64) % 2
+    A machine can favour the first (or second) launch of a pair — A/A runs on a loaded 2-core
+    machine showed the two orders tens of percent apart — and when one order has more launch
+    pairs than the other (an odd number of them, or a seeded order that happened to repeat) it
+    outweighs the other, which biases a plain mean. Weighting both orders equally cancels that
+    effect for any R: c = (1/n_1 + 1/n_2) / 4 (= 1/R when balanced). The orders are who actually
+    ran first in each round (``arm_first``, from the manifest's ``order`` or the cells' start
+    times); only where that is unknown for some launch pair does the repeat's parity stand in
+    (plain ABBA: old and imported runs). The launch variance is still taken around the grand
+    mean, so an order effect widens the interval rather than hiding in it."""
+    group = _order_groups(means, arm_first)
     values = means.to_numpy(np.float64)
-    n_even, n_odd = int(np.sum(parity == 0)), int(np.sum(parity == 1))
-    if n_even == 0 or n_odd == 0:
+    n_1, n_2 = int(np.sum(group)), int(np.sum(~group))
+    if n_1 == 0 or n_2 == 0:
         return float(values.mean()), 1.0 / values.size
-    mu = (float(values[parity == 0].mean()) + float(values[parity == 1].mean())) / 2
-    return mu, (1 / n_even + 1 / n_odd) / 4
+    mu = (float(values[group].mean()) + float(values[~group].mean())) / 2
+    return mu, (1 / n_1 + 1 / n_2) / 4
+
+
+def _order_groups(means: pd.Series, arm_first: pd.Series | None) -> npt.NDArray[np.bool_]:
+    """True for the launch pairs of one order, False for the other: who ran first where every
+    launch pair's order is known, else (one unknown is enough: two rules mixed would pair
+    launches arbitrarily) the repeat's parity."""
+    if arm_first is not None:
+        known = arm_first.reindex(means.index)
+        if known.notna().all():
+            return np.asarray(known.to_numpy(np.float64) == 1.0)
+    return np.asarray(np.asarray(means.index, dtype=np.int64) % 2 == 0)
 
 
 def p_value(f: LaunchFit) -> float:

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 
 from specbench import adaptive
-from specbench.analysis import checks, multiplicity, sources, stability, stats
-from specbench.analysis.metrics import frame
-from specbench.engines import engine_for
+from specbench.analysis import checks, launchorder, multiplicity, sources, stability, stats
+from specbench.analysis.launches import POSITION
+from specbench.engines import argstore, engine_for
 from specbench.engines.base import Engine
 from specbench.store import RunStore
 
@@ -27,6 +27,9 @@ class RunData:
     df: pd.DataFrame
     # env.json: the models' SHA-256 (SELF_DRAFT by content), the machine. Empty where not stored.
     env: dict[str, Any] = field(default_factory=dict)
+    # engine_args.json: the argument table the run's flags were checked against (CONFOUND reads
+    # flags with it); None where the run stored none (made before tables were kept).
+    engine_args: argstore.StoredArgs | None = None
     # Speedups already fitted, by (function, metric): the summary, the findings, the decision
     # table, the frames and the theory all ask for the same ones. Not an init field, so a
     # ``replace``d run (one workload's) starts empty.
@@ -66,9 +69,17 @@ class RunData:
 
 def load_run(root: Path) -> RunData:
     store = RunStore(root)
-    records = store.records()
+    records, manifest, cells = store.records(), store.manifest(), store.cells()
+    # Each row carries its launch's place in the round: the speedups weight the two launch orders
+    # of a pair by who actually ran first (launchorder.py), as repeats: auto's looks did.
+    df = launchorder.ordered_frame(records, manifest, cells)
     return RunData(
-        manifest=store.manifest(), records=records, cells=store.cells(), df=frame(records), env=store.env()
+        manifest=manifest,
+        records=records,
+        cells=cells,
+        df=df,
+        env=store.env(),
+        engine_args=argstore.read(root),
     )
 
 
@@ -179,7 +190,7 @@ def detail_frame(run: RunData) -> pd.DataFrame:
     """``run.df`` plus the request fields sweeps vary: ``max_tokens``, ``concurrency`` and the
     ``machine`` a merged run's record came from (NaN / None where a record lacks them)."""
     kept = [r for r in run.records if r.get("error") is None and not r.get("warmup")]
-    df = run.df.copy()
+    df = run.df.drop(columns=[POSITION], errors="ignore")  # analysis-internal, not a request field
     if len(kept) != len(df):  # frame() changed its filter: fall back to no extras rather than misalign
         return df.assign(max_tokens=np.nan, concurrency=np.nan, machine=None)
     df["max_tokens"] = pd.to_numeric(pd.Series([(r.get("request") or {}).get("max_tokens") for r in kept]))

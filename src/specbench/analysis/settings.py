@@ -3,7 +3,10 @@
 A ``CONFOUND`` is a claim that two arms ran with different settings, so it compares what the
 flags *mean*: ``common_args`` merged with the arm's (``RunData.arm_args``), aliases folded and
 ``--flag=value`` split through the engine's own argument table (:mod:`specbench.engines.argtable`,
-read from its ``--help``), the last of repeated flags winning. Where the server describes itself
+read from its ``--help``), the last of repeated flags winning. The table is the one the run stored
+when it was made (``engine_args.json``, :mod:`specbench.engines.argstore`), so a report says the
+same on any machine; only a run made before tables were kept is read with the engine installed
+where the report is made. Where the server describes itself
 (llama.cpp's ``/props`` ``n_ctx`` and ``total_slots``, the startup log's ``n_threads``:
 ``Engine.reported_settings``), that evidence decides: a difference of spelling or of an explicit
 value against the engine's default that every server of both arms reports identically is no
@@ -17,11 +20,26 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.engines.argstore import ARGS_FILE, StoredArgs
 from specbench.engines.argtable import ArgTable, Item, effective, read_args
 from specbench.engines.base import Engine
 
 #: The value of a flag an arm does not set (a NUL byte: never a value in an argv).
 ABSENT = "\x00absent"
+
+
+def argument_table(engine: Engine, stored: StoredArgs | None) -> tuple[ArgTable | None, str]:
+    """The table a run's flags are read with, and where it came from (for the finding): the one
+    the run stored when it was made, so the comparison is the same wherever the report is made;
+    only for a run that stored none (made before tables were kept) the engine installed here."""
+    if stored is not None:
+        if stored.table is None:
+            return None, f"none: the engine's help could not be read when the run was made ({ARGS_FILE})"
+        return stored.table, f"{stored.table.program} --help, as stored with the run ({ARGS_FILE})"
+    table = engine.arg_table()
+    if table is None:
+        return None, "none: the engine's argument table could not be read"
+    return table, f"{table.program} --help of the build installed here (the run stored no {ARGS_FILE})"
 
 
 def is_speculative(item: Item, engine: Engine, table: ArgTable | None) -> bool:

@@ -7,10 +7,12 @@ ConfigError naming the arm (:func:`check_flags`). And arms are compared by what 
 ``--flag=value`` split, the last of repeated flags winning (analysis.checks.confounds).
 
 The table is never a hand list: each engine parses its own help text (llama.cpp's
-``common_arg::to_string`` layout in :mod:`specbench.engines.llamahelp`, Python argparse's for
-vLLM and SGLang in :mod:`specbench.engines.argparsehelp`), cached once per build
-(:mod:`specbench.engines.helptext`). Where no table could be read, nothing is checked and
-spellings are compared as written: an unknown table must never produce an error.
+``common_arg::to_string`` layout and Python argparse's, for vLLM and SGLang, both in
+:mod:`specbench.engines.helpparse`), the text read once per build
+(:mod:`specbench.engines.helptext`). A run stores the table it was checked against in its run
+directory (:mod:`specbench.engines.argstore`), so its comparison never depends on the engine
+installed where it is read. Where no table could be read, nothing is checked and spellings are
+compared as written: an unknown table must never produce an error.
 """
 
 from __future__ import annotations
@@ -33,12 +35,22 @@ class ArgSpec:
     canonical: str  # the name effective configurations use: the first long spelling
     names: tuple[str, ...]  # every spelling that sets it
     negatives: tuple[str, ...] = ()  # spellings that switch it off (llama.cpp --no-X, argparse --no-X)
-    takes_value: bool = False
-    optional_value: bool = False  # argparse nargs="?": the next item is its value unless it is a flag
+    #: Values the option always reads: the words of its help hint (llama.cpp prints
+    #: ``value_hint`` then ``value_hint_2``, so 0, 1 or 2; ``--control-vector-layer-range START
+    #: END`` takes two), the items after it whatever they look like.
+    nargs: int = 0
+    #: argparse ``nargs="?"``/``"*"`` (``[X]``, ``[X ...]``): then the next item is a value unless
+    #: it is a flag.
+    optional_value: bool = False
+    more_values: bool = False  # argparse ``"+"``/``"*"`` (``X [X ...]``): every non-flag item after it
     choices: tuple[str, ...] = ()  # the values the engine accepts, where its help lists them
     choice_list: bool = False  # the value is a comma-separated list of choices (llama.cpp --spec-type)
     synonyms: Mapping[str, str] = field(default_factory=dict)  # other spellings of a choice
     section: str = ""  # the help section (llama.cpp "speculative params") or argparse group
+
+    @property
+    def takes_value(self) -> bool:
+        return self.nargs > 0 or self.optional_value or self.more_values
 
 
 @dataclass(frozen=True)
@@ -101,8 +113,9 @@ class Item:
 
     written: str  # the flag as written (without an inline value)
     key: str  # the canonical name (the written name where the table does not know it)
-    value: str | None
+    value: str | None  # its values joined by spaces; ON/OFF for a flag that takes none
     spec: ArgSpec | None
+    words: tuple[str, ...] = ()  # the argv items read as its values (one for --flag=value)
     inline: bool = False  # written --flag=value
     missing_value: bool = False
     stray: bool = False  # a value with no flag before it that takes one
@@ -121,35 +134,58 @@ def _is_number(text: str) -> bool:
 
 
 def read_args(args: Sequence[str], table: ArgTable | None) -> list[Item]:
-    """``args`` as the engine reads them: which item is a flag, which its value. Without a table
-    a flag takes the next item unless that is another flag (``base.split_flags``' rule)."""
+    """``args`` as the engine reads them: which item is a flag, which its values. An option reads
+    as many items as its help hint names (``spec.nargs``, whatever they look like: llama.cpp's
+    ``check_arg`` only counts), then, for argparse's optional and repeated values, the items after
+    them that are not flags. Without a table a flag takes the next item unless that is another
+    flag (``base.split_flags``' rule)."""
     out: list[Item] = []
     i = 0
     while i < len(args):
         token = args[i]
         if not _looks_like_flag(token):
-            out.append(Item(token, "", token, None, stray=True))
+            out.append(Item(token, "", token, None, words=(token,), stray=True))
             i += 1
             continue
         name, eq, inline = _split(token, table)
         found = _lookup(table, name)
         spec, negative = found if found else (None, False)
         key = _key(table, name, spec)
-        nxt = args[i + 1] if i + 1 < len(args) else None
         if eq:
-            out.append(Item(name, key, inline, spec, inline=True))
-        elif spec is None or spec.optional_value:
-            takes = nxt is not None and not _looks_like_flag(nxt)
-            value = nxt if takes else (None if spec is None else (OFF if negative else ON))
-            out.append(Item(name, key, value, spec))
-            i += 1 if takes else 0
-        elif spec.takes_value and not negative:
-            out.append(Item(name, key, nxt, spec, missing_value=nxt is None))
+            out.append(Item(name, key, inline, spec, words=(inline,), inline=True))
             i += 1
+            continue
+        words = _values(args, i + 1, spec, negative)
+        missing = spec is not None and not negative and len(words) < spec.nargs
+        if words:
+            value: str | None = " ".join(words)
         else:
-            out.append(Item(name, key, OFF if negative else ON, spec))
-        i += 1
+            value = None if spec is None or missing else (OFF if negative else ON)
+        out.append(Item(name, key, value, spec, words=words, missing_value=missing))
+        i += 1 + len(words)
     return out
+
+
+def _values(args: Sequence[str], start: int, spec: ArgSpec | None, negative: bool) -> tuple[str, ...]:
+    """The items from ``start`` on that the option ``spec`` reads as its values."""
+    if spec is None:
+        return _non_flags(args, start, more=False)
+    if negative:
+        return ()
+    fixed = tuple(args[start : start + spec.nargs])
+    if len(fixed) < spec.nargs or not (spec.optional_value or spec.more_values):
+        return fixed
+    return fixed + _non_flags(args, start + spec.nargs, more=spec.more_values)
+
+
+def _non_flags(args: Sequence[str], start: int, more: bool) -> tuple[str, ...]:
+    """The next item if it is not a flag (every such item in a row where ``more``)."""
+    out: list[str] = []
+    for item in args[start:]:
+        if _looks_like_flag(item) or (out and not more):
+            break
+        out.append(item)
+    return tuple(out)
 
 
 def _split(token: str, table: ArgTable | None) -> tuple[str, str, str]:
@@ -202,8 +238,15 @@ def effective(
     out: dict[str, str | None] = {}
     for item in read_args(args, table):
         if not item.stray and keep(item):
-            out[item.key] = normal_value(item.spec, item.value)
+            out[item.key] = _normal(item)
     return out
+
+
+def _normal(item: Item) -> str | None:
+    """The item's value in one spelling, each of several values on its own (``START END``)."""
+    if len(item.words) > 1:
+        return " ".join(str(normal_value(item.spec, word)) for word in item.words)
+    return normal_value(item.spec, item.value)
 
 
 # -- the flag check ---------------------------------------------------------------------------
@@ -233,7 +276,9 @@ def _problem(item: Item, table: ArgTable) -> str | None:
             f"write {item.written} {item.value}"
         )
     if item.missing_value:
-        return f"{item.written}: needs a value ({table.program} --help)"
+        count = item.spec.nargs
+        needs = "a value" if count == 1 else f"{count} values"
+        return f"{item.written}: needs {needs} ({table.program} --help)"
     return _bad_choice(item, table)
 
 
@@ -246,9 +291,9 @@ def _unknown(flag: str, table: ArgTable) -> str:
 
 def _bad_choice(item: Item, table: ArgTable) -> str | None:
     spec = item.spec
-    if spec is None or not spec.choices or item.value is None or "." in item.written.lstrip("-"):
+    if spec is None or not spec.choices or not item.words or "." in item.written.lstrip("-"):
         return None
-    values = item.value.split(",") if spec.choice_list else [item.value]
+    values = [v for w in item.words for v in (w.split(",") if spec.choice_list else [w])]
     allowed = set(spec.choices) | set(spec.synonyms)
     fold: Callable[[str], str] = (lambda v: v) if table.exact_case else str.lower
     bad = [v for v in values if fold(v) not in {fold(a) for a in allowed}]

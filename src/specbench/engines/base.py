@@ -152,11 +152,6 @@ class Engine(ABC):
         """A speculative flag whose value turns speculation off (``--spec-type none``)."""
         return False
 
-    @classmethod
-    def non_spec_flags(cls, args: Sequence[str]) -> set[tuple[str, str | None]]:
-        """The flags that must equal the baseline's (anything else is a confound)."""
-        return {(f, v) for f, v in split_flags(args) if not cls.is_spec_flag(f)}
-
     def speculation(self, args: Sequence[str]) -> Speculation | None:
         """The method, K and draft model ``args`` configure; None exactly when :meth:`speculates`
         is False. A value the engine would refuse (K not an integer, JSON that is not an object)

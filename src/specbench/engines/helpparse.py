@@ -19,6 +19,7 @@ wrapper script, a fake): the caller gets None and checks nothing.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 
@@ -48,6 +49,26 @@ def sane(table: ArgTable | None, own: Sequence[str]) -> bool:
     """The text was the engine's full option list: it knows the flags specbench itself passes
     (``own``) and is not a short list of a few."""
     return table is not None and len(table) >= MIN_OPTIONS and table.knows(*own)
+
+
+@functools.lru_cache(maxsize=8)
+def llama_table(text: str) -> ArgTable:
+    """:func:`parse_llama_help`, parsed once per help text: every ``arg_table()`` call (the flag
+    check, the plan, a run's stored copy) gets the same table without reading the text again.
+    Keyed by the text itself: a rebuilt binary prints another text, hence another table."""
+    return parse_llama_help(text)
+
+
+def argparse_table(
+    text: str, program: str, dotted: bool = False, rewrites: Mapping[str, str] | None = None
+) -> ArgTable:
+    """:func:`parse_argparse_help`, parsed once per help text (as :func:`llama_table`)."""
+    return _argparse_table(text, program, dotted, tuple(sorted((rewrites or {}).items())))
+
+
+@functools.lru_cache(maxsize=8)
+def _argparse_table(text: str, program: str, dotted: bool, rewrites: tuple[tuple[str, str], ...]) -> ArgTable:
+    return parse_argparse_help(text, program, dotted, dict(rewrites))
 
 
 def parse_llama_help(text: str, program: str = "llama-server") -> ArgTable:
@@ -99,12 +120,29 @@ def _llama_option(part: str, section: str) -> ArgSpec | None:
         canonical=_canonical(positive),
         names=tuple(positive),
         negatives=negatives,
-        takes_value=bool(hint),
+        nargs=len(value_words(hint)),
         choices=choices,
         choice_list=choice_list,
         synonyms=synonyms,
         section=section,
     )
+
+
+def value_words(hint: str) -> list[str]:
+    """The words of a value hint, one per value the option reads: ``START END`` is two,
+    ``<tensor name pattern>=<buffer type>,...`` and ``[<repo>/]<model>[:quant]`` one each (a space
+    inside ``<>``, ``[]``, ``{}`` or ``()`` is part of one value's description)."""
+    words: list[str] = []
+    depth, word = 0, ""
+    for char in hint:
+        depth += (char in "<[{(") - (char in ">]})")
+        if char.isspace() and depth <= 0:
+            if word:
+                words.append(word)
+            word = ""
+        else:
+            word += char
+    return [*words, word] if word else words
 
 
 def _negatives_start(names: list[str]) -> int:
@@ -186,15 +224,20 @@ def _argparse_option(invocation: str, group: str) -> ArgSpec | None:
     metavar = next((m for m in metavars if m), "")
     negatives = tuple(n for n in names if n.startswith("--no-") and f"--{n[5:]}" in names)
     positive = [n for n in names if n not in negatives]
-    braces = _BRACES.match(metavar.split(" ")[0]) if metavar else None
+    words = value_words(metavar)
+    braces = _BRACES.match(words[0]) if words else None
     choices = tuple(c.strip() for c in braces[1].split(",")) if braces else ()
-    optional = metavar.startswith("[") and not braces
+    # argparse's metavar: "X" one value, "X X" two, "[X]" nargs="?", "X [X ...]" nargs="+",
+    # "[X ...]" nargs="*" (argparse.HelpFormatter._format_args).
+    required = [w for w in words if not w.startswith("[")]
+    more = any(w.startswith("[") and "..." in w for w in words)
     return ArgSpec(
         canonical=_canonical(positive),
         names=tuple(positive),
         negatives=negatives,
-        takes_value=bool(metavar),
-        optional_value=optional or (bool(metavar) and "..." in metavar),
+        nargs=len(required),
+        optional_value=bool(words) and not required,
+        more_values=more,
         choices=choices,
         section=group,
     )

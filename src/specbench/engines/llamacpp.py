@@ -12,7 +12,7 @@ import httpx
 
 from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
-from specbench.engines.helpparse import parse_llama_help, sane
+from specbench.engines.helpparse import llama_table, sane
 from specbench.engines.helptext import help_text
 from specbench.engines.http import apply_template, template_token_count
 from specbench.engines.install import build_info, find_llama_server
@@ -97,7 +97,7 @@ class LlamaCppEngine(Engine):
         reading a finished run), parsed; None when it cannot be read."""
         binary = self._help_binary()
         text = help_text(binary, ["--help"], timeout=30.0) if binary else None
-        table = parse_llama_help(text) if text else None
+        table = llama_table(text) if text else None
         return table if sane(table, OWN_FLAGS) else None
 
     def _help_binary(self) -> Path | None:

@@ -23,7 +23,7 @@ import httpx
 
 from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
-from specbench.engines.helpparse import parse_argparse_help, sane
+from specbench.engines.helpparse import argparse_table, sane
 from specbench.engines.helptext import help_text
 from specbench.engines.http import (
     get_json,
@@ -164,7 +164,7 @@ class VllmEngine(Engine):
         text = help_text(
             Path(found), ["serve", "--help=all"], timeout=180.0, env=cpu_env(cpu) if cpu else None
         )
-        table = parse_argparse_help(text, "vllm serve", dotted=True, rewrites=REWRITES) if text else None
+        table = argparse_table(text, "vllm serve", dotted=True, rewrites=REWRITES) if text else None
         return table if sane(table, ("--host", "--port", "--speculative-config")) else None
 
     def reported_settings(self, cell: Mapping[str, Any]) -> dict[str, str]:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
+from specbench.engines.argstore import ARGS_FILE
 from specbench.errors import StoreError
 from specbench.schema import CellInfo, RequestRecord
 from specbench.store import RunStore, now_iso
@@ -111,8 +112,17 @@ def merge_runs(runs: Sequence[Path], out: Path, force: bool = False) -> Path:
         (out / "envs" / f"{s['machine']}.json").write_text(json.dumps(s["env"], indent=1))
         seq = _copy_rows(s, store, i * stride, seq)
     store.write_env({**sources[0]["env"], "merged_from": [s["machine"] for s in sources]})
+    _copy_arg_table(sources[0]["store"].root, store)
     store.update_manifest(finished_at=now_iso())
     return out
+
+
+def _copy_arg_table(source: Path, store: RunStore) -> None:
+    """The argument table the first source's flags were checked against (merge requires the same
+    engine build, so it serves every source): CONFOUND then reads the merged run as it read them."""
+    table = source / ARGS_FILE
+    if table.is_file():
+        store.write_text(ARGS_FILE, table.read_text())
 
 
 def _max_repeat(s: dict[str, Any]) -> int:
