@@ -102,3 +102,15 @@ def test_a_yaml_error_shows_its_line_with_a_caret_under_the_column(tmp_path: Pat
     first, text, caret = done.stderr.rstrip("\n").splitlines()
     assert first.startswith("error: ") and f"{matrix}:4:4: not valid YAML" in first
     assert text.strip() == "b: []" and caret.strip() == "^" and caret.index("^") == text.index(":")
+
+
+def test_a_yaml_error_line_holding_an_escape_reaches_the_terminal_escaped(tmp_path: Path) -> None:
+    """The offending line is data from the user's file: a character that reorders the terminal's
+    text (YAML refuses C0 escapes but allows a right-to-left override) is shown as text, and the
+    caret still stands on its own line under the column."""
+    matrix = tmp_path / "m.yaml"
+    matrix.write_text("model: x.gguf\narms:\n  a: [-c, 512\n  b\u202e: []\n")
+    done = specbench("run", str(matrix), "--dry-run")
+    assert done.returncode == 2, done.stderr
+    assert "\u202e" not in done.stderr
+    assert done.stderr.rstrip("\n").splitlines()[-1].strip() == "^"

@@ -97,7 +97,13 @@ def _print_error(err: SpecbenchError) -> None:
     text = printable(str(err).replace("\n", " "))  # one line; "[...]" and escapes are text
     console.print(f"[red]error:[/red] {text}", markup=True, highlight=False, soft_wrap=True)
     if isinstance(err, YamlSyntaxError) and err.snippet:  # the caret needs its own lines
-        console.print(err.snippet.rstrip("\n"), markup=False, highlight=False, soft_wrap=True)
+        lines = err.snippet.rstrip("\n").split("\n")  # escaped line by line: the caret keeps its line
+        console.print(
+            "\n".join(printable(ln, markup=False) for ln in lines),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _exit_interrupted() -> NoReturn:

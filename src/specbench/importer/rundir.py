@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from specbench import SCHEMA_VERSION
 from specbench.analysis.metrics import METRICS
 from specbench.importer.mapping import NUMERIC
 from specbench.importer.values import _int, _num, _str_or
+from specbench.safeio import guarded, write_atomic
 from specbench.schema import Chunk, RequestRecord
 from specbench.store import RunStore, now_iso
 
@@ -107,8 +107,10 @@ def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[Reques
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(out)
     store.create(manifest, resume=False)
-    (out / "source").mkdir(exist_ok=True)
-    shutil.copy2(path, out / "source" / path.name)
+    copy = out / "source" / path.name
+    with guarded(copy):  # like every file of a run directory: whole or not at all, exit 5 on a full disk
+        copy.parent.mkdir(exist_ok=True)
+        write_atomic(copy, path.read_bytes())
     store.write_env(
         {
             "imported": True,
