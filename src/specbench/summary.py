@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specbench.analysis.finding import group_findings
+from specbench.analysis.multiplicity import rates_text
 from specbench.analysis.result import Analysis
 from specbench.progress import printable
 from specbench.report.tables import acceptance_text
@@ -85,9 +86,9 @@ def print_summary(result: Analysis, title: str = "") -> None:
     for line in result.answer_lines():
         stdout.print(printable(line), highlight=False, soft_wrap=True)
     stdout.print(summary_table(result, title))
-    rates = sorted({str(r) for r in result.summary.get("error_rate", []) if r})
+    rates = rates_text([str(r) for r in result.summary.get("error_rate", []) if r])
     if rates:
-        stdout.print("speedup verdicts: " + printable("; ".join(rates)), highlight=False, soft_wrap=True)
+        stdout.print("speedup verdicts: " + printable(rates), highlight=False, soft_wrap=True)
     groups = group_findings(result.findings)
     if not groups:
         stdout.print("findings: none")

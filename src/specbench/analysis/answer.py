@@ -157,6 +157,7 @@ def _advice(arm: str, cats: list[CategoryAnswer], shipped: bool) -> str:
         parts.append(f"don't use {arm} for {', '.join(slower)} prompts (slower there)")
     if faster and not shipped:
         parts.append(f"{arm} is faster on {', '.join(faster)} prompts only: consider it for those")
-    if not parts:
-        return "the categories differ, but no category's verdict is settled: more launches would tell"
+    open_ = [c.category for c in cats if _word(c.verdict) not in ("faster", "slower", "equivalent")]
+    if open_:  # named, never read as "none is settled" while others are
+        parts.append(f"{', '.join(open_)}: not settled yet (more launches would tell)")
     return "; ".join(parts)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from specbench.analysis import RunData
 from specbench.analysis.frames import Categories
+from specbench.analysis.multiplicity import rates_text
 from specbench.analysis.result import Analysis
 from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
@@ -56,10 +57,10 @@ def _decision(c: Analysis) -> list[Block]:
 
 def _error_rates(c: Analysis) -> str:
     """Which error rate the speedup verdicts carry (issue 27, multiplicity), in one sentence."""
-    texts = sorted({str(t) for t in c.by_workload.get("error_rate", pd.Series(dtype=str)) if t})
+    texts = rates_text([str(t) for t in c.by_workload.get("error_rate", pd.Series(dtype=str)) if t])
     if not texts:
         return ""
-    return "Speedup intervals and verdicts: " + "; ".join(texts) + " (docs/statistics.md, Multiplicity)."
+    return f"Speedup intervals and verdicts: {texts} (docs/statistics.md, Multiplicity)."
 
 
 def _context(run: RunData, run_dir: Path) -> list[Block]:
