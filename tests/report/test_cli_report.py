@@ -51,3 +51,21 @@ def test_the_per_arm_table_says_what_a_speculative_arms_itl_median_means(three_a
     md = (three_arms / "report" / "report.md").read_text()
     per_arm = md[md.index("## Per arm") :]
     assert "ITL is the median gap" in per_arm and "inside a round" in per_arm
+
+
+def test_lab_prompts_are_said_to_be_lab_vocabulary_and_code_blocks_have_cjk_fonts() -> None:
+    """A reader took the lab prompts' CJK code points for a rendering fault (boxes, issue 28)."""
+    import pandas as pd
+
+    from specbench.report import html
+    from specbench.report.document import Para
+    from specbench.report.prompts import LAB_NOTE, prompt_blocks
+
+    rows = [{"arm": "baseline", "via": "/apply-template", "workload": "w", "category": "repetitive",
+             "prompt_id": "lab-cycle-0", "text": "user: 俹丆価\nassistant:", "differs_in": []}]  # fmt: skip
+    blocks = prompt_blocks(pd.DataFrame(rows))
+    assert any(isinstance(b, Para) and b.text == LAB_NOTE for b in blocks)
+    code_rule = next(line for line in html.STYLE.splitlines() if line.startswith("pre, code"))
+    assert "Noto Sans CJK SC" in code_rule
+    rows[0]["prompt_id"] = "json-09"
+    assert not any(isinstance(b, Para) and b.text == LAB_NOTE for b in prompt_blocks(pd.DataFrame(rows)))

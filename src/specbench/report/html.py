@@ -14,9 +14,13 @@ from specbench.report.document import Block, Bullets, Code, Figure, Heading, Par
 
 # Noto CJK / WenQuanYi after the Latin faces: the browser falls back to them per glyph, so
 # Chinese or Japanese model output, prompt ids and arm names show as text, not boxes.
-FONTS = (
-    '"Noto Sans", "DejaVu Sans", "Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Micro Hei", sans-serif'
+#: CJK fallbacks, also for code blocks: the lab models' vocabulary is CJK code points, and a
+#: monospace font without them drew lab prompts as boxes (issue 28).
+CJK = (
+    '"Noto Sans CJK SC", "Noto Sans CJK JP", "WenQuanYi Micro Hei", "Microsoft YaHei", '
+    '"PingFang SC", "Hiragino Sans"'
 )
+FONTS = f'"Noto Sans", "DejaVu Sans", {CJK}, sans-serif'
 STYLE = f"""
 body {{ font: 15px/1.45 system-ui, {FONTS}; max-width: 1200px; margin: 2em auto; padding: 0 1em; }}
 table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 13px; }}
@@ -24,6 +28,7 @@ th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: left; vertical-a
 th {{ background: #f2f2f2; }} th.num, td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
 caption {{ caption-side: top; text-align: left; font-style: italic; padding-bottom: 4px; }}
 pre {{ background: #f6f6f6; padding: 8px; overflow-x: auto; white-space: pre-wrap; }}
+pre, code {{ font-family: ui-monospace, "DejaVu Sans Mono", monospace, {CJK}; }}
 figure {{ margin: 1em 0 2em; }} img {{ max-width: 100%; }} figcaption {{ font-style: italic; color: #555; }}
 """
 

@@ -9,6 +9,11 @@ import pandas as pd
 from specbench.report.document import Block, Code, Heading, Para
 
 TITLE = "Rendered prompts"
+#: Lab prompts look like Chinese and are not (a reader took them for a rendering fault).
+LAB_NOTE = (
+    "Lab prompts are written in the lab model's own vocabulary: one token per character, drawn from "
+    "CJK code points (docs/lab.md). They are not Chinese text; without a CJK font they show as boxes."
+)
 KEEP = 800  # characters kept at each end of a long prompt: the template sits at the ends
 
 
@@ -32,6 +37,8 @@ def prompt_blocks(prompts: pd.DataFrame) -> list[Block]:
         Para(f"One request per category as the server of arm {arm} rendered it with its chat template "
              f"(read with {via}); long prompts are cut in the middle."),
     ]  # fmt: skip
+    if prompts["prompt_id"].astype(str).str.contains("lab-").any():
+        blocks.append(Para(LAB_NOTE))
     several = prompts["workload"].nunique() > 1
     for row in prompts.to_dict("records"):
         where = f"{row['workload']} / " if several else ""
