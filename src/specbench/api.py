@@ -391,10 +391,16 @@ def tune(
 def plan_tune(
     matrix_path: Path, out: Path, *, resume: bool = False, llama_server: str | None = None, probe: bool = True
 ) -> TunePlan:
-    """``specbench tune --dry-run``: each workload's race as planned (:mod:`specbench.tuneplan`)."""
+    """``specbench tune --dry-run``: each workload's race as planned (:mod:`specbench.tuneplan`).
+    Refuses what ``tune`` would before its first launch: a bad tune block, a non-loopback host (tune
+    has no --allow-remote-host), a missing engine, an existing tune without ``--resume``."""
     from specbench.tuneplan import plan_tune as make_tune_plan
+    from specbench.tunerun import load_tune
 
-    return make_tune_plan(matrix_path, out, resume=resume, llama_server=llama_server, probe=probe)
+    matrix, spec = load_tune(matrix_path)
+    check_host(matrix, matrix_path, allowed=False)
+    engine = make_engine(matrix, llama_server)
+    return make_tune_plan(matrix_path, matrix, spec, engine, out, resume=resume, probe=probe)
 
 
 def models_list() -> list[ModelStatus]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.config import Matrix, RequestSpec, WorkloadSpec
+from specbench.engines.base import Engine
 from specbench.engines.tuning import candidate_args
 from specbench.errors import StoreError
 from specbench.plan import Estimate, estimate, prompt_tokens
@@ -219,17 +220,20 @@ def saved_states(out: Path, resume: bool) -> dict[str, RaceState]:
 
 
 def plan_tune(
-    matrix_path: Path, out: Path, *, resume: bool = False, llama_server: str | None = None, probe: bool = True
+    matrix_path: Path,
+    matrix: Matrix,
+    spec: TuneSpec,
+    engine: Engine,
+    out: Path,
+    *,
+    resume: bool = False,
+    probe: bool = True,
 ) -> TunePlan:
-    """What ``specbench tune`` would do; launches nothing. Refuses what ``tune`` with the same
-    flags would refuse before its first launch (a bad tune block, a missing engine, an existing
-    tune without ``--resume``)."""
-    from specbench.api import check_host, make_engine
-    from specbench.tunerun import SERVE_PORT, _workloads, load_tune, predictor
+    """What ``specbench tune`` would do with ``matrix`` (loaded from ``matrix_path``) on ``engine``;
+    launches nothing. Refuses an existing tune without ``--resume``; the caller
+    (:func:`specbench.api.plan_tune`) has already refused what the tune block or the engine would."""
+    from specbench.tunerun import SERVE_PORT, _workloads, predictor
 
-    matrix, spec = load_tune(matrix_path)
-    check_host(matrix, matrix_path, allowed=False)  # as tune's prepare_run: it has no --allow-remote-host
-    engine = make_engine(matrix, llama_server)
     saved = saved_states(out, resume)
     predict = predictor(matrix, spec)
     workloads = [
