@@ -12,7 +12,7 @@ bench/client_peers.py). Nothing is installed into the project's environment.
 
     .venv/bin/python bench/client_overhead.py [--c 1 16 64 256] [--tokens 256] [--interval-ms 2]
         [--requests-per-c 4] [--tokens-per-chunk 1] [--no-pin]
-        [--clients specbench specbench-poll specbench-procs2 specbench-httpx vllm aiperf guidellm]
+        [--clients specbench specbench-poll specbench-procs2 vllm aiperf guidellm]
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import psutil
 from client_peers import PEERS, pair_errors, peer_binary, peer_command, peer_errors, stamps
+
+from specbench.transport import fetch_blocking
 
 HERE = Path(__file__).resolve().parent
 SAMPLE_S = float(os.environ.get("BENCH_SAMPLE_S", "0.05"))  # load windows are seconds long
@@ -61,10 +62,8 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
 
     if transport == "poll":  # stamps at the loop's poll, as on a platform without kernel stamps
         readstamps.KERNEL_STAMPS = False
-    if transport == "httpx":  # the path the runner took before, with the pool limit lifted
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-        session_cm: Any = httpx.AsyncClient(timeout=600, limits=limits)
-    elif transport.startswith("procs"):  # client_processes: N (clientpool.py)
+    session_cm: Any
+    if transport.startswith("procs"):  # client_processes: N (clientpool.py)
         session_cm = StreamerPool(int(transport[5:]), 600, c, None)
     else:
         session_cm = open_streamer(600, c)
@@ -160,7 +159,7 @@ def pinned(cpus: set[int] | None) -> Any:
 def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | None) -> dict[str, Any] | None:
     """One client's run: its CPU over the server's load window, tok/s and timestamp errors; None
     (and why, printed) when the client failed."""
-    httpx.get(f"{url}/reset")
+    fetch_blocking("GET", f"{url}/reset")
     proc = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus)
     )
@@ -172,7 +171,7 @@ def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | No
     if proc.returncode != 0:
         print(f"{name} failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
         return None
-    stats = httpx.get(f"{url}/stats").json()
+    stats = fetch_blocking("GET", f"{url}/stats").json()
     window = (stats["last_ns"] - stats["first_ns"]) / 1e9
     own = name.startswith("specbench") or name == "floor"
     errs = gap_errors(out / "records.jsonl") if own else peer_errors(name, out)
@@ -234,10 +233,10 @@ def main() -> None:
         "--clients",
         nargs="+",
         default=["specbench", "floor", *PEERS],
-        choices=["specbench", "specbench-poll", "specbench-procs2", "specbench-httpx", "floor", *PEERS],
+        choices=["specbench", "specbench-poll", "specbench-procs2", "floor", *PEERS],
         help="specbench (aiohttp, as the runner), specbench-poll (stamped at the loop's poll, as where "
-        "the kernel gives no receive times), specbench-procs2 (client_processes: 2), specbench-httpx "
-        "(the httpx path), floor (bench/client_floor.py: a reader that does nothing else, the timestamp "
+        "the kernel gives no receive times), specbench-procs2 (client_processes: 2), "
+        "floor (bench/client_floor.py: a reader that does nothing else, the timestamp "
         "error this machine and server allow any client), and the peers",
     )
     parser.add_argument(

@@ -53,7 +53,7 @@ DROP_PATHS = ("tools/ui/tests",)
 # lists the image's packages): carried as cp312 manylinux wheels, installed with --no-deps.
 WHEELS = (
     "pydantic", "pydantic_core", "annotated-types", "typing-inspection", "typing_extensions",
-    "httpx-sse", "rapidfuzz", "gguf", "typer", "rich", "shellingham", "annotated-doc",
+    "rapidfuzz", "gguf", "typer", "rich", "shellingham", "annotated-doc",
     "markdown-it-py", "mdurl",
 )  # fmt: skip
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64")
@@ -273,7 +273,7 @@ def install_wheels(kit: Path, steps: Steps, log: Path) -> bool:
 IMPORT_CHECK = (
     "import importlib.metadata as m, specbench.cli, specbench.report, specbench.theory, scipy.stats;"
     "print(*(f'{n} {m.version(n)}' for n in ('numpy', 'scipy', 'pandas', 'pyarrow', 'matplotlib',"
-    " 'pydantic', 'typer', 'gguf', 'aiohttp', 'httpx')), sep='; ')"
+    " 'pydantic', 'typer', 'gguf', 'aiohttp')), sep='; ')"
 )
 
 

@@ -7,10 +7,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port
+from specbench.transport import fetch_blocking
 
 
 class Served:
@@ -24,13 +23,13 @@ class Served:
             "max_tokens": max_tokens,
             "temperature": 0.0,
         }
-        resp = httpx.post(f"{self.url}/v1/chat/completions", json=body, timeout=300)
-        resp.raise_for_status()
+        resp = fetch_blocking("POST", f"{self.url}/v1/chat/completions", body, timeout=300)
+        assert resp.status_code == 200, resp.text
         data: dict[str, Any] = resp.json()
         return data
 
     def get(self, path: str) -> Any:
-        return httpx.get(self.url + path, timeout=30).json()
+        return fetch_blocking("GET", self.url + path, timeout=30).json()
 
 
 @contextmanager

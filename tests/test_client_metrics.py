@@ -1,19 +1,20 @@
 """Client recording and per-request metrics on protocol edge cases a real engine cannot be made
-to produce on demand. The server here is a FAKE (httpx.MockTransport) and is named so."""
+to produce on demand. The server here is a FAKE (tests/fakes/common.py, on a loopback socket) and is
+named so; the client is the runner's own (open_streamer)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 
 from specbench.analysis import metrics
-from specbench.client import chat_body, stream_chat
+from specbench.client import chat_body, open_streamer, stream_chat
+from tests.fakes.common import Request, Response, fake_url
 
 
 def sse(*events: dict[str, Any] | str) -> list[bytes]:
@@ -29,7 +30,7 @@ def delta(
     return {"choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
 
 
-def fake_server(parts: list[bytes], status: int = 200, pause: float = 0.0) -> httpx.AsyncClient:
+def fake_server(parts: list[bytes], status: int = 200, pause: float = 0.0) -> Callable[[Request], Response]:
     """FAKE OpenAI-compatible server streaming ``parts`` with ``pause`` seconds between them."""
 
     async def body() -> AsyncIterator[bytes]:
@@ -37,18 +38,18 @@ def fake_server(parts: list[bytes], status: int = 200, pause: float = 0.0) -> ht
             await asyncio.sleep(pause)
             yield part
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         assert json.loads(request.content)["stream"] is True
-        return httpx.Response(status, headers={"content-type": "text/event-stream"}, content=body())
+        return Response(status, headers={"content-type": "text/event-stream"}, content=body())
 
-    return httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return handler
 
 
 def record(parts: list[bytes], status: int = 200, pause: float = 0.0) -> dict[str, Any]:
     async def go() -> dict[str, Any]:
-        async with fake_server(parts, status, pause) as client:
+        async with fake_url(fake_server(parts, status, pause)) as base, open_streamer(10, 1) as session:
             body = chat_body([{"role": "user", "content": "hi"}], 8, 0.0, 0, {})
-            return await stream_chat(client, "http://fake/v1/chat/completions", body, 10)
+            return await stream_chat(session, f"{base}/v1/chat/completions", body, 10)
 
     return asyncio.run(go())
 

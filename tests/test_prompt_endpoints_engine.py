@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from specbench.engines import engine_for
 from specbench.engines.base import Engine
 from specbench.engines.openai import AttachedEngine
+from specbench.transport import Http, fetch_blocking, open_http
 from tests.conftest import Pair
 from tests.engine_helpers import serve
 
@@ -36,7 +36,7 @@ def _engines() -> list[tuple[str, Engine]]:
     ]
 
 
-Ask = Callable[[Engine, httpx.AsyncClient, str], Awaitable[Any]]
+Ask = Callable[[Engine, Http, str], Awaitable[Any]]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +50,7 @@ def _each(url: str, ask: Ask) -> dict[str, Any]:
     """Every engine's answer to ``ask`` against the server at ``url``."""
 
     async def go() -> dict[str, Any]:
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with open_http(60) as client:
             return {name: await ask(engine, client, url) for name, engine in _engines()}
 
     return asyncio.run(go())
@@ -58,7 +58,7 @@ def _each(url: str, ask: Ask) -> dict[str, Any]:
 
 def _tokens(url: str, text: str) -> int:
     body = {"content": text, "add_special": True, "parse_special": True}
-    return len(httpx.post(f"{url}/tokenize", json=body, timeout=60).json()["tokens"])
+    return len(fetch_blocking("POST", f"{url}/tokenize", body, timeout=60).json()["tokens"])
 
 
 def test_each_engine_asks_its_own_endpoint_for_the_rendered_prompt(url: str) -> None:
@@ -75,7 +75,7 @@ def test_each_engine_asks_its_own_endpoint_for_the_rendered_prompt(url: str) -> 
 def test_each_engine_asks_its_own_endpoint_for_the_prompt_token_count(url: str) -> None:
     found = _each(url, lambda engine, client, u: engine.count_prompt_tokens(client, u, MESSAGES))
     bare = _tokens(url, MESSAGES[0]["content"])
-    templated = httpx.post(f"{url}/apply-template", json={"messages": MESSAGES}, timeout=60)
+    templated = fetch_blocking("POST", f"{url}/apply-template", {"messages": MESSAGES}, timeout=60)
     whole = _tokens(url, templated.json()["prompt"])
     ours = found["llamacpp"]
     assert ours == whole and ours > bare  # the template's own tokens are counted too

@@ -16,16 +16,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from specbench.config import Matrix
 from specbench.engines.base import parse_metrics
 from specbench.engines.http import get_json
 from specbench.engines.openai import KNOWN_ENGINES, detect_engine
-from specbench.errors import ConfigError, EngineError, StoreError
+from specbench.errors import ClientError, ConfigError, EngineError, StoreError
 from specbench.names import check_arm_name
 from specbench.redact import mask_url_passwords
 from specbench.store import RunStore
+from specbench.transport import Http, open_http
 
 
 def parse_arm_args(text: str | None) -> tuple[str, ...] | None:
@@ -39,8 +38,8 @@ def parse_arm_args(text: str | None) -> tuple[str, ...] | None:
 
 
 def check_attach_url(url: str) -> str:
-    """``--attach`` as a URL httpx can reach: http(s), a host, a port in 1..65535. Checked here,
-    where the flag enters: httpx would fail deep in its connection pool with an exception group."""
+    """``--attach`` as a URL the client can reach: http(s), a host, a port in 1..65535. Checked
+    here, where the flag enters: the client would fail deep in its connection pool."""
     shown = mask_url_passwords(url)[:200]  # errors are printed: never a URL's password
     if "\x00" in url or any(c.isspace() for c in url):
         raise ConfigError(f"--attach: {shown[:80]!r} is not a URL (it holds a NUL byte or a space)")
@@ -62,25 +61,25 @@ def probe(url: str) -> tuple[str, dict[str, Any]]:
 
 
 async def _probe(base: str) -> tuple[str, dict[str, Any]]:
-    async with httpx.AsyncClient(timeout=10.0) as client:
+    async with open_http(10.0) as client:
         try:
             await client.get(f"{base}/v1/models")
-        except httpx.HTTPError as exc:
+        except ClientError as exc:
             # Measuring a server that is not there gives 100 % failed requests and no finding.
-            why = mask_url_passwords(f"{type(exc).__name__}: {exc}")
+            why = mask_url_passwords(str(exc))  # names the failure: "ClientConnectorError: ..."
             raise EngineError(f"--attach {mask_url_passwords(base)}: nothing answers ({why})") from None
         kind = await detect_engine(base, client)
         await _check_metrics(client, base)
         return kind, await _version(client, base, kind)
 
 
-async def _check_metrics(client: httpx.AsyncClient, base: str) -> None:
+async def _check_metrics(client: Http, base: str) -> None:
     """A /metrics that answers 200 must be Prometheus text: each cell's scrape is parsed, and a
     server that answers ``{}`` there is not one whose counters can be read (refused now, before
     anything is measured, rather than failing after the first cell)."""
     try:
         resp = await client.get(f"{base}/metrics")
-    except httpx.HTTPError:
+    except ClientError:
         return  # no metrics endpoint: measured without the server's counters
     if resp.status_code != 200:
         return
@@ -95,7 +94,7 @@ async def _check_metrics(client: httpx.AsyncClient, base: str) -> None:
         ) from None
 
 
-async def _version(client: httpx.AsyncClient, base: str, kind: str) -> dict[str, Any]:
+async def _version(client: Http, base: str, kind: str) -> dict[str, Any]:
     """The version as the server states it: llama.cpp /props ``build_info`` (``b<N>-<commit>``),
     vLLM /version, SGLang /get_server_info ``version``."""
     if kind == "llamacpp":

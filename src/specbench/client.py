@@ -7,10 +7,9 @@ from these raw records, so every number can be recomputed later.
 The hot path does as little as it can, because at high concurrency a slow client measures itself
 (its queued chunks drain in bursts, so gaps shrink and TTFT grows): while a response streams, each
 read off the socket is only stamped and kept as raw bytes; SSE framing and JSON are parsed after
-the stream ends. The transport for measured requests is aiohttp (its C HTTP parser); a pure-Python
-stack (httpx → httpcore → h11) cost ~1.7× the CPU per token in bench/client_overhead.py. httpx
-clients are still accepted (the test fakes plug in through ``httpx.MockTransport``); both paths
-keep the same raw pieces and share one parser.
+the stream ends. The transport is aiohttp (its C HTTP parser), through :mod:`specbench.transport`
+as every other request: a pure-Python stack (httpx → httpcore → h11) cost 1.5–3.2× the CPU per
+token in bench/client_overhead.py. The test fakes stream through this same path, over loopback.
 """
 
 from __future__ import annotations
@@ -26,13 +25,13 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
-import httpx
 
+from specbench import transport
 from specbench.readstamps import StampingConnector, drain_for, select_clock
 from specbench.schema import Chunk
 
 Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
-Session = aiohttp.ClientSession | httpx.AsyncClient
+Session = aiohttp.ClientSession
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\n|\r")
 _SLICE = 16  # SSE events parsed per turn of the loop: ~70 us, so no stream's stamp waits longer
@@ -60,7 +59,7 @@ async def open_streamer(
     timeout: float, concurrency: int, headers: dict[str, str] | None = None
 ) -> AsyncIterator[aiohttp.ClientSession]:
     """The session measured requests stream through: one keep-alive connection per request in
-    flight (httpx's default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
+    flight (a default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
     # Its connections stamp each read as it arrives (readstamps.py), not when a coroutine resumes.
     with select_clock(asyncio.get_running_loop()) as clock:
         # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
@@ -72,16 +71,13 @@ async def open_streamer(
             keepalive_timeout=1.0,
             clock=clock,
         )
-        # Per-operation limits, as httpx's timeout had: a long generation is not a timeout, a silent
-        # server for ``timeout`` seconds is.
-        limits = aiohttp.ClientTimeout(total=None, connect=timeout, sock_read=timeout)
         # A full collection walks every object alive, modules and libraries included: ~11 ms with
         # the loop stopped, every open stream's next stamp late by as much. Objects that exist
         # before the requests are set aside (gc.freeze) while they stream, so a collection walks
         # only what the streaming made.
         gc.freeze()
         try:
-            async with aiohttp.ClientSession(connector=connector, timeout=limits, headers=headers) as session:
+            async with transport.session(connector, timeout, headers) as session:
                 yield session
         finally:
             gc.unfreeze()
@@ -191,9 +187,9 @@ class _Recorder:
 
 
 def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
-    # Timeouts say what happened in one wording for both transports (httpx's carry no message,
-    # aiohttp's name a socket read), so a record reads the same whichever transport made it.
-    timed_out = isinstance(exc, TimeoutError | httpx.TimeoutException)
+    # A timeout says what happened (aiohttp's name a socket read), in the wording earlier records
+    # carry, so old and new runs read alike.
+    timed_out = transport.timed_out(exc)
     message = f"no response within {timeout:g} s" if timed_out else str(exc) or type(exc).__name__
     return {"type": type(exc).__name__, "message": message[:500]}
 
@@ -201,8 +197,8 @@ def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
 async def _refused(
     rec: _Recorder, status: int, content_type: str | None, read: Callable[[], Awaitable[bytes]]
 ) -> bool:
-    """Record why a response is not a stream to time (an HTTP error, another content type), for
-    both transports alike; False when it is one."""
+    """Record why a response is not a stream to time (an HTTP error, another content type); False
+    when it is one."""
     if status != 200:
         text = (await read()).decode(errors="replace")
         rec.error = {"type": "http_status", "status": status, "message": text[:500]}
@@ -217,10 +213,7 @@ async def _refused(
 async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     """POST ``body`` and record the stream. Never raises for HTTP or protocol failures."""
     rec = _Recorder()
-    if isinstance(session, httpx.AsyncClient):
-        await _httpx_stream(session, url, body, timeout, rec)
-    else:
-        await _aiohttp_stream(session, url, body, timeout, rec)
+    await _aiohttp_stream(session, url, body, timeout, rec)
     await rec.parse()
     return rec.result()
 
@@ -232,15 +225,12 @@ async def _aiohttp_stream(
         try:
             await _aiohttp_once(session, url, body, rec)
             return
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            # A pooled keep-alive connection the server had already closed or reset (cpp-httplib
-            # closes idle ones): nothing was sent back, so send once more on a fresh
-            # connection, timed from the new send. Anything else is data.
-            if attempt == 0 and rec.t_headers is None and not rec.pieces:
+        except transport.FAILURES as exc:
+            # A stale pooled connection (transport.stale): send once more on a fresh connection,
+            # timed from the new send. Anything else is data.
+            if attempt == 0 and transport.stale(exc, rec.t_headers is not None or bool(rec.pieces)):
                 rec.t0, rec.retried = time.perf_counter_ns(), "stale connection"
                 continue
-            rec.error = {"type": type(exc).__name__, "message": str(exc)[:500]}
-        except (aiohttp.ClientError, TimeoutError) as exc:
             rec.error = _error(exc, timeout)
         return
 
@@ -267,19 +257,3 @@ async def _aiohttp_once(
             rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
         # The stream ended when its last bytes arrived, not when this coroutine woke.
         rec.t_end = rec.pieces[-1][0] if rec.pieces else perf() - t0
-
-
-async def _httpx_stream(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], timeout: float, rec: _Recorder
-) -> None:
-    perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
-    try:
-        async with client.stream("POST", url, json=body, timeout=timeout) as resp:
-            rec.t_headers = perf() - t0
-            if await _refused(rec, resp.status_code, resp.headers.get("content-type"), resp.aread):
-                return
-            async for data in resp.aiter_bytes():
-                keep((perf() - t0, data))
-            rec.t_end = perf() - t0
-    except httpx.HTTPError as exc:
-        rec.error = _error(exc, timeout)

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-import httpx
-
 from specbench import serverlog
 from specbench.cellwork import Observer, RecordSink
 from specbench.client import Session, chat_body, open_streamer
@@ -28,6 +26,7 @@ from specbench.clientlag import LoopLag
 from specbench.clientpool import StreamerPool, stream_request
 from specbench.config import Matrix, RequestSpec, RunSpec
 from specbench.engines.base import Engine, parse_metrics
+from specbench.errors import ClientError
 from specbench.launch import Server
 from specbench.machine import MachineProbe, threads_arg
 from specbench.probe import forward_probe
@@ -36,20 +35,19 @@ from specbench.recordwriter import RecordWriter
 from specbench.redact import flag_values
 from specbench.schema import CellInfo, RequestRecord
 from specbench.store import now_iso
+from specbench.transport import Http, open_http
 from specbench.workloads import arrivals
 from specbench.workloads.length import check_fit, estimate_tokens, fit_messages
 from specbench.workloads.rendered import render_samples
 
 HEALTH_TIMEOUT = 5.0  # the watchdog's patience after a failed request
 # Transport failures worth one more try on a server that still answers /health.
-# Error type names of both transports (httpx for the fakes, aiohttp for measured requests).
+# Error type names a stream records (specbench.transport: aiohttp's, for every request).
 _RETRYABLE = frozenset(
-    {"RemoteProtocolError", "ReadError", "WriteError", "ConnectError", "ServerDisconnectedError",
-     "ClientOSError", "ClientConnectorError", "ClientPayloadError"}
+    {"ServerDisconnectedError", "ClientOSError", "ClientConnectorError", "ClientPayloadError"}
 )  # fmt: skip
 _TIMEOUTS = frozenset(
-    {"ReadTimeout", "WriteTimeout", "ConnectTimeout", "PoolTimeout", "TimeoutError",
-     "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
+    {"TimeoutError", "ServerTimeoutError", "SocketTimeoutError", "ConnectionTimeoutError"}
 )  # fmt: skip
 
 
@@ -108,7 +106,7 @@ class CellDriver:
         headers = _auth_headers(self.api_key, cell.args)
         peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
         async with (
-            httpx.AsyncClient(timeout=self.matrix.request_timeout, headers=headers) as client,
+            open_http(self.matrix.request_timeout, headers) as client,
             _streamer(self.matrix, peak, headers) as self._session,
         ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
@@ -157,9 +155,7 @@ class CellDriver:
         """Probe the verify-cost curve once per baseline launch (the target alone is served there)."""
         return self.matrix.forward_probe and cell.arm == self.matrix.baseline and not self.attach_url
 
-    async def _run_phase(
-        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec]
-    ) -> None:
+    async def _run_phase(self, client: Http, server: Server, cell: RunSpec, phase: list[RequestSpec]) -> None:
         cap = phase[0].concurrency or cell.concurrency
         if phase[0].request_rate or self.matrix.workload.request_rate:
             await self._open_loop(client, server, cell, phase, cap)
@@ -174,7 +170,7 @@ class CellDriver:
         await asyncio.gather(*(bounded(r) for r in phase))
 
     async def _open_loop(
-        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, phase: list[RequestSpec], cap: int
+        self, client: Http, server: Server, cell: RunSpec, phase: list[RequestSpec], cap: int
     ) -> None:
         """Send on a seeded arrival schedule (workloads/arrivals.py): the same for every arm of a
         repeat, stored in the run directory; each record keeps its lateness."""
@@ -194,9 +190,7 @@ class CellDriver:
 
         await arrivals.open_loop(phase, offsets, cap, send)
 
-    async def _fit(
-        self, client: httpx.AsyncClient, server: Server, requests: tuple[RequestSpec, ...]
-    ) -> None:
+    async def _fit(self, client: Http, server: Server, requests: tuple[RequestSpec, ...]) -> None:
         """Build prompts to their target length once, with this server's tokenizer; every arm and
         repeat then sends exactly these messages (kept in the run directory for resume)."""
         todo = [r for r in requests if r.target_tokens and r.prompt_id not in self.fitted]
@@ -233,7 +227,7 @@ class CellDriver:
 
     async def _one(
         self,
-        client: httpx.AsyncClient,
+        client: Http,
         server: Server,
         cell: RunSpec,
         req: RequestSpec,
@@ -248,8 +242,9 @@ class CellDriver:
         body = chat_body(messages, req.max_tokens, req.temperature, req.seed, extras)
         started, wall0 = now_iso(), time.time()
         url = f"{server.base_url}/v1/chat/completions"
-        session = self._session if self._session is not None else client
-        result = await self._request(session, client, server, url, body)
+        if self._session is None:  # opened by _drive for the cell, with the control client
+            raise ClientError("no streaming session: requests are sent inside a cell")
+        result = await self._request(self._session, client, server, url, body)
         record: dict[str, Any] = {
             "arm": cell.arm,
             "repeat": cell.repeat,
@@ -277,7 +272,7 @@ class CellDriver:
     async def _request(
         self,
         session: Session | StreamerPool,
-        client: httpx.AsyncClient,
+        client: Http,
         server: Server,
         url: str,
         body: dict[str, Any],
@@ -296,22 +291,20 @@ class CellDriver:
             return {**again, "retried": result["error"]}
         return result
 
-    async def _answers_health(self, client: httpx.AsyncClient, server: Server) -> bool:
+    async def _answers_health(self, client: Http, server: Server) -> bool:
         """The watchdog: a hung engine fails the cell now, not after every request's timeout."""
         if server.process is not None and not server.process.alive():
             return False
         try:
             resp = await client.get(f"{server.base_url}{self.engine.health_path}", timeout=HEALTH_TIMEOUT)
-        except httpx.HTTPError:
+        except ClientError:
             return False
         return resp.status_code == 200
 
-    async def _scrape(
-        self, client: httpx.AsyncClient, server: Server, cell: RunSpec, when: str
-    ) -> dict[str, Any]:
+    async def _scrape(self, client: Http, server: Server, cell: RunSpec, when: str) -> dict[str, Any]:
         try:
             resp = await client.get(f"{server.base_url}/metrics")
-        except httpx.HTTPError as exc:
+        except ClientError as exc:
             return {"error": str(exc)}
         if resp.status_code != 200:
             return {"error": f"HTTP {resp.status_code}"}
@@ -325,7 +318,7 @@ class CellDriver:
     async def _safe(self, coro: Any) -> Any:
         try:
             return await coro
-        except (httpx.HTTPError, ValueError) as exc:
+        except (ClientError, ValueError) as exc:
             return {"error": str(exc)}
 
     async def _log_window(self, server: Server, cell: RunSpec, info: CellInfo, start: bool) -> None:

@@ -2,8 +2,8 @@
 
 Every error a user can cause or meet derives from :class:`SpecbenchError` and carries a
 one-line, actionable message naming the file, field or flag at fault. Third-party errors
-(httpx, pydantic, yaml, subprocess) are translated into these where they enter, so the
-CLI maps exactly one family to exit codes::
+(aiohttp's through specbench.transport, pydantic, yaml, subprocess) are translated into these
+where they enter, so the CLI maps exactly one family to exit codes::
 
     SpecbenchError                 exit 1   anything specbench reports
     ├── ConfigError                exit 2   a matrix file, flag or value is wrong

@@ -21,9 +21,9 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import httpx
-
 from specbench.engines.base import Engine
+from specbench.errors import ClientError
+from specbench.transport import Http
 
 PROBE_VERSION = 1
 # K+1 for K = 0..8 and the usual long drafts (12, 16, 24, 32, 48, 64).
@@ -36,12 +36,12 @@ _TEXT = (
 )
 
 
-async def probe_tokens(client: httpx.AsyncClient, base_url: str, needed: int) -> list[int]:
+async def probe_tokens(client: Http, base_url: str, needed: int) -> list[int]:
     """At least ``needed`` ordinary token ids from the server's tokenizer (ids 1.. if it has none)."""
     try:
         resp = await client.post(f"{base_url}/tokenize", json={"content": _TEXT * 8})
         tokens = [int(t) for t in resp.json()["tokens"]] if resp.status_code == 200 else []
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+    except (ClientError, ValueError, KeyError, TypeError):
         tokens = []
     if not tokens:
         tokens = list(range(1, 101))
@@ -51,7 +51,7 @@ async def probe_tokens(client: httpx.AsyncClient, base_url: str, needed: int) ->
 
 
 async def forward_probe(
-    client: httpx.AsyncClient,
+    client: Http,
     engine: Engine,
     base_url: str,
     sizes: Sequence[int] = DEFAULT_SIZES,
@@ -72,18 +72,18 @@ async def forward_probe(
     return {"version": PROBE_VERSION, "sizes": list(sizes), "reps": reps, "samples": samples}
 
 
-async def _one(
-    client: httpx.AsyncClient, engine: Engine, base_url: str, tokens: list[int], rep: int
-) -> dict[str, Any]:
+async def _one(client: Http, engine: Engine, base_url: str, tokens: list[int], rep: int) -> dict[str, Any]:
     request = engine.forward_probe_request(tokens)
     assert request is not None
     path, body = request
     sample: dict[str, Any] = {"tokens": len(tokens), "rep": rep}
     try:
         resp = await client.post(f"{base_url}{path}", json=body)
-        resp.raise_for_status()
+        if not 200 <= resp.status_code < 300:
+            sample["error"] = f"HTTP {resp.status_code}: {resp.text[:200]}"
+            return sample
         sample.update(engine.forward_probe_result(resp.json()))
-    except (httpx.HTTPError, ValueError) as exc:
+    except (ClientError, ValueError) as exc:
         sample["error"] = str(exc) or type(exc).__name__
     return sample
 

@@ -291,7 +291,7 @@ class StampingConnector(aiohttp.TCPConnector):
 
 def stamps_of(session: Any) -> str:
     """What stamped the reads of ``session``'s connections (``StampingConnector.stamps``);
-    "coroutine" for a session that stamps as its coroutine reads (httpx)."""
+    "coroutine" for a session that stamps as its coroutine reads (another connector)."""
     connector = getattr(session, "connector", None)
     return connector.stamps() if isinstance(connector, StampingConnector) else "coroutine"
 

@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from specbench.config import Matrix, RequestSpec, plan_cells
@@ -18,13 +17,13 @@ from specbench.store import RunStore
 from tests.fakes import fake_llamacpp as fl
 from tests.fakes import fake_sglang as fs
 from tests.fakes import fake_vllm as fv
-from tests.fakes.common import Handler, mock_client, not_found, serve
+from tests.fakes.common import URL, Handler, Request, Response, mock_client, not_found, serve
 
 
-def unknown_server(request: httpx.Request) -> httpx.Response:
+def unknown_server(request: Request) -> Response:
     """Some other OpenAI-compatible server: models only."""
     if request.url.path == "/v1/models":
-        return httpx.Response(200, json={"object": "list", "data": [{"id": "m", "owned_by": "someone"}]})
+        return Response(200, json={"object": "list", "data": [{"id": "m", "owned_by": "someone"}]})
     return not_found()
 
 
@@ -56,7 +55,7 @@ def attach_describe(handler: Handler) -> tuple[AttachedEngine, dict[str, Any]]:
     ],
 )
 def test_detect_from_metrics(handler: Handler, expected: str) -> None:
-    text = httpx.Client(transport=httpx.MockTransport(handler)).get("http://fake/metrics").text
+    text = handler(Request("GET", URL("/metrics"))).text
     assert detect_from_metrics(parse_metrics(text)) == expected
     assert detect(handler) == expected
 

@@ -6,16 +6,15 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from specbench.analysis.checks import split_flags
-from specbench.client import chat_body, stream_chat
+from specbench.client import chat_body, open_streamer, stream_chat
 from specbench.config import load_matrix
 from specbench.engines.base import parse_metrics
 from specbench.engines.sglang import SglangEngine, parse_log_acceptance
 from tests.fakes import fake_sglang as fs
-from tests.fakes.common import mock_client
+from tests.fakes.common import Request, Response, fake_url, mock_client
 
 ARM = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", fs.DRAFT]
 
@@ -30,11 +29,11 @@ def describe(fake: fs.FakeSglang) -> dict[str, Any]:
 
 def stream(fake: fs.FakeSglang, n: int = 1) -> list[dict[str, Any]]:
     async def go() -> list[dict[str, Any]]:
-        async with mock_client(fake.handler) as client:
+        async with fake_url(fake.handler) as base, open_streamer(10, 1) as session:
             body = chat_body(
                 [{"role": "user", "content": "hi"}], 16, 0.0, 0, SglangEngine().request_extras(True)
             )
-            return [await stream_chat(client, "http://fake/v1/chat/completions", body, 10) for _ in range(n)]
+            return [await stream_chat(session, f"{base}/v1/chat/completions", body, 10) for _ in range(n)]
 
     return asyncio.run(go())
 
@@ -161,7 +160,7 @@ def test_prompt_tokens_are_not_counted_and_nothing_is_asked() -> None:
     prompt in the radix cache: no count, and no request to the server at all."""
     fake, asked = fs.FakeSglang(), []
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         asked.append(request.url.path)
         return fake.handler(request)
 

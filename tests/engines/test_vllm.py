@@ -7,16 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from specbench.analysis.checks import split_flags
-from specbench.client import chat_body, stream_chat
+from specbench.client import chat_body, open_streamer, stream_chat
 from specbench.config import load_matrix
 from specbench.engines.base import parse_metrics
 from specbench.engines.vllm import VllmEngine, parse_log_acceptance, request_spec_metrics
 from tests.fakes import fake_vllm as fv
-from tests.fakes.common import mock_client
+from tests.fakes.common import Request, Response, fake_url, mock_client
 
 SPEC = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":5}'
 
@@ -35,11 +34,11 @@ def describe(fake: fv.FakeVllm) -> dict[str, Any]:
 
 def stream(fake: fv.FakeVllm, n: int = 1) -> list[dict[str, Any]]:
     async def go() -> list[dict[str, Any]]:
-        async with mock_client(fake.handler) as client:
+        async with fake_url(fake.handler) as base, open_streamer(10, 1) as session:
             body = chat_body(
                 [{"role": "user", "content": "hi"}], 16, 0.0, 0, VllmEngine().request_extras(True)
             )
-            return [await stream_chat(client, "http://fake/v1/chat/completions", body, 10) for _ in range(n)]
+            return [await stream_chat(session, f"{base}/v1/chat/completions", body, 10) for _ in range(n)]
 
     return asyncio.run(go())
 
@@ -163,11 +162,11 @@ def test_prompt_tokens_are_counted_by_tokenize_of_the_messages() -> None:
     fake, asked = fv.FakeVllm(), []
     messages = [{"role": "user", "content": "Name three rivers in Europe."}]
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    def handler(request: Request) -> Response:
         if (request.method, request.url.path) != ("POST", "/tokenize"):
             return fake.handler(request)
         asked.append(json.loads(request.content))
-        return httpx.Response(200, json={"count": 17, "max_model_len": 8192, "tokens": list(range(17))})
+        return Response(200, json={"count": 17, "max_model_len": 8192, "tokens": list(range(17))})
 
     async def go() -> int | None:
         async with mock_client(handler) as client:

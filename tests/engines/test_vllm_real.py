@@ -16,7 +16,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import pytest
 import yaml
@@ -35,6 +34,7 @@ from specbench.lab.check import lab_dir
 from specbench.lab.hf_make import HfLabSpec, cached_hf_pair, vllm_walk
 from specbench.lab.prompts import cycle_prompt
 from specbench.report import render_report
+from specbench.transport import fetch_blocking, open_http
 
 # `engine` too: every real-engine test is left out by `-m "not engine"` (the unit suite).
 pytestmark = [pytest.mark.engine, pytest.mark.vllm, pytest.mark.timeout(1800)]
@@ -314,10 +314,10 @@ def test_attach_mode_counters_equal_the_tests_own_scrape(
     base = f"http://127.0.0.1:{port}"
     try:
         server.start(f"{base}/health", timeout=600)
-        before = engine.spec_counters(parse_metrics(httpx.get(f"{base}/metrics").text))
+        before = engine.spec_counters(parse_metrics(fetch_blocking("GET", f"{base}/metrics").text))
         matrix = _write_matrix(tmp_path, pair, truth, vllm_bin, warmup=0)
         api.prepare_run(matrix, tmp_path / "run", attach=base, arm="draft").run()
-        after = engine.spec_counters(parse_metrics(httpx.get(f"{base}/metrics").text))
+        after = engine.spec_counters(parse_metrics(fetch_blocking("GET", f"{base}/metrics").text))
     finally:
         server.stop()
     mine = {k: after[k] - before.get(k, 0.0) for k in after}
@@ -353,14 +353,14 @@ def test_vllm_counts_a_prompt_as_it_prefills_it(tmp_path: Path, vllm_bin: Path, 
     messages = [{"role": "user", "content": "abcabcabc abc"}]
 
     async def count(asked: Engine) -> int | None:
-        async with httpx.AsyncClient(timeout=60) as client:
+        async with open_http(60) as client:
             return await asked.count_prompt_tokens(client, base, messages)
 
     try:
         server.start(f"{base}/health", timeout=600)
         counted, theirs = asyncio.run(count(engine)), asyncio.run(count(engine_for("llamacpp")))
         body = {"model": str(pair / "target"), "messages": messages, "max_tokens": 1}
-        usage = httpx.post(f"{base}/v1/chat/completions", json=body, timeout=120).json()["usage"]
+        usage = fetch_blocking("POST", f"{base}/v1/chat/completions", body, timeout=120).json()["usage"]
     finally:
         server.stop()
     assert counted == usage["prompt_tokens"] and counted > len(messages[0]["content"]) / 4

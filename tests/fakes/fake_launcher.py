@@ -31,11 +31,9 @@ from collections.abc import Callable
 from http.server import ThreadingHTTPServer
 from types import FrameType
 
-import httpx
-
 from tests.fakes import fake_sglang as fs
 from tests.fakes import fake_vllm as fv
-from tests.fakes.common import Handler, make_server
+from tests.fakes.common import Handler, Request, Response, make_server
 
 CUDAGRAPH_DOWNGRADE = "FAKE_VLLM_CUDAGRAPH_DOWNGRADE"
 IGNORE_SPECULATION = "FAKE_ENGINE_IGNORE_SPECULATION"
@@ -56,7 +54,7 @@ def after_chat(handler: Handler, logged: Callable[[], None]) -> Handler:
     count per request)."""
     lock = threading.Lock()
 
-    def wrapped(request: httpx.Request) -> httpx.Response:
+    def wrapped(request: Request) -> Response:
         with lock:
             response = handler(request)
             if request.method == "POST" and request.url.path == "/v1/chat/completions":

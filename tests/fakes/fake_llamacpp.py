@@ -8,9 +8,7 @@ llama.cpp: the real server is tested against the real binary elsewhere.
 
 from __future__ import annotations
 
-import httpx
-
-from tests.fakes.common import not_found
+from tests.fakes.common import Request, Response, not_found
 
 DRAFTS, DRAFT_TOKENS, ACCEPTED = 10, 40, 25
 
@@ -39,15 +37,15 @@ class FakeLlamaCpp:
     def __init__(self, *, metrics: bool = True) -> None:
         self.metrics = metrics
 
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: Request) -> Response:
         path = request.url.path
         if path == "/metrics":
             if not self.metrics:
                 message = "This server does not support metrics endpoint. Start it with `--metrics`"
-                return httpx.Response(501, json={"error": {"code": 501, "message": message}})
-            return httpx.Response(200, headers={"content-type": "text/plain; version=0.0.4"}, text=METRICS)
+                return Response(501, json={"error": {"code": 501, "message": message}})
+            return Response(200, headers={"content-type": "text/plain; version=0.0.4"}, text=METRICS)
         if path == "/props":
-            return httpx.Response(
+            return Response(
                 200,
                 json={
                     "build_info": "b1-0c1e570",
@@ -57,8 +55,8 @@ class FakeLlamaCpp:
                 },
             )
         if path == "/slots":
-            return httpx.Response(200, json=[{"id": 0, "n_ctx": 4096, "speculative": True}])
+            return Response(200, json=[{"id": 0, "n_ctx": 4096, "speculative": True}])
         if path == "/v1/models":
             card = {"id": "target.gguf", "object": "model", "owned_by": "llamacpp", "meta": {"n_ctx": 4096}}
-            return httpx.Response(200, json={"object": "list", "data": [card]})
+            return Response(200, json={"object": "list", "data": [card]})
         return not_found()

@@ -19,10 +19,9 @@ import json
 import time
 from typing import Any
 
-import httpx
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from tests.fakes.common import not_found, prometheus, sse
+from tests.fakes.common import Request, Response, not_found, prometheus, sse
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DRAFT = "lmsys/sglang-EAGLE3-LLaMA3.1-Instruct-8B"
@@ -52,7 +51,7 @@ LOG_LINES = {
 
 
 class FakeSglang:
-    """In-process FAKE; use :meth:`handler` with httpx.MockTransport or tests.fakes.common.serve."""
+    """In-process FAKE; use :meth:`handler` with tests.fakes.common.mock_client or serve."""
 
     def __init__(
         self,
@@ -71,14 +70,14 @@ class FakeSglang:
         self.cumulative: list[float] = []
         self.bodies: list[dict[str, Any]] = []
 
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: Request) -> Response:
         route = (request.method, request.url.path)
         if route == ("GET", "/health"):
-            return httpx.Response(200)
+            return Response(200)
         if route == ("GET", "/get_server_info") or (route == ("GET", "/server_info") and not self.legacy):
-            return httpx.Response(200, json=self.server_info())
+            return Response(200, json=self.server_info())
         if route == ("GET", "/v1/models"):
-            return httpx.Response(200, json=self.models())
+            return Response(200, json=self.models())
         if route == ("GET", "/metrics") and self.enable_metrics:
             return prometheus(self.registry())
         if route == ("POST", "/v1/chat/completions"):

@@ -23,10 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from tests.fakes.common import not_found, prometheus, sse
+from tests.fakes.common import Request, Response, not_found, prometheus, sse
 
 MODEL = "Qwen/Qwen3-8B"
 K = 3
@@ -73,7 +72,7 @@ class EngineCounts:
 
 
 class FakeVllm:
-    """In-process FAKE; use :meth:`handler` with httpx.MockTransport or tests.fakes.common.serve."""
+    """In-process FAKE; use :meth:`handler` with tests.fakes.common.mock_client or serve."""
 
     def __init__(
         self,
@@ -91,14 +90,14 @@ class FakeVllm:
         self.bodies: list[dict[str, Any]] = []
 
     # -- routing ----------------------------------------------------------------------------
-    def handler(self, request: httpx.Request) -> httpx.Response:
+    def handler(self, request: Request) -> Response:
         route = (request.method, request.url.path)
         if route == ("GET", "/health"):
-            return httpx.Response(200)
+            return Response(200)
         if route == ("GET", "/version"):
-            return httpx.Response(200, json={"version": self.version})
+            return Response(200, json={"version": self.version})
         if route == ("GET", "/v1/models"):
-            return httpx.Response(200, json=self.models())
+            return Response(200, json=self.models())
         if route == ("GET", "/metrics"):
             return prometheus(self.registry())
         if route == ("POST", "/v1/chat/completions"):

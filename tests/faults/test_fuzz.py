@@ -20,13 +20,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from specbench.cli import app
-from tests.fakes.common import not_found, serve, sse
+from tests.fakes.common import Request, Response, not_found, serve, sse
 
 DOCUMENTED = {1, 2, 3, 4, 5}
 BASE: dict[str, Any] = {
@@ -571,18 +570,18 @@ class StandIn:
         self.refuse = False
         self.chats = 0
 
-    def __call__(self, request: httpx.Request) -> httpx.Response:
+    def __call__(self, request: Request) -> Response:
         path = request.url.path
         if path == "/v1/models":
-            return httpx.Response(200, json={"data": [{"id": "stand-in"}]})
+            return Response(200, json={"data": [{"id": "stand-in"}]})
         if path == "/health":
-            return httpx.Response(200, json={"status": "ok"})
+            return Response(200, json={"status": "ok"})
         if path == "/metrics":
-            return httpx.Response(200, text=self.metrics) if self.metrics is not None else not_found()
+            return Response(200, text=self.metrics) if self.metrics is not None else not_found()
         if path == "/v1/chat/completions":
             self.chats += 1
             if self.refuse:  # what a server says to a prompt longer than its context
-                return httpx.Response(400, json={"error": {"message": "the request exceeds the context"}})
+                return Response(400, json={"error": {"message": "the request exceeds the context"}})
             delta = [{"choices": [{"index": 0, "delta": {"content": "ok "}}]}] * 2
             end = {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}
             usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}

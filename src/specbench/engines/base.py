@@ -3,7 +3,7 @@
 An :class:`Engine` knows how to spell a command line, which flags are speculative, how to
 ask a running server what it is, and how to read its speculative counters. Everything else —
 launching, health, teardown, requests, storage — is shared and lives elsewhere, in the way
-httpx transports plug into one client.
+every engine is asked through one HTTP seam (:mod:`specbench.transport`).
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from specbench.engines.argtable import ArgTable
 from specbench.errors import ConfigError
+from specbench.transport import Http
 
 MetricSamples = dict[str, float]
 
@@ -195,13 +195,13 @@ class Engine(ABC):
         """Version and commit of the engine binary, without a server running."""
         return {}
 
-    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+    async def describe(self, client: Http, base_url: str) -> dict[str, Any]:
         """What a running server says about itself: build, model, speculation state."""
         return {}
 
     async def render_prompt(
         self,
-        client: httpx.AsyncClient,
+        client: Http,
         base_url: str,
         messages: list[dict[str, Any]],
         tools: list[Any] | None,
@@ -211,7 +211,7 @@ class Engine(ABC):
         return None
 
     async def count_prompt_tokens(
-        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+        self, client: Http, base_url: str, messages: list[dict[str, Any]]
     ) -> int | None:
         """Tokens the server will prefill for ``messages``, chat template included, asked of this
         engine's own endpoint; None where the engine offers no way to ask (prompts are then fitted

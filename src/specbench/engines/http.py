@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from specbench.engines.base import MetricSamples, parse_metrics
+from specbench.errors import ClientError
+from specbench.transport import Http
 
 
-async def get_json(client: httpx.AsyncClient, url: str) -> Any | None:
+async def get_json(client: Http, url: str) -> Any | None:
     """GET ``url`` → parsed JSON, or None for any failure: describe must report what a server
     offers, and a missing endpoint (older version, dev-only route) is information, not an error."""
     try:
         resp = await client.get(url)
-    except httpx.HTTPError:
+    except ClientError:
         return None
     if resp.status_code != 200:
         return None
@@ -27,20 +27,20 @@ async def get_json(client: httpx.AsyncClient, url: str) -> Any | None:
         return None
 
 
-async def get_status(client: httpx.AsyncClient, url: str) -> int | None:
+async def get_status(client: Http, url: str) -> int | None:
     """HTTP status of a GET (None when nothing answered): readiness without parsing a body."""
     try:
         return (await client.get(url)).status_code
-    except httpx.HTTPError:
+    except ClientError:
         return None
 
 
-async def get_metrics(client: httpx.AsyncClient, base_url: str) -> MetricSamples | None:
+async def get_metrics(client: Http, base_url: str) -> MetricSamples | None:
     """One /metrics scrape parsed with prometheus_client's parser; None if unavailable
     (llama.cpp answers 501 without ``--metrics``)."""
     try:
         resp = await client.get(f"{base_url}/metrics")
-    except httpx.HTTPError:
+    except ClientError:
         return None
     if resp.status_code != 200:
         return None
@@ -61,12 +61,12 @@ def model_cards(body: Any) -> list[dict[str, Any]]:
 Rendered = dict[str, str]
 
 
-async def post_json(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dict[str, Any] | None:
+async def post_json(client: Http, url: str, body: dict[str, Any]) -> dict[str, Any] | None:
     """POST ``body`` → the JSON object answered, or None for any failure (no server, another
     status, not JSON, not an object): the prompt helpers below ask optional endpoints."""
     try:
         resp = await client.post(url, json=body)
-    except httpx.HTTPError:
+    except ClientError:
         return None
     if resp.status_code != 200:
         return None
@@ -82,7 +82,7 @@ def _chat(messages: list[dict[str, Any]], tools: list[Any] | None) -> dict[str, 
 
 
 async def apply_template(
-    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None
+    client: Http, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None
 ) -> Rendered | None:
     """llama.cpp: ``POST /apply-template`` answers the prompt text itself. None when it refuses
     (tools on a llama-server started without ``--jinja``) or is not there."""
@@ -92,7 +92,7 @@ async def apply_template(
 
 
 async def tokenize_roundtrip(
-    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None
+    client: Http, base_url: str, messages: list[dict[str, Any]], tools: list[Any] | None
 ) -> Rendered | None:
     """vLLM: ``POST /tokenize`` takes the chat ``messages`` (template applied) and answers tokens and
     a ``count``; ``/detokenize`` turns those tokens back into the prompt text. None otherwise."""
@@ -104,9 +104,7 @@ async def tokenize_roundtrip(
     return {"text": prompt, "via": "/tokenize + /detokenize"} if isinstance(prompt, str) else None
 
 
-async def template_token_count(
-    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
-) -> int | None:
+async def template_token_count(client: Http, base_url: str, messages: list[dict[str, Any]]) -> int | None:
     """llama.cpp: ``POST /apply-template`` builds the prompt, ``POST /tokenize`` counts it with
     special tokens added and parsed (the template's own markers are single tokens, as when served).
     None when either endpoint refuses or is not there."""
@@ -119,9 +117,7 @@ async def template_token_count(
     return len(tokens) if isinstance(tokens, list) else None
 
 
-async def tokenize_count(
-    client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
-) -> int | None:
+async def tokenize_count(client: Http, base_url: str, messages: list[dict[str, Any]]) -> int | None:
     """vLLM: ``POST /tokenize`` with the chat ``messages`` applies the template itself (generation
     prompt added, no extra BOS: vLLM's defaults, as for a chat request) and answers a ``count``
     (vllm/entrypoints/serve/tokenize/protocol.py). None otherwise."""

@@ -8,8 +8,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
 from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
 from specbench.engines.helpparse import llama_table, sane
@@ -17,6 +15,7 @@ from specbench.engines.helptext import help_text
 from specbench.engines.http import apply_template, template_token_count
 from specbench.engines.install import build_info, find_llama_server
 from specbench.errors import EngineStartError, InstallError
+from specbench.transport import Http
 
 _LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
 _VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
@@ -203,7 +202,7 @@ class LlamaCppEngine(Engine):
             info.update(version=match[1], build_number=int(match[2]), commit=match[3])
         return info
 
-    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+    async def describe(self, client: Http, base_url: str) -> dict[str, Any]:
         props = (await client.get(f"{base_url}/props")).json()
         props = props if isinstance(props, dict) else {}
         slots = (await client.get(f"{base_url}/slots")).json()
@@ -223,7 +222,7 @@ class LlamaCppEngine(Engine):
 
     async def render_prompt(
         self,
-        client: httpx.AsyncClient,
+        client: Http,
         base_url: str,
         messages: list[dict[str, Any]],
         tools: list[Any] | None,
@@ -231,7 +230,7 @@ class LlamaCppEngine(Engine):
         return await apply_template(client, base_url, messages, tools)
 
     async def count_prompt_tokens(
-        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+        self, client: Http, base_url: str, messages: list[dict[str, Any]]
     ) -> int | None:
         return await template_token_count(client, base_url, messages)
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import httpx
-
 from specbench.engines.base import Engine, MetricSamples, Speculation
 from specbench.engines.http import (
     apply_template,
@@ -26,6 +24,8 @@ from specbench.engines.http import (
     tokenize_roundtrip,
 )
 from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.errors import ClientError
+from specbench.transport import Http, open_http
 
 #: Engines attach mode can recognise; "openai" means "unknown OpenAI-compatible server".
 KNOWN_ENGINES = ("llamacpp", "vllm", "sglang")
@@ -64,7 +64,7 @@ def detect_from_server_info(body: Any) -> str | None:
     return "vllm" if "vllm_config" in body else None
 
 
-async def detect_engine(base_url: str, client: httpx.AsyncClient | None = None) -> str:
+async def detect_engine(base_url: str, client: Http | None = None) -> str:
     """Which engine serves ``base_url``: "llamacpp", "vllm", "sglang", or "openai" (unknown).
 
     Order: /metrics prefixes, /v1/models ``owned_by``, SGLang/vLLM server info, llama.cpp
@@ -72,7 +72,7 @@ async def detect_engine(base_url: str, client: httpx.AsyncClient | None = None) 
     is the least specific answer.
     """
     if client is None:
-        async with httpx.AsyncClient(timeout=10.0) as own:
+        async with open_http(10.0) as own:
             return await detect_engine(base_url, own)
     base = base_url.rstrip("/")
     samples = await get_metrics(client, base)
@@ -126,13 +126,13 @@ class AttachedEngine(Engine):
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return []
 
-    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+    async def describe(self, client: Http, base_url: str) -> dict[str, Any]:
         base = base_url.rstrip("/")
         info: dict[str, Any] = {}
         for path in ("/v1/models", "/version", "/props"):
             try:
                 resp = await client.get(base + path)
-            except httpx.HTTPError:
+            except ClientError:
                 continue
             if resp.status_code == 200 and "json" in resp.headers.get("content-type", ""):
                 info[path.strip("/").replace("/", "_")] = resp.json()
@@ -143,13 +143,13 @@ class AttachedEngine(Engine):
         if delegate is not None:
             try:
                 info.update(await delegate.describe(client, base))
-            except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            except (ClientError, ValueError, KeyError, TypeError) as exc:
                 info["describe_error"] = f"{type(exc).__name__}: {exc}"
         return info
 
     async def render_prompt(
         self,
-        client: httpx.AsyncClient,
+        client: Http,
         base_url: str,
         messages: list[dict[str, Any]],
         tools: list[Any] | None,
@@ -162,7 +162,7 @@ class AttachedEngine(Engine):
         return found if found is not None else await tokenize_roundtrip(client, base_url, messages, tools)
 
     async def count_prompt_tokens(
-        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+        self, client: Http, base_url: str, messages: list[dict[str, Any]]
     ) -> int | None:
         """The detected engine's way; while the engine is unknown, llama.cpp's then vLLM's."""
         delegate = _delegate(self.detected)

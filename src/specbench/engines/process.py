@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import urlsplit
 
-import httpx
 import psutil
 
-from specbench.errors import EngineStartError, PortTakenError, StoreError
+from specbench.errors import ClientError, EngineStartError, PortTakenError, StoreError
 from specbench.redact import Redactor, mask_args
 from specbench.safeio import guarded
+from specbench.transport import fetch_blocking
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
 _GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -223,8 +223,8 @@ def _child_setup(parent: int, mask: set[int | signal.Signals]) -> None:
 
 def _healthy(url: str) -> bool:
     try:
-        return httpx.get(url, timeout=2.0).status_code == 200
-    except httpx.HTTPError:
+        return fetch_blocking("GET", url, timeout=2.0).status_code == 200
+    except ClientError:
         return False
 
 

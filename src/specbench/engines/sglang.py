@@ -15,10 +15,9 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-import httpx
-
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series
 from specbench.engines.http import get_json, model_cards
+from specbench.transport import Http
 
 #: spec_counters key → gauge (SGLang docs; the last two only in some newer versions). Not counters.
 GAUGES = {
@@ -147,7 +146,7 @@ class SglangEngine(Engine):
             return {**info, "error": done.stderr.strip()[-500:]}
         return {**info, "version": done.stdout.strip()}
 
-    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+    async def describe(self, client: Http, base_url: str) -> dict[str, Any]:
         """Server info (/server_info, falling back to /get_server_info) and /v1/models.
 
         ``speculative_*`` server args say what the server actually runs (None algorithm = no
@@ -171,7 +170,7 @@ class SglangEngine(Engine):
 
     async def render_prompt(
         self,
-        client: httpx.AsyncClient,
+        client: Http,
         base_url: str,
         messages: list[dict[str, Any]],
         tools: list[Any] | None,
@@ -181,7 +180,7 @@ class SglangEngine(Engine):
         return None
 
     async def count_prompt_tokens(
-        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+        self, client: Http, base_url: str, messages: list[dict[str, Any]]
     ) -> int | None:
         # The same /tokenize counts text without the chat template, which would undercount every
         # prompt by the template's tokens; a chat request's usage would count it but leave the
@@ -221,7 +220,7 @@ def _state(state: Any, key: str) -> Any:
     return state.get(key) if isinstance(state, dict) else None
 
 
-async def _server_info(client: httpx.AsyncClient, base_url: str) -> tuple[dict[str, Any], str | None]:
+async def _server_info(client: Http, base_url: str) -> tuple[dict[str, Any], str | None]:
     """(server info, the path that answered) — newest path first (SGLang docs)."""
     for path in SERVER_INFO_PATHS:
         body = await get_json(client, base_url + path)

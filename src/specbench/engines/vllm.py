@@ -19,8 +19,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-import httpx
-
 from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
 from specbench.engines.helpparse import argparse_table, sane
@@ -35,6 +33,7 @@ from specbench.engines.http import (
 )
 from specbench.engines.install_vllm import cpu_env, is_cpu_build, vllm_for_run
 from specbench.errors import ConfigError, InstallError
+from specbench.transport import Http
 
 _PREFIX = "vllm:spec_decode_"
 #: spec_counters key → counter sample name (the ``_total`` suffix is added on the wire).
@@ -218,7 +217,7 @@ class VllmEngine(Engine):
         lines = done.stdout.strip().splitlines()
         return {**info, "version": lines[-1].strip()} if lines else {**info, "error": done.stderr[-500:]}
 
-    async def describe(self, client: httpx.AsyncClient, base_url: str) -> dict[str, Any]:
+    async def describe(self, client: Http, base_url: str) -> dict[str, Any]:
         """Readiness, version (/version), models (/v1/models) and whether the spec counters
         exist at all: vLLM creates them only when ``speculative_config`` is set, so their
         absence on a speculative arm means the flag did not take."""
@@ -234,7 +233,7 @@ class VllmEngine(Engine):
 
     async def render_prompt(
         self,
-        client: httpx.AsyncClient,
+        client: Http,
         base_url: str,
         messages: list[dict[str, Any]],
         tools: list[Any] | None,
@@ -242,7 +241,7 @@ class VllmEngine(Engine):
         return await tokenize_roundtrip(client, base_url, messages, tools)
 
     async def count_prompt_tokens(
-        self, client: httpx.AsyncClient, base_url: str, messages: list[dict[str, Any]]
+        self, client: Http, base_url: str, messages: list[dict[str, Any]]
     ) -> int | None:
         return await tokenize_count(client, base_url, messages)
 

@@ -26,10 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-import httpx
 import ray  # type: ignore[import-not-found, unused-ignore]
 
-from specbench.client import chat_body, stream_chat
+from specbench.client import chat_body, open_streamer, stream_chat
 from specbench.config import RequestSpec
 from specbench.executors._ray_common import Relay, clock_offset, here, node_name, start_inbox
 from specbench.executors._ray_resources import task_options
@@ -77,7 +76,7 @@ async def _send_share(
     await asyncio.sleep(max(0.0, start_at - time.time()))
     limit = asyncio.Semaphore(concurrency)
     url = f"{base_url.rstrip('/')}/v1/chat/completions"
-    async with httpx.AsyncClient(timeout=timeout) as client:
+    async with open_streamer(timeout, concurrency) as client:  # as a local run streams
 
         async def one(index: int, req: RequestSpec, body: dict[str, Any]) -> None:
             async with limit:

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port
 from specbench.errors import LabError
@@ -17,6 +15,7 @@ from specbench.lab.acceptance import designed_acceptance
 from specbench.lab.gguf_model import Arch
 from specbench.lab.make import LabSpec, cached_pair
 from specbench.paths import cache_dir
+from specbench.transport import fetch_blocking
 
 CHECK_PROMPTS = ("Count with me.", "Tell me a story.", "What comes next?", "Continue the sequence.")
 
@@ -89,7 +88,8 @@ def run_check(
 
 def _complete(port: int, prompt: str, max_tokens: int) -> dict[str, Any]:
     body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0.0}
-    resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body, timeout=300)
-    resp.raise_for_status()
+    resp = fetch_blocking("POST", f"http://127.0.0.1:{port}/v1/chat/completions", body, timeout=300)
+    if resp.status_code != 200:
+        raise LabError(f"lab check: the server answered HTTP {resp.status_code}: {resp.text[:200]}")
     data: dict[str, Any] = resp.json()
     return data

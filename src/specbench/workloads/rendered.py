@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from specbench.config import RequestSpec
 from specbench.engines.base import Engine
+from specbench.transport import Http
 
 
 def samples(requests: tuple[RequestSpec, ...]) -> list[RequestSpec]:
@@ -25,7 +24,7 @@ def samples(requests: tuple[RequestSpec, ...]) -> list[RequestSpec]:
 
 async def render_samples(
     engine: Engine,
-    client: httpx.AsyncClient,
+    client: Http,
     base_url: str,
     requests: tuple[RequestSpec, ...],
     fitted: dict[str, Any],
