@@ -195,7 +195,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write every run's cells, pairs and the pooled figures here")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the hogs live with the tests
-    from tests.metamorphic.load import controlled_load
+    from tests.support.load import controlled_load
 
     if args.plain_abba:  # what specbench did before the counterbalanced order (runorder.py)
         runner.Runner._order_cells = lambda self: None  # type: ignore[method-assign]

@@ -14,7 +14,7 @@ from specbench.engines.argtable import ArgTable
 from specbench.engines.helpparse import parse_argparse_help, parse_llama_help
 from specbench.engines.vllm import REWRITES
 from specbench.errors import StoreError
-from tests.engines.test_llama_argtable import fake_llama_server
+from tests.support.argtable import fake_llama_server
 
 DATA = Path(__file__).parent / "data"
 LLAMA = parse_llama_help((DATA / "llama-server-help.txt").read_text())

@@ -14,8 +14,8 @@ import pytest
 from specbench import api
 from specbench.analysis import checks
 from specbench.analysis.run import load_run
-from tests.conftest import Pair
-from tests.test_runner_engine import write_matrix
+from tests.support.lab import Pair
+from tests.support.matrices import write_matrix
 
 pytestmark = pytest.mark.engine
 NGRAM = ["--spec-type", "ngram-mod"]

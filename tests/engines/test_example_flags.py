@@ -18,10 +18,10 @@ from specbench.engines.argtable import check_flags
 from specbench.engines.helpparse import parse_llama_help
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.lab.real import REAL_MODELS
+from tests.support.paths import EXAMPLES
 
 HELP = Path(__file__).parent / "data" / "llama-server-help.txt"
 TABLE = parse_llama_help(HELP.read_text())
-EXAMPLES = Path(__file__).parents[2] / "examples"
 
 
 def _llama_matrices() -> list[Path]:

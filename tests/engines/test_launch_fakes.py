@@ -32,10 +32,11 @@ from specbench.store import RunStore
 from tests.fakes import fake_sglang as fs
 from tests.fakes import fake_vllm as fv
 from tests.fakes.fake_launcher import CUDAGRAPH_DOWNGRADE, IGNORE_SPECULATION
+from tests.support.paths import FAKE_BIN
 
 pytestmark = pytest.mark.fake_engine
 
-BIN = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+BIN = FAKE_BIN
 FAKE_VLLM = BIN / "fake-vllm"
 FAKE_SGLANG_PYTHON = BIN / "fake-sglang-python"
 

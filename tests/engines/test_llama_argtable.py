@@ -22,23 +22,10 @@ from specbench.engines.helpparse import parse_llama_help
 from specbench.engines.helptext import help_text
 from specbench.engines.llamacpp import OWN_FLAGS, LlamaCppEngine
 from specbench.errors import ConfigError
+from tests.support.argtable import calls, fake_llama_server
+from tests.support.paths import LLAMA_HELP as HELP
 
-HELP = Path(__file__).parent / "data" / "llama-server-help.txt"
 TABLE = parse_llama_help(HELP.read_text())
-
-
-def fake_llama_server(folder: Path, text: str | None = None) -> Path:
-    """An executable that prints ``text`` (the stored help) for ``--help`` and counts its calls."""
-    (folder / "help.txt").write_text(HELP.read_text() if text is None else text)
-    binary = folder / "llama-server"
-    binary.write_text(f'#!/bin/sh\necho x >> "{folder}/calls"\ncat "{folder}/help.txt"\n')
-    binary.chmod(0o755)
-    return binary
-
-
-def calls(folder: Path) -> int:
-    path = folder / "calls"
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 @pytest.fixture(autouse=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from specbench.engines.base import parse_metrics
 from specbench.engines.sglang import SglangEngine, parse_log_acceptance
 from tests.fakes import fake_sglang as fs
 from tests.fakes.common import Request, Response, fake_url, mock_client
+from tests.support.paths import EXAMPLES
 
 ARM = ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", fs.DRAFT]
 
@@ -187,7 +187,6 @@ def test_client_reads_reasoning_content_and_multi_token_chunks() -> None:
 
 
 # -- examples/ --------------------------------------------------------------------------------
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize("name", ["sglang-eagle3.yaml", "sglang-nextn.yaml"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from specbench.engines.base import parse_metrics
 from specbench.engines.vllm import VllmEngine, parse_log_acceptance, request_spec_metrics
 from tests.fakes import fake_vllm as fv
 from tests.fakes.common import Request, Response, fake_url, mock_client
+from tests.support.paths import EXAMPLES
 
 SPEC = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_min":2,"prompt_lookup_max":5}'
 
@@ -209,7 +209,6 @@ def test_request_spec_metrics_absent() -> None:
 
 
 # -- examples/ --------------------------------------------------------------------------------
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.mark.parametrize("name", ["vllm-mtp.yaml", "vllm-eagle3.yaml", "vllm-ngram.yaml"])

@@ -18,10 +18,10 @@ from specbench import safeio
 from specbench.errors import DiskFullError, StoreError
 from specbench.schema import record_line
 from specbench.store import RunStore
-from tests.faults.engine_util import specbench
-from tests.faults.test_journal import _tiny_disk
+from tests.support.paths import FAKE_BIN
+from tests.support.procs import specbench, tiny_disk
 
-BIN = Path(__file__).resolve().parents[1] / "fakes" / "bin"
+BIN = FAKE_BIN
 
 
 def _record(i: int) -> dict[str, object]:
@@ -124,7 +124,7 @@ def test_a_run_on_a_full_disk_is_exit_5_without_a_torn_line_and_resumes(
     [Errno 28] ...)`, exit 1, and at 120k left a 2,006-byte torn line in records.jsonl."""
     monkeypatch.setenv("SPECBENCH_FAKE_PYTHON", sys.executable)
     matrix = _fake_vllm_matrix(tmp_path, prompts=40)  # 80 records of about 1 KB: more than the disk
-    with _tiny_disk(tmp_path, size_kb) as disk:
+    with tiny_disk(tmp_path, size_kb) as disk:
         out = disk / "run"
         code, output = _run(str(matrix), "--out", str(out))
         assert code == 5, output
@@ -144,7 +144,7 @@ def test_a_run_on_a_full_disk_is_exit_5_without_a_torn_line_and_resumes(
 def test_a_run_directory_on_a_read_only_disk_is_exit_5(tmp_path: Path) -> None:
     """A real read-only filesystem (tmpfs remounted ``ro``): --resume there used to end as an
     internal error (OSError from the lock file), exit 1."""
-    with _tiny_disk(tmp_path, 256) as disk:
+    with tiny_disk(tmp_path, 256) as disk:
         _store(disk / "run").close()
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         with pytest.raises(StoreError, match="Read-only file system") as err:

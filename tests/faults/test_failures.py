@@ -16,8 +16,8 @@ from specbench.engines.process import error_line
 from specbench.launch import START_ATTEMPTS
 from specbench.progress import restart_text
 from specbench.store import RunStore
-from tests.conftest import Pair
-from tests.faults.engine_util import engines_tagged, kill_all, specbench, tag, tagged_matrix
+from tests.support.lab import Pair
+from tests.support.procs import engines_tagged, kill_all, specbench, tag, tagged_matrix
 
 
 def _store_with(tmp_path: Path, arms: dict[str, Any], records: list[dict[str, Any]]) -> Path:

@@ -654,10 +654,10 @@ def test_an_out_on_a_read_only_file_system_is_exit_5_naming_it(
 def test_an_out_on_a_real_read_only_file_system_is_exit_5(tmp_path: Path, dry: bool) -> None:
     """A tmpfs remounted read-only (where the test may mount one): the run and its dry run both
     refuse ``--out`` there before anything starts, naming why."""
-    from tests.faults.test_journal import _tiny_disk
+    from tests.support.procs import tiny_disk
 
     matrix = _edge_matrix(tmp_path)
-    with _tiny_disk(tmp_path, 64) as disk:
+    with tiny_disk(tmp_path, 64) as disk:
         subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         done = _specbench(
             ["run", matrix, "--out", str(disk / "run"), *(["--dry-run"] if dry else [])], tmp_path

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ import pytest
 from specbench import journal
 from specbench.errors import DiskFullError, StoreError
 from specbench.store import RunStore
-from tests.conftest import Pair
+from tests.support.lab import Pair
+from tests.support.procs import tiny_disk
 
 
 def _record(i: int) -> dict[str, object]:
@@ -70,26 +70,8 @@ def test_readers_skip_and_count_damaged_lines(tmp_path: Path) -> None:
     assert len(reader.records()) == 1 and reader.skipped == {"records.jsonl": 4}
 
 
-@contextlib.contextmanager
-def _tiny_disk(tmp_path: Path, size_kb: int) -> Iterator[Path]:
-    """A real small filesystem (tmpfs) where the test may mount one; else skip."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip("cannot mount a tmpfs here (needs root); the patched-writer test covers ENOSPC")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
 def test_a_full_disk_stops_with_a_resumable_directory(tmp_path: Path) -> None:
-    with _tiny_disk(tmp_path, 256) as disk:
+    with tiny_disk(tmp_path, 256) as disk:
         store = _new_store(disk / "run")
         filler = disk / "filler"
         with contextlib.suppress(OSError), filler.open("wb") as fh:
@@ -184,7 +166,7 @@ def test_a_run_resumed_after_a_torn_tail_ends_with_every_record(
 ) -> None:
     """The issue's case: a hard kill tore the last line; --resume used to glue a record onto it."""
     from specbench import api
-    from tests.faults.engine_util import kill_all, tag, tagged_matrix
+    from tests.support.procs import kill_all, tag, tagged_matrix
 
     name = tag()
     matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=2, forward_probe=False)

@@ -13,8 +13,8 @@ from specbench.cli._app import _interrupt_on_signals
 from specbench.engines import process
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port
-from tests.conftest import Pair
-from tests.faults.engine_util import engines_tagged, kill_all, specbench, tag, tagged_matrix, wait_for
+from tests.support.lab import Pair
+from tests.support.procs import engines_tagged, kill_all, specbench, tag, tagged_matrix, wait_for
 
 pytestmark = pytest.mark.engine
 GUARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -20,8 +20,8 @@ from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess
 from specbench.errors import PortTakenError
 from specbench.store import RunStore
-from tests.conftest import Pair
-from tests.faults.engine_util import kill_all, tag, tagged_matrix
+from tests.support.lab import Pair
+from tests.support.procs import kill_all, tag, tagged_matrix
 
 pytestmark = pytest.mark.engine
 

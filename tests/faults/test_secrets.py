@@ -15,8 +15,8 @@ from specbench.engines.process import ServerProcess, free_port
 from specbench.redact import MASK, Redactor, mask_args
 from specbench.report import render_report
 from specbench.store import RunStore
-from tests.conftest import Pair
-from tests.faults.engine_util import kill_all, specbench, tag, tagged_matrix
+from tests.support.lab import Pair
+from tests.support.procs import kill_all, specbench, tag, tagged_matrix
 
 KEY = "sk-llama-5ecret-4f1d"
 TOKEN = "hf_t0ken_9b7c2e"

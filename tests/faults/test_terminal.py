@@ -18,7 +18,8 @@ from rich.console import Console
 
 from specbench import progress, summary
 from specbench.progress import RunProgress, printable, restart_text
-from tests.faults.engine_util import specbench
+from tests.support.paths import FAKE_BIN
+from tests.support.procs import specbench
 
 NASTY = "p\x1b[31mred\x1b]0;title\x07\r\u202eevil[/INST][bold]"
 
@@ -104,7 +105,7 @@ def test_a_prompt_id_with_escapes_reaches_the_console_escaped(tmp_path: Path) ->
     matrix = {
         "engine": "vllm",
         "model": "Qwen/Qwen3-8B",
-        "engine_binary": str(Path(__file__).resolve().parents[1] / "fakes" / "bin" / "fake-vllm"),
+        "engine_binary": str(FAKE_BIN / "fake-vllm"),
         "arms": {"baseline": []},
         "workload": {"suite": "natural", "max_tokens": 4, "prompts": 2, "prompt_file": "prompts.jsonl"},
         "repeats": 1,

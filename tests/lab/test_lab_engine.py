@@ -11,8 +11,8 @@ from specbench.demo import NGRAM_MOD_ARGS
 from specbench.lab.acceptance import simulate_request
 from specbench.lab.check import CHECK_PROMPTS, run_check
 from specbench.lab.vocab import build_vocab, design_maps
-from tests.conftest import Pair, lab_pair
-from tests.engine_helpers import content, draft_args, serve
+from tests.support.lab import Pair, lab_pair
+from tests.support.serve import content, draft_args, serve
 
 pytestmark = pytest.mark.engine
 

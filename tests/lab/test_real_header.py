@@ -11,7 +11,7 @@ from specbench.errors import ConfigError
 from specbench.theory.arch import total_params
 from specbench.theory.gguf_header import architecture_from_gguf
 from specbench.theory.runspec import lab_weights, weights_for
-from tests.conftest import lab_pair
+from tests.support.lab import lab_pair
 
 
 def test_gemma_header_gives_its_published_shape(gemma: Path) -> None:

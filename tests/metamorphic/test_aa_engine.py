@@ -31,8 +31,8 @@ from scipy import stats as sps
 from specbench import api
 from specbench.analysis.metrics import frame
 from specbench.store import RunStore
-from tests.conftest import Pair
-from tests.metamorphic.load import controlled_load
+from tests.support.lab import Pair
+from tests.support.load import controlled_load
 
 pytestmark = pytest.mark.engine
 

@@ -26,8 +26,8 @@ import yaml
 
 from specbench import api
 from specbench.analysis import analyse_dir
-from tests.conftest import lab_pair
-from tests.test_verdicts_engine import draft
+from tests.support.lab import lab_pair
+from tests.support.matrices import draft
 
 pytestmark = pytest.mark.engine
 

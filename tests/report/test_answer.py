@@ -15,7 +15,8 @@ from specbench.analysis import analyse_dir, stats
 from specbench.analysis.finding import Finding, group_findings
 from specbench.analysis.multiplicity import holm
 from specbench.report import render_report, tables
-from tests.report.synth import Arm, Plan, make_run, spec
+from tests.support.records import write_records
+from tests.support.synth import Arm, Plan, make_run, spec
 
 
 def _rewrite(run: Path, keep: Any) -> Path:
@@ -27,7 +28,7 @@ def _rewrite(run: Path, keep: Any) -> Path:
         if not r.get("warmup") and r.get("error") is None and not keep(r):
             r = r | {"error": {"type": "HTTPStatusError", "message": "500"}, "chunks": []}
         out.append(r)
-    path.write_text("".join(json.dumps(r) + "\n" for r in out))
+    write_records(path, out)
     return run
 
 

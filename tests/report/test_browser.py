@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.report.conftest import CJK_CATEGORY
+from tests.support.synth import CJK_CATEGORY
 
 CHROMIUM = next((p for n in ("chromium", "chromium-browser") if (p := shutil.which(n))), None)
 needs_chromium = pytest.mark.skipif(

@@ -16,8 +16,8 @@ from specbench.analysis import frames
 from specbench.report import render_report, tables
 from specbench.report.predicted import TITLE
 from specbench.summary import summary_table
-from tests.report.synth import Arm, Plan, lab_truth, make_run, spec, use_lab_model
-from tests.report.test_predicted import FAKE_CPU
+from tests.support.records import write_records
+from tests.support.synth import FAKE_CPU, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
 
 def _without_per_request_counts(run: Path, arm: str) -> Path:
@@ -26,7 +26,7 @@ def _without_per_request_counts(run: Path, arm: str) -> Path:
     for rec in records:
         if rec["arm"] == arm:
             rec.pop("timings", None)
-    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_records(run / "records.jsonl", records)
     return run
 
 

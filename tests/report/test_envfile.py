@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from specbench.report import render_report
-from tests.report.synth import Arm, Plan, make_run, spec
+from tests.support.synth import Arm, Plan, make_run, spec
 
 
 def _run(tmp_path: Path) -> Path:

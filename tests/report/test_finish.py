@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from specbench import api
-from tests.report.synth import Arm, Plan, make_run, spec
+from tests.support.synth import Arm, Plan, make_run, spec
 
 
 def _run(root: Path) -> Path:

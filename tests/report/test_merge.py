@@ -12,7 +12,7 @@ from specbench.analysis import load_run
 from specbench.analysis.compare import compare_runs
 from specbench.errors import StoreError
 from specbench.report import format_comparison, merge_runs
-from tests.report.conftest import two_machines
+from tests.support.synth import two_machines
 
 
 def test_merge_tags_records_and_keeps_each_env(merged: Path) -> None:
@@ -65,7 +65,7 @@ def test_compare_reports_what_changed(tmp_path: Path) -> None:
 
 
 def test_compare_lists_arms_measured_in_one_run_only(tmp_path: Path) -> None:
-    from tests.report.synth import Arm, Plan, make_run, spec
+    from tests.support.synth import Arm, Plan, make_run, spec
 
     a = make_run(tmp_path / "a", Plan(arms={"baseline": Arm(), "old": spec(40)}, repeats=3))
     b = make_run(tmp_path / "b", Plan(arms={"baseline": Arm(), "new": spec(40)}, repeats=3))
@@ -75,7 +75,7 @@ def test_compare_lists_arms_measured_in_one_run_only(tmp_path: Path) -> None:
 
 
 def test_compare_needs_a_common_arm(tmp_path: Path, three_arms: Path) -> None:
-    from tests.report.synth import Arm, Plan, make_run
+    from tests.support.synth import Arm, Plan, make_run
 
     other = make_run(tmp_path / "other", Plan(arms={"solo": Arm()}, repeats=1, prompts_per_category=1))
     with pytest.raises(StoreError, match="no measured arm in common"):
@@ -167,7 +167,7 @@ def test_compare_flags_a_baseline_that_moved_and_shows_each_runs_findings(tmp_pa
 
     from specbench.cli import app
     from specbench.runcompat import compare_lines
-    from tests.report.synth import Arm, Plan, make_run, spec
+    from tests.support.synth import Arm, Plan, make_run, spec
 
     a = make_run(tmp_path / "a", Plan(arms={"baseline": Arm(decode_tok_s=66.1), "fast": spec(80)}))
     b = make_run(tmp_path / "b", Plan(arms={"baseline": Arm(decode_tok_s=46.5), "fast": spec(56)}, seed=1))

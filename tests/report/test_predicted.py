@@ -11,10 +11,7 @@ from specbench.analysis.result import analyse_dir
 from specbench.report import render_report
 from specbench.report.document import Heading, Para, Table
 from specbench.report.predicted import TITLE, predicted_blocks
-from specbench.theory.hardware import Gpu
-from tests.report.synth import Arm, Plan, lab_truth, make_run, spec, use_lab_model
-
-FAKE_CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=1.0, memory_gb=32.0, unified=True, host_link_gbs=20.0)
+from tests.support.synth import FAKE_CPU, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
 
 def test_every_report_has_the_section_after_the_decision(three_arms: Path) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from specbench.analysis import analyse_dir
 from specbench.report import render_report
 from specbench.report.prompts import KEEP, TITLE, shorten
-from tests.report.synth import Arm, Plan, make_run, spec
+from tests.support.records import write_cells
+from tests.support.synth import Arm, Plan, make_run, spec
 
 TEMPLATE = "<start_of_turn>user\n{}<end_of_turn>\n<start_of_turn>model\n"
 
@@ -31,7 +32,7 @@ def _with_renderings(run: Path, texts: dict[str, dict[str, str]]) -> Path:
                 }
                 for cat, text in mine.items()
             ]
-    (run / "cells.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cells))
+    write_cells(run / "cells.jsonl", cells)
     return run
 
 

@@ -17,7 +17,7 @@ from specbench.analysis.stats import median_ci
 from specbench.report import fonts, html, markdown, plots
 from specbench.report.document import Table, is_number, numeric_columns
 from specbench.report.envfile import describe_workload
-from tests.report.conftest import CJK_CATEGORY
+from tests.support.synth import CJK_CATEGORY
 
 
 @pytest.mark.parametrize("cell", ["24", "1.42×", "45 %", "30.1 (29.0–31.2)", "200 → 1000", "-3", 0.5, 7])

@@ -10,7 +10,8 @@ import pytest
 
 from specbench import analysis
 from specbench.report import render_report
-from tests.report.synth import Arm, Plan, make_run, spec
+from tests.support.records import write_records
+from tests.support.synth import Arm, Plan, make_run, spec
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +24,7 @@ def two_workloads(tmp_path_factory: pytest.TempPathFactory) -> Path:
     records = [json.loads(line) for path in (run, other) for line in (path / "records.jsonl").open()]
     for seq, rec in enumerate(records, 1):  # ids as the runner writes them for several workloads
         rec["seq"], rec["prompt_id"] = seq, f"{rec['workload']}/{rec['prompt_id']}"
-    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    write_records(run / "records.jsonl", records)
     manifest = json.loads((run / "manifest.json").read_text())
     matrix = manifest["matrix"]
     matrix["workloads"] = [{"suite": "natural", "max_tokens": 128}, {"suite": "single", "max_tokens": 128}]

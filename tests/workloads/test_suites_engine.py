@@ -12,8 +12,8 @@ from specbench import api
 from specbench.analysis.metrics import frame
 from specbench.store import RunStore
 from specbench.workloads.suites import SUITES
-from tests.conftest import Pair
-from tests.test_runner_engine import SHORT_PROMPTS
+from tests.support.lab import Pair
+from tests.support.matrices import SHORT_PROMPTS
 
 pytestmark = pytest.mark.engine
 

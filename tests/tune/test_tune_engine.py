@@ -1,0 +1,82 @@
+"""`specbench tune` end to end on the real llama-server: a tiny lab pair, two numeric
+dimensions, two workloads, a small budget."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specbench.analysis import comparisons, load_run
+from specbench.store import RunStore
+from tests.support.lab import lab_pair
+from tests.support.matrices import SHORT_PROMPTS, llama_servers_for
+
+pytestmark = pytest.mark.engine
+
+LAUNCHES = 15  # three rounds of baseline + four candidates: a verdict's worth, nothing more
+
+
+def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp_path: Path) -> None:
+    pair = lab_pair(arch="dense", alpha=0.8)
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
+    workload = {"suite": "natural", "prompts": 2, "prompt_file": "prompts.jsonl", "ignore_eos": True}
+    matrix = {
+        "model": str(pair.target),
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": {"baseline": []},
+        "engine_binary": str(llama_server),
+        "forward_probe": False,
+        "tune": {
+            "dimensions": {
+                "draft_model": [str(pair.draft)],
+                "draft_n_max": [1, 4],
+                "draft_p_min": [0.0, 0.8],
+            },
+            "workloads": {"short": {**workload, "max_tokens": 12}, "long": {**workload, "max_tokens": 32}},
+            "budget": {"launches": LAUNCHES},
+            "max_rounds": 3,
+        },
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix))
+    out = tmp_path / "tune"
+    cmd = [sys.executable, "-m", "specbench.cli", "tune", str(path), "--out", str(out)]
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not llama_servers_for(pair.target)
+
+    log = json.loads((out / "tune.json").read_text())
+    for name in ("short", "long"):
+        assert f"{name}: " in done.stdout
+        w = log["workloads"][name]
+        assert len(w["candidates"]) == 4
+        assert all(c["predicted"] is not None for c in w["candidates"])  # the lab pair's α: theory order
+        assert w["state"]["order_reason"].startswith("theory")
+        store = RunStore(out / name)
+        assert len(store.cells()) <= LAUNCHES
+        best = w["answer"]["best"]
+        assert best in comparisons(load_run(out / name))  # an ordinary run: analysis reads it
+        args = next(c["args"] for c in w["candidates"] if c["name"] == best)
+        assert " ".join(args) in " ".join(w["best_command"]) and "--spec-draft-n-max" in w["best_command"]
+        if w["answer"]["beats_baseline"] == "yes":  # only a candidate shown faster is served
+            assert "serve it: " + " ".join(w["command"]) in done.stdout
+        else:
+            assert "--spec-draft-n-max" not in w["command"]
+            assert "serve the baseline (speculation off): " + " ".join(w["command"]) in done.stdout
+    # two workloads tuned separately: the long one's records never mix with the short one's
+    assert {r["request"]["max_tokens"] for r in RunStore(out / "long").records()} == {32}
+
+    launched = {name: len(RunStore(out / name).cells()) for name in ("short", "long")}
+    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert {name: len(RunStore(out / name).cells()) for name in ("short", "long")} == launched
+    for name in ("short", "long"):
+        line = next(ln for ln in done.stdout.splitlines() if ln.startswith(f"{name}: "))
+        assert line in again.stdout  # a finished tune resumes to the same answer, launching nothing
