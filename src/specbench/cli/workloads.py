@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -83,6 +83,11 @@ def predict(
     quant: Annotated[str, typer.Option(help="quantisation, e.g. Q4_K_M, FP8, BF16")] = "Q4_K_M",
     draft_max: Annotated[int, typer.Option(help="K, drafted tokens per round")] = 4,
     acceptance: Annotated[float | None, typer.Option(help="server-style accepted/drafted ratio")] = None,
+    accepted_length: Annotated[
+        float | None, typer.Option(help="published mean tokens per round, bonus included (vLLM/SGLang AL)")
+    ] = None,
+    tree_top_k: Annotated[int, typer.Option(help="tree draft: candidates per level (1: a chain)")] = 1,
+    tree_tokens: Annotated[int, typer.Option(help="tree draft: draft tokens verified per round")] = 0,
     alpha: Annotated[float | None, typer.Option(help="per-token acceptance probability")] = None,
     draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
     concurrency: Annotated[int, typer.Option(help="requests in flight")] = 1,
@@ -97,6 +102,16 @@ def predict(
         bool,
         typer.Option(help="hybrid targets: re-run the accepted prefix after each restore (pinned llama.cpp)"),
     ] = False,
+    baseline_tok_s: Annotated[
+        float | None, typer.Option(help="fit the bandwidth efficiency to this published baseline first")
+    ] = None,
+    tensor_parallel: Annotated[int, typer.Option(help="devices one pass is split over")] = 1,
+    bandwidth_gbs: Annotated[
+        float | None, typer.Option(help="memory bandwidth, GB/s (overrides --gpu's, or describes a device)")
+    ] = None,
+    tflops: Annotated[
+        float | None, typer.Option(help="dense BF16 TFLOPS (overrides --gpu's, or describes a device)")
+    ] = None,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
     presets: Annotated[
         bool, typer.Option("--presets", help="list the model and GPU presets --model and --gpu take")
@@ -118,12 +133,13 @@ def predict(
             else theory.format_arm_predictions(fitted)
         )
         return
-    if not (model and gpu and method):
+    device = _device(gpu, bandwidth_gbs, tflops)
+    if not (model and device and method):
         raise ConfigError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)")
-    _check_predict_flags(method, draft_model, acceptance, alpha)
+    _check_predict_flags(method, draft_model, acceptance, alpha, accepted_length)
     result = theory.predict(
         model,
-        gpu,
+        device,
         quant,
         method,
         draft_max,
@@ -133,9 +149,35 @@ def predict(
         concurrency=concurrency,
         context=context,
         replay=replay,
+        baseline_tok_s=baseline_tok_s,
+        tensor_parallel=tensor_parallel,
+        accepted_length=accepted_length,
+        tree=theory.Tree(tree_top_k, tree_tokens or draft_max) if tree_top_k > 1 or tree_tokens else None,
     )
     _note_gpu_alias(gpu)
     print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+
+
+def _device(gpu: str | None, bandwidth_gbs: float | None, tflops: float | None) -> Any:
+    """--gpu (a preset, a hardware YAML file or cpu), with --bandwidth-gbs / --tflops overriding its
+    numbers; without --gpu the two flags describe a device on their own."""
+    from dataclasses import replace
+
+    from specbench.theory.hardware import gpu_from_mapping
+    from specbench.theory.presets import get_gpu
+
+    if bandwidth_gbs is None and tflops is None:
+        return gpu
+    if gpu is None:
+        if bandwidth_gbs is None or tflops is None:
+            raise ConfigError("--bandwidth-gbs and --tflops: give both to describe a device without --gpu")
+        return gpu_from_mapping(
+            "custom", {"bandwidth_gbs": bandwidth_gbs, "tflops": tflops, "memory_gb": 1e3}
+        )
+    base = get_gpu(gpu)
+    numbers = {"bandwidth_gbs": bandwidth_gbs or base.bandwidth_gbs, "tflops": tflops or base.tflops}
+    checked = gpu_from_mapping(base.name, {**numbers, "memory_gb": base.memory_gb})
+    return replace(base, bandwidth_gbs=checked.bandwidth_gbs, tflops=checked.tflops)
 
 
 def _print_presets() -> None:
@@ -153,7 +195,7 @@ def _note_gpu_alias(gpu: str | None) -> None:
     from specbench.theory.presets import gpus, key
 
     catalog = gpus()
-    if gpu is None or gpu.lower() == "cpu":
+    if gpu is None or gpu.lower() == "cpu" or gpu.endswith((".yaml", ".yml")) or Path(gpu).is_file():
         return
     chosen = catalog.resolve(gpu)
     others = [n for n in catalog.names() if n != chosen and key(n).startswith(key(gpu))]
@@ -164,14 +206,19 @@ def _note_gpu_alias(gpu: str | None) -> None:
 
 
 def _check_predict_flags(
-    method: str, draft_model: str | None, acceptance: float | None, alpha: float | None
+    method: str,
+    draft_model: str | None,
+    acceptance: float | None,
+    alpha: float | None,
+    accepted_length: float | None = None,
 ) -> None:
     """The library names its parameters; the user typed flags, so the message names those."""
     if (draft_model is None) == (method == "draft"):
         raise ConfigError(
             "--draft-model: needed with --method draft (the draft's preset or config.json), and only then"
         )
-    if (acceptance is None) == (alpha is None):
+    if sum(x is not None for x in (acceptance, alpha, accepted_length)) != 1:
         raise ConfigError(
-            "predict: give exactly one of --acceptance (accepted/drafted) or --alpha (per token)"
+            "predict: give exactly one of --acceptance (accepted/drafted), --alpha (per token)"
+            " or --accepted-length (mean tokens per round)"
         )

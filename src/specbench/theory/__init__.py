@@ -3,6 +3,8 @@
 Public API::
 
     predict(model, gpu, quant, method, draft_max, *, acceptance=..., alpha=..., ...) -> Prediction
+        (also baseline_tok_s=, accepted_length=, tree=Tree(top_k, tokens), tensor_parallel=;
+        gpu may be a preset, a hardware YAML file or a Gpu)
     format_prediction(prediction) -> str
     list_presets() -> {"models": [...], "gpus": [...], "quants": [...]}
     calibrate_efficiency(measured_baseline_tok_s, model, gpu, quant, context=4096) -> Efficiency
@@ -30,8 +32,9 @@ from specbench.theory.formulas import (
     saturation_tokens,
     tokens_per_round,
 )
+from specbench.theory.hardware import Gpu
 from specbench.theory.methods import METHODS
-from specbench.theory.predict import Breakdown, Prediction, predict
+from specbench.theory.predict import Breakdown, Prediction, Tree, predict
 from specbench.theory.predicttext import format_prediction
 from specbench.theory.presets import list_presets
 from specbench.theory.runpredict import (
@@ -50,10 +53,12 @@ __all__ = [
     "ArmPrediction",
     "Breakdown",
     "Efficiency",
+    "Gpu",
     "Prediction",
     "RunModels",
     "RunTheory",
     "StoppedPrediction",
+    "Tree",
     "acceptance_from_alpha",
     "alpha_from_acceptance",
     "calibrate_efficiency",

@@ -59,6 +59,14 @@ class Architecture:
     mtp_layers: int = 0
     tied_embeddings: bool = False
     source: str = ""
+    kv_lora_rank: int = 0  # MLA (DeepSeek-V2/V3, Kimi K2): the cached latent's width; 0 = not MLA
+    q_lora_rank: int = 0  # MLA: the query's low-rank width (0: a full-rank q projection)
+    qk_rope_dim: int = 0  # MLA: the decoupled RoPE key width, cached beside the latent
+    v_head_dim: int = 0  # MLA: value head size (head_dim is the query/key head size)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
 
     @property
     def is_moe(self) -> bool:
@@ -81,8 +89,20 @@ class Architecture:
         return self.layers - self.moe_layers
 
 
+def mla_params(a: Architecture) -> int:
+    """One MLA layer: q (low-rank when q_lora_rank), kv_a down to latent + RoPE key, kv_b up to
+    H·(d_nope + d_v), and o (DeepSeek-V2, arXiv:2405.04434, section 2.1)."""
+    q_out = a.heads * a.head_dim
+    q = a.hidden * a.q_lora_rank + a.q_lora_rank * q_out if a.q_lora_rank else a.hidden * q_out
+    kv_a = a.hidden * (a.kv_lora_rank + a.qk_rope_dim)
+    kv_b = a.kv_lora_rank * a.heads * (a.head_dim - a.qk_rope_dim + a.v_head_dim)
+    return q + kv_a + kv_b + a.heads * a.v_head_dim * a.hidden
+
+
 def attention_params(a: Architecture) -> int:
     """q (+ output gate), k, v and o projections of one full-attention layer."""
+    if a.is_mla:
+        return mla_params(a)
     q = a.hidden * a.heads * a.head_dim * (2 if a.attn_output_gate else 1)
     kv = 2 * a.hidden * a.kv_heads * a.head_dim
     return q + kv + a.heads * a.head_dim * a.hidden
@@ -142,11 +162,17 @@ def total_params(a: Architecture) -> int:
     return always_read_params(a) + a.moe_layers * a.experts * expert_params(a) + embedding
 
 
+def kv_values_per_position(a: Architecture) -> int:
+    """Cached values per position and layer: 2·Hkv·d (MHA/GQA), or the MLA latent plus its RoPE
+    key, kv_lora_rank + qk_rope_dim, shared by all heads (what vLLM and llama.cpp cache)."""
+    return a.kv_lora_rank + a.qk_rope_dim if a.is_mla else 2 * a.kv_heads * a.head_dim
+
+
 def kv_cache_bytes(a: Architecture, context: int) -> int:
-    """KV cache of one sequence at ``context`` tokens: Σ_layers 2·Hkv·d·n_eff·2 bytes."""
+    """KV cache of one sequence at ``context`` tokens: Σ_layers values/position · n_eff · 2 bytes."""
     full = a.attention_layers - a.sliding_layers
     sliding = a.sliding_layers * min(context, a.sliding_window)
-    return 2 * a.kv_heads * a.head_dim * KV_BYTES * (full * context + sliding)
+    return kv_values_per_position(a) * KV_BYTES * (full * context + sliding)
 
 
 def recurrent_state_bytes(a: Architecture) -> int:
@@ -194,5 +220,7 @@ def check_architecture(a: Architecture) -> None:
         raise ConfigError(f"model {a.name!r}: an MoE model needs expert_ffn")
     if a.dense_ffn_layers and a.ffn <= 0:
         raise ConfigError(f"model {a.name!r}: dense layers need ffn")
+    if a.is_mla and (not 0 < a.qk_rope_dim < a.head_dim or a.v_head_dim <= 0):
+        raise ConfigError(f"model {a.name!r}: MLA needs 0 < qk_rope_dim < head_dim and v_head_dim")
     if a.is_hybrid and a.linear_value_heads <= 0:
         raise ConfigError(f"model {a.name!r}: linear layers need linear_value_heads")

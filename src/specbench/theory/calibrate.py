@@ -66,6 +66,7 @@ def fit_bandwidth(
         raise ConfigError(f"measured baseline must be positive, got {measured_baseline_tok_s}")
     check_inputs(1, concurrency, context)
     base = efficiency or Efficiency()
+    gpu = gpu.for_weights(target.quant)
 
     def gap(eta: float) -> float:
         eff = replace(base, bandwidth=eta)

@@ -28,10 +28,12 @@ from specbench.theory.arch import (
     always_read_params,
     expert_params,
     kv_cache_bytes,
+    lm_head_params,
     recurrent_state_bytes,
 )
 from specbench.theory.formulas import experts_touched
 from specbench.theory.hardware import Gpu
+from specbench.theory.parallel import allreduce_time
 
 Bound = Literal["bandwidth", "compute"]
 
@@ -55,6 +57,8 @@ class Efficiency:
     forward_s  fixed host cost per forward pass (graph launch, synchronise)
     round_s    fixed host cost per speculative round (draft bookkeeping, acceptance)
     vocab_s    host time per vocabulary entry per sampled position (see :func:`sampling_time`)
+    drafted_s  host time per drafted token a round verifies (batch entry, sampling and accept
+               of its position, KV bookkeeping), beyond the forward passes (theory/engines.py)
     """
 
     bandwidth: float = 0.6
@@ -63,13 +67,14 @@ class Efficiency:
     forward_s: float = 2.0e-4
     round_s: float = 1.0e-4
     vocab_s: float = 1.5e-9
+    drafted_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not (0.0 < self.bandwidth <= 1.0 and 0.0 < self.compute <= 1.0):
             raise ConfigError("efficiency bandwidth and compute must be within (0, 1]")
-        if min(self.kernel_s, self.forward_s, self.round_s, self.vocab_s) < 0.0:
+        if min(self.kernel_s, self.forward_s, self.round_s, self.vocab_s, self.drafted_s) < 0.0:
             raise ConfigError(
-                "efficiency latencies (kernel_s, forward_s, round_s, vocab_s) must not be negative"
+                "efficiency latencies (kernel_s, forward_s, round_s, vocab_s, drafted_s) must not be negative"
             )
 
 
@@ -83,6 +88,8 @@ class ForwardCost:
     flops: float
     kernels: int
     experts_touched: float
+    layers: int = 0  # for the tensor-parallel all-reduces (theory/parallel.py)
+    hidden: int = 0
 
     @property
     def bytes(self) -> float:
@@ -97,11 +104,15 @@ def kernel_count(a: Architecture) -> int:
 
 
 def attention_flops_per_token(a: Architecture, context: int) -> float:
-    """4·H·d·n_eff per full-attention layer plus ~6·Hv·dk·dv per Gated DeltaNet layer."""
+    """4·H·d·n_eff per full-attention layer (MLA, absorbed: 2·H·(2·r_kv + d_rope)·n_eff) plus
+    ~6·Hv·dk·dv per Gated DeltaNet layer."""
     full = a.attention_layers - a.sliding_layers
     positions = full * context + a.sliding_layers * min(context, a.sliding_window)
     linear = 6 * a.linear_layers * a.linear_value_heads * a.linear_key_dim * a.linear_value_dim
-    return 4.0 * a.heads * a.head_dim * positions + linear
+    per_position = (
+        2 * a.heads * (2 * a.kv_lora_rank + a.qk_rope_dim) if a.is_mla else 4 * a.heads * a.head_dim
+    )
+    return float(per_position) * positions + linear
 
 
 def forward_cost(
@@ -114,7 +125,8 @@ def forward_cost(
     kv = seqs * kv_cache_bytes(a, context) + total * kv_cache_bytes(a, 1)
     state = seqs * 2 * recurrent_state_bytes(a)
     flops = total * (2.0 * active_params(a) + attention_flops_per_token(a, context))
-    return ForwardCost(total, params * bytes_per_weight, kv + state, flops, kernel_count(a), touched)
+    weights = params * bytes_per_weight
+    return ForwardCost(total, weights, kv + state, flops, kernel_count(a), touched, a.layers, a.hidden)
 
 
 def roofline(cost: ForwardCost, gpu: Gpu, eff: Efficiency) -> tuple[float, Bound]:
@@ -141,6 +153,22 @@ def sampling_time(
     return a.vocab * (copied * LOGIT_BYTES / gpu.checkpoint_bandwidth + n * eff.vocab_s)
 
 
+def head_share(a: Architecture, context: int) -> float:
+    """LM-head work of one output row per unit of body work of one token: ``V·h / body``.
+
+    ``body = active − V·h + attention(context)/2`` (weights-equivalent). A prefill computes the
+    LM head for its last token only (llama.cpp selects the output rows, ``inp_out_ids``, before
+    the head), a verify for every one of its γ+1 tokens. So a pass curve measured on prefills
+    (:mod:`specbench.theory.passcurve`) misses ``γ+1 − C`` head rows, each costing this share of
+    a body token's marginal time; on Gemma 3 270M (262,144 × 640 head, 100M body) that is 1.7.
+    """
+    head = lm_head_params(a)
+    body = active_params(a) - head + attention_flops_per_token(a, context) / 2
+    return head / body if body > 0 else 0.0
+
+
 def forward_time(cost: ForwardCost, gpu: Gpu, eff: Efficiency) -> float:
-    """Roofline time plus fixed latencies: kernels·t_kernel + t_forward."""
-    return roofline(cost, gpu, eff)[0] + cost.kernels * eff.kernel_s + eff.forward_s
+    """Roofline time plus fixed latencies: kernels·t_kernel + t_forward (+ tensor-parallel
+    all-reduces, theory/parallel.py)."""
+    fixed = cost.kernels * eff.kernel_s + eff.forward_s
+    return roofline(cost, gpu, eff)[0] + fixed + allreduce_time(gpu, cost.layers, cost.hidden, cost.tokens)

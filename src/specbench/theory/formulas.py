@@ -54,6 +54,32 @@ def tokens_per_round(alpha: float, gamma: int) -> float:
     return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
 
 
+def tree_tokens_per_round(alpha: float, depth: int, top_k: int) -> float:
+    """τ of a tree draft with ``top_k`` candidates per level and ``depth`` levels: a level is
+    accepted when any of its k candidates is, q = 1 − (1 − α)^k (candidates treated as
+    independent draws at per-token acceptance α), so τ = Σ_{i=0..depth} q^i. An upper bound
+    when the engine verifies fewer nodes than the full k-ary tree (EAGLE-2/SGLang keep the
+    best ``num_draft_tokens``); give the published accepted length instead where there is one."""
+    _check_alpha(alpha)
+    _check_k(depth)
+    _check_k(top_k)
+    q = 1.0 - (1.0 - alpha) ** top_k
+    return sum(q**i for i in range(depth + 1))
+
+
+def alpha_from_tokens_per_round(tau: float, gamma: int) -> float:
+    """The chain α whose τ(α, γ) equals a published mean accepted length ``tau`` (bonus
+    token included, as vLLM and SGLang print it); 1 ≤ tau ≤ γ + 1."""
+    _check_k(gamma)
+    if not 1.0 <= tau <= gamma + 1:
+        raise ConfigError(f"accepted length must be within 1..K+1 = {gamma + 1}, got {tau}")
+    if tau >= gamma + 1:
+        return 1.0
+    if tau <= 1.0:
+        return 0.0
+    return float(brentq(lambda a: tokens_per_round(a, gamma) - tau, 0.0, 1.0, xtol=1e-12))
+
+
 def expected_accepted(alpha: float, k: int) -> float:
     """E[a] = Σ_{i=1..K} α^i: accepted draft tokens per verify step."""
     return sum(alpha**i for i in range(1, k + 1))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,7 +25,13 @@ MATMUL_N = 1024
 
 @dataclass(frozen=True)
 class Gpu:
-    """One device: bandwidth (GB/s), dense BF16 TFLOPS, memory (GB), checkpoint link (GB/s)."""
+    """One device: bandwidth (GB/s), dense BF16 TFLOPS, memory (GB), checkpoint link (GB/s).
+
+    ``tflops_fp8`` / ``tflops_fp4`` are the dense tensor rates for FP8 and FP4 (NVFP4/MXFP4)
+    weights and activations, 0 where the device has none (then the BF16 rate applies);
+    ``interconnect_gbs`` is the per-direction device-to-device link (NVLink, Infinity Fabric,
+    PCIe) a tensor-parallel all-reduce crosses; ``source`` is where the numbers come from.
+    """
 
     name: str
     bandwidth_gbs: float
@@ -33,6 +39,19 @@ class Gpu:
     memory_gb: float
     unified: bool = False
     host_link_gbs: float = 13.0
+    tflops_fp8: float = 0.0
+    tflops_fp4: float = 0.0
+    interconnect_gbs: float = 0.0
+    source: str = ""
+    tensor_parallel: int = 1  # devices one pass is split over (theory/parallel.py)
+
+    def for_weights(self, quant: str) -> Gpu:
+        """The device as a roofline sees it for ``quant``: FP8 weights run at the FP8 tensor
+        rate, NVFP4/MXFP4 at the FP4 rate where the device has one; integer formats (GGUF,
+        AWQ, GPTQ) are dequantised to 16 bits, so they keep the BF16 rate."""
+        q = quant.upper().replace("-", "").replace("_", "")
+        rate = self.tflops_fp4 if "FP4" in q else self.tflops_fp8 if q.startswith("FP8") else 0.0
+        return replace(self, tflops=rate) if rate > 0 else self
 
     @property
     def bandwidth(self) -> float:
@@ -54,7 +73,19 @@ class Gpu:
         return self.bandwidth / 2 if self.unified else self.host_link_gbs * 1e9
 
 
-_FIELDS = {"bandwidth_gbs", "tflops", "memory_gb", "unified", "host_link_gbs", "aliases"}
+_FIELDS = {
+    "bandwidth_gbs",
+    "tflops",
+    "memory_gb",
+    "unified",
+    "host_link_gbs",
+    "aliases",
+    "tflops_fp8",
+    "tflops_fp4",
+    "interconnect_gbs",
+    "source",
+}
+_OPTIONAL = ("tflops_fp8", "tflops_fp4", "interconnect_gbs")
 
 
 def gpu_from_mapping(name: str, data: Mapping[str, Any]) -> Gpu:
@@ -65,11 +96,25 @@ def gpu_from_mapping(name: str, data: Mapping[str, Any]) -> Gpu:
     try:
         nums = {k: float(data[k]) for k in ("bandwidth_gbs", "tflops", "memory_gb")}
         link = float(data.get("host_link_gbs", 13.0))
+        extra = {k: float(data.get(k, 0.0)) for k in _OPTIONAL}
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"gpu {name!r}: bad or missing number ({err})") from None
-    if min(*nums.values(), link) <= 0:
+    if min(*nums.values(), link) <= 0 or min(extra.values()) < 0:
         raise ConfigError(f"gpu {name!r}: numbers must be positive")
-    return Gpu(name=name, unified=bool(data.get("unified", False)), host_link_gbs=link, **nums)
+    unified = bool(data.get("unified", False))
+    source = str(data.get("source", ""))
+    return Gpu(
+        name=name,
+        bandwidth_gbs=nums["bandwidth_gbs"],
+        tflops=nums["tflops"],
+        memory_gb=nums["memory_gb"],
+        unified=unified,
+        host_link_gbs=link,
+        tflops_fp8=extra["tflops_fp8"],
+        tflops_fp4=extra["tflops_fp4"],
+        interconnect_gbs=extra["interconnect_gbs"],
+        source=source,
+    )
 
 
 def _best_time(fn: Callable[[], object], reps: int) -> float:

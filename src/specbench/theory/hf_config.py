@@ -14,6 +14,8 @@ Key map (first key present wins; multimodal configs are read from ``text_config`
     linear_layers layer_types == "linear_attention", else layers − layers // full_attention_interval
     sliding       layer_types == "sliding_attention", window sliding_window
     mtp_layers    mtp_num_hidden_layers / num_nextn_predict_layers
+    MLA           kv_lora_rank, q_lora_rank, qk_rope_head_dim, v_head_dim; head_dim becomes
+                  qk_nope_head_dim + qk_rope_head_dim (DeepSeek-V2/V3, Kimi K2)
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def load_hf_config(path: str | Path) -> Architecture:
 def architecture_from_hf(name: str, raw: Mapping[str, Any]) -> Architecture:
     """Map a parsed config.json (see the module docstring) to an Architecture."""
     cfg = raw.get("text_config") or raw
-    fields = {**_core(name, cfg), **_moe(cfg), **_mixers(cfg)}
+    fields = {**_core(name, cfg), **_moe(cfg), **_mixers(cfg), **_mla(cfg)}
     fields["mtp_layers"] = _first(cfg, "mtp_num_hidden_layers", "num_nextn_predict_layers", default=0)
     fields["tied_embeddings"] = bool(raw.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False)))
     fields["attn_output_gate"] = bool(cfg.get("attn_output_gate", False))
@@ -93,6 +95,20 @@ def _moe(cfg: Mapping[str, Any]) -> dict[str, Any]:
         "shared_expert_ffn": shared_ffn or (expert_ffn if n_shared else 0),
         "dense_layers": dense_layers,
         "ffn": dense_ffn if dense_layers else 0,
+    }
+
+
+def _mla(cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """Multi-head latent attention, when config.json has a kv_lora_rank (else nothing)."""
+    if not cfg.get("kv_lora_rank"):
+        return {}
+    rope = _first(cfg, "qk_rope_head_dim")
+    return {
+        "kv_lora_rank": _first(cfg, "kv_lora_rank"),
+        "q_lora_rank": _first(cfg, "q_lora_rank", default=0),
+        "qk_rope_dim": rope,
+        "v_head_dim": _first(cfg, "v_head_dim"),
+        "head_dim": _first(cfg, "qk_nope_head_dim") + rope,
     }
 
 

@@ -5,6 +5,7 @@ Per round of γ drafted tokens over C sequences (t(·) is :func:`cost.forward_ti
     draft   γ · t(draft model, C seqs × 1 token)     its own weights and its own KV cache
     mtp     γ · t(MTP module, C × 1)                 one target-shaped layer + the shared LM head
     eagle3  γ · t(EAGLE-3 head, C × 1)               one dense layer + a 32k-token draft LM head
+    eagle   γ · t(EAGLE-1/2 head, C × 1)             one dense layer + the target's LM head (full vocabulary)
     dflash  1 · t(DFlash drafter, C × γ)             a 5-layer block drafter, all γ in one pass
     ngram   0                                        a CPU lookup in the context
 
@@ -69,8 +70,8 @@ from specbench.theory.arch import Architecture, recurrent_state_bytes
 from specbench.theory.cost import Efficiency, ForwardCost, forward_cost, forward_time, sampling_time
 from specbench.theory.hardware import Gpu
 
-Method = Literal["draft", "mtp", "eagle3", "dflash", "ngram"]
-METHODS: tuple[Method, ...] = ("draft", "mtp", "eagle3", "dflash", "ngram")
+Method = Literal["draft", "mtp", "eagle3", "eagle", "dflash", "ngram"]
+METHODS: tuple[Method, ...] = ("draft", "mtp", "eagle3", "eagle", "dflash", "ngram")
 
 EAGLE3_DRAFT_VOCAB = 32000
 DFLASH_LAYERS = 5
@@ -124,6 +125,12 @@ def eagle3_head(a: Architecture) -> Architecture:
     return _dense_drafter(a, "EAGLE-3 head", 1, EAGLE3_DRAFT_VOCAB)
 
 
+def eagle_head(a: Architecture) -> Architecture:
+    """EAGLE-1/2: one dense decoder layer at the target's width that reads the target's own LM
+    head (the whole vocabulary) every drafting pass."""
+    return _dense_drafter(a, "EAGLE head", 1, a.vocab)
+
+
 def dflash_drafter(a: Architecture) -> Architecture:
     """A few dense target-width layers that denoise a whole block, reading the target LM head."""
     return _dense_drafter(a, "DFlash drafter", DFLASH_LAYERS, a.vocab)
@@ -157,12 +164,19 @@ class DraftSetup:
     context: int
     replay: bool = False  # re-run the accepted prefix after a restore (hybrid targets; see module doc)
     draft_host_sampling: bool = False  # builds that sample a draft model on the host (module doc)
+    tree_top_k: int = 1  # a tree draft expands this many candidates per drafting pass (1: a chain)
+    tree_tokens: int = 0  # draft tokens a tree verifies (0: a chain's γ)
+
+    @property
+    def verify_width(self) -> int:
+        """Tokens per sequence in the verify pass: a chain's γ + 1, a tree's draft tokens + 1."""
+        return (self.tree_tokens or self.gamma) + 1
 
 
 def snapshots(method: Method) -> bool:
     """Whether the pinned llama.cpp rolls a hybrid target back by per-token snapshots on the
     device (MTP/EAGLE-3/DFlash: ``n_rs_seq = K``) rather than a host checkpoint (draft, ngram)."""
-    return method in ("mtp", "eagle3", "dflash")
+    return method in ("mtp", "eagle3", "eagle", "dflash")
 
 
 def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
@@ -175,7 +189,7 @@ def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
     step_s = forward_time(step, gpu, eff)
     if s.draft_host_sampling and s.method == "draft":
         step_s += sampling_time(arch, s.seqs, gpu, eff)
-    catchup_s = catchup_time(s, gpu, eff, s.gamma + 1)
+    catchup_s = catchup_time(s, gpu, eff, s.gamma + 1)  # the accepted path, not the whole tree
     fixed = step.kernels * eff.kernel_s + eff.forward_s
     own_state = recurrent_state_bytes(arch) if s.method == "draft" else 0
     return DraftCost(passes * step_s, step_s, step, target_state, own_state, catchup_s, (passes + 1) * fixed)
@@ -199,9 +213,11 @@ def _drafter(s: DraftSetup) -> tuple[Architecture, float, int, int]:
             raise ConfigError("method 'draft' needs a draft model")
         return s.draft, s.draft_bpw, s.gamma, 1
     if s.method == "mtp":
-        return mtp_module(s.target), s.target_bpw, s.gamma, 1
+        return mtp_module(s.target), s.target_bpw, s.gamma, s.tree_top_k
     if s.method == "eagle3":
-        return eagle3_head(s.target), s.target_bpw, s.gamma, 1
+        return eagle3_head(s.target), s.target_bpw, s.gamma, s.tree_top_k
+    if s.method == "eagle":
+        return eagle_head(s.target), s.target_bpw, s.gamma, s.tree_top_k
     return dflash_drafter(s.target), s.target_bpw, 1, s.gamma
 
 

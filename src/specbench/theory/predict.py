@@ -9,7 +9,7 @@ Speculation: a round drafts γ tokens per sequence, verifies γ+1 per sequence i
 hybrids, and emits τ(α, γ) tokens per sequence::
 
     t_round  = t_draft + t_catchup + t(target, C × (γ+1)) + t_snapshot
-               + t_checkpoint_target + t_checkpoint_draft + t_replay + t_round_fixed
+               + t_checkpoint_target + t_checkpoint_draft + t_replay + t_drafted + t_round_fixed
 
 (each term in :mod:`specbench.theory.methods`; t_replay only with ``replay=True`` on a hybrid
 target restored from a host checkpoint; the replay pass emits one more token, so a round then
@@ -25,8 +25,22 @@ from typing import Any, Literal
 
 from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture, recurrent_state_bytes
-from specbench.theory.cost import Bound, Efficiency, forward_cost, forward_time, roofline, sampling_time
-from specbench.theory.formulas import acceptance_from_alpha, alpha_from_acceptance, tokens_per_round
+from specbench.theory.cost import (
+    Bound,
+    Efficiency,
+    forward_cost,
+    forward_time,
+    head_share,
+    roofline,
+    sampling_time,
+)
+from specbench.theory.formulas import (
+    acceptance_from_alpha,
+    alpha_from_acceptance,
+    alpha_from_tokens_per_round,
+    tokens_per_round,
+    tree_tokens_per_round,
+)
 from specbench.theory.hardware import Gpu
 from specbench.theory.methods import (
     DraftSetup,
@@ -38,6 +52,7 @@ from specbench.theory.methods import (
     snapshot_time,
     snapshots,
 )
+from specbench.theory.parallel import tensor_parallel_device
 from specbench.theory.presets import get_gpu, get_model, get_quant
 
 # Fitting η_bw to a measured baseline is in theory/calibrate.py, the text of a Prediction in
@@ -76,6 +91,7 @@ class Breakdown:
     checkpoint_target_s: float = 0.0
     checkpoint_draft_s: float = 0.0
     launch_s: float = 0.0  # fixed-latency share of draft_s + catchup_s (not added again)
+    drafted_s: float = 0.0  # the engine's host work per drafted token verified (theory/engines.py)
 
 
 @dataclass(frozen=True)
@@ -100,10 +116,18 @@ class Prediction:
         return asdict(self)
 
 
-def _resolve_alpha(acceptance: float | None, alpha: float | None, k: int) -> tuple[float, float]:
-    """(α, A) from exactly one of them; A = Σα^i/K."""
-    if (acceptance is None) == (alpha is None):
-        raise ConfigError("give exactly one of acceptance (accepted/drafted) or alpha (per token)")
+def _resolve_alpha(
+    acceptance: float | None, alpha: float | None, k: int, accepted_length: float | None = None
+) -> tuple[float, float]:
+    """(α, A) from exactly one of them; A = Σα^i/K. A published mean accepted length (bonus
+    token included) gives the chain α with that τ."""
+    if sum(x is not None for x in (acceptance, alpha, accepted_length)) != 1:
+        raise ConfigError(
+            "give exactly one of acceptance (accepted/drafted), alpha (per token) or accepted_length"
+        )
+    if accepted_length is not None:
+        a = alpha_from_tokens_per_round(accepted_length, k)
+        return a, acceptance_from_alpha(a, k)
     if alpha is not None:
         return alpha, acceptance_from_alpha(alpha, k)
     assert acceptance is not None
@@ -122,7 +146,7 @@ def check_inputs(draft_max: int, concurrency: int, context: int) -> None:
 
 def predict(
     model: str,
-    gpu: str,
+    gpu: str | Gpu,
     quant: str,
     method: str,
     draft_max: int,
@@ -136,23 +160,42 @@ def predict(
     efficiency: Efficiency | None = None,
     replay: bool = False,
     draft_host_sampling: bool = False,
+    baseline_tok_s: float | None = None,
+    tensor_parallel: int = 1,
+    accepted_length: float | None = None,
+    tree: Tree | None = None,
 ) -> Prediction:
     """Predict baseline and speculative decode rates (see the module docstring).
 
     ``acceptance`` is the server ratio accepted/drafted, ``alpha`` the per-token probability;
     give one. ``draft_model`` (a preset or config.json path) is required for method ``draft``
-    and refused otherwise; ``draft_quant`` defaults to ``quant``.
+    and refused otherwise; ``draft_quant`` defaults to ``quant``. ``gpu`` may also be a hardware
+    YAML file. ``baseline_tok_s`` (a published or measured baseline, tokens/s summed over the C
+    sequences) fits η_bw to it first, as ``--calibrate`` does on a run. ``tensor_parallel``
+    splits each pass over that many devices (theory/parallel.py). ``accepted_length`` is a
+    published mean tokens per round (bonus included) in place of an acceptance; ``tree`` makes
+    the draft a tree of ``draft_max`` levels (:class:`Tree`).
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
     if (draft_model is not None) != (m == "draft"):
         raise ConfigError("draft_model is required for method 'draft' and only for it")
-    _resolve_alpha(acceptance, alpha, draft_max)  # input errors before any lookup or CPU probe
+    _resolve_alpha(acceptance, alpha, draft_max, accepted_length)  # input errors before any lookup
     q = get_quant(quant)
     dq = get_quant(draft_quant) if draft_quant is not None else q
+    target = Weights(get_model(model), q.bytes_per_weight, q.name)
+    device = tensor_parallel_device(
+        gpu if isinstance(gpu, Gpu) else get_gpu(gpu), tensor_parallel, target.arch
+    )
+    if baseline_tok_s is not None:  # imported here: calibrate.py imports this module
+        from specbench.theory.calibrate import fit_bandwidth
+
+        efficiency = fit_bandwidth(
+            baseline_tok_s, target, device, context, concurrency=concurrency, efficiency=efficiency
+        )
     return predict_architecture(
-        Weights(get_model(model), q.bytes_per_weight, q.name),
-        get_gpu(gpu),
+        target,
+        device,
         m,
         draft_max,
         acceptance=acceptance,
@@ -163,7 +206,24 @@ def predict(
         efficiency=efficiency,
         replay=replay,
         draft_host_sampling=draft_host_sampling,
+        accepted_length=accepted_length,
+        tree=tree,
     )
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A tree draft: ``top_k`` candidates expanded per drafting pass, ``tokens`` draft tokens
+    verified in one pass (SGLang ``--speculative-eagle-topk`` / ``--speculative-num-draft-tokens``;
+    vLLM's tree ``speculative_token_tree``). Depth is the predict's ``draft_max`` (SGLang's
+    ``--speculative-num-steps``)."""
+
+    top_k: int
+    tokens: int
+
+    def __post_init__(self) -> None:
+        if self.top_k < 1 or self.tokens < 1:
+            raise ConfigError("a tree needs top_k >= 1 and tokens >= 1")
 
 
 @dataclass(frozen=True)
@@ -190,6 +250,8 @@ def predict_architecture(
     target_pass: TargetPass | None = None,
     replay: bool = False,
     draft_host_sampling: bool = False,
+    accepted_length: float | None = None,
+    tree: Tree | None = None,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
@@ -200,7 +262,9 @@ def predict_architecture(
     check_inputs(draft_max, concurrency, context)
     if (draft is not None) != (m == "draft"):
         raise ConfigError("a draft model is required for method 'draft' and only for it")
-    a, acc = _resolve_alpha(acceptance, alpha, draft_max)
+    a, acc = _resolve_alpha(acceptance, alpha, draft_max, accepted_length)
+    if tree is not None and m not in ("eagle", "eagle3", "mtp", "draft"):
+        raise ConfigError(f"method {m!r} drafts a chain, not a tree")
     setup = DraftSetup(
         m,
         target.arch,
@@ -212,9 +276,13 @@ def predict_architecture(
         context,
         replay,
         draft_host_sampling,
+        tree.top_k if tree else 1,
+        tree.tokens if tree else 0,
     )
+    tau = accepted_length or (tree_tokens_per_round(a, draft_max, tree.top_k) if tree else None)
     eff = efficiency or Efficiency()
-    bd = _breakdown(setup, gpu, eff, a, acc, target_pass)
+    gpu = gpu.for_weights(target.quant)
+    bd = _breakdown(setup, gpu, eff, a, acc, target_pass, tau)
     base = concurrency / bd.target_step_s
     spec = concurrency * bd.tokens_per_round / bd.round_s
     return Prediction(
@@ -235,14 +303,21 @@ def predict_architecture(
 
 
 def _breakdown(
-    s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, acc: float, target_pass: TargetPass | None
+    s: DraftSetup,
+    gpu: Gpu,
+    eff: Efficiency,
+    alpha: float,
+    acc: float,
+    target_pass: TargetPass | None,
+    tau_given: float | None = None,
 ) -> Breakdown:
+    width = s.verify_width  # γ + 1 for a chain, the tree's draft tokens + 1
     step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
-    verify = forward_cost(s.target, s.target_bpw, s.seqs, s.gamma + 1, s.context)
+    verify = forward_cost(s.target, s.target_bpw, s.seqs, width, s.context)
     drafting = draft_cost(s, gpu, eff)
-    # the verify copies C·(γ+1) logit rows and samples C·τ positions on the host, a step C
-    tau = tokens_per_round(alpha, s.gamma)
-    samples = sampling_time(s.target, s.seqs * (s.gamma + 1), gpu, eff, sampled=s.seqs * tau)
+    # the verify copies C·width logit rows and samples C·τ positions on the host, a step C
+    tau = tau_given or tokens_per_round(alpha, s.gamma)
+    samples = sampling_time(s.target, s.seqs * width, gpu, eff, sampled=s.seqs * tau)
     extra_samples = samples - sampling_time(s.target, s.seqs, gpu, eff)
     if target_pass is None:
         t_step = forward_time(step, gpu, eff) + sampling_time(s.target, s.seqs, gpu, eff)
@@ -252,12 +327,25 @@ def _breakdown(
             roofline(verify, gpu, eff)[1],
         )
     else:  # the measured step holds its own sampling; the probe's prefills sample one position
-        t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * (s.gamma + 1)) + extra_samples
+        t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * width) + extra_samples
+        # ... and compute one LM-head row where the verify computes γ+1 per sequence (cost.py)
+        t_verify += (t_verify - extra_samples - t_step) * head_share(s.target, s.context)
         bounds = ("measured", "measured")
     ckpt_target, ckpt_draft = checkpoint_time(drafting, s, alpha, gpu)
     t_snap = snapshot_time(s, gpu, eff)
     t_replay = _replay_time(s, gpu, eff, alpha, target_pass)
-    spent = drafting.round_s + drafting.catchup_s + t_verify + t_snap + ckpt_target + ckpt_draft + t_replay
+    tokens = tau + (replay_tokens(alpha, s.gamma)[0] if t_replay else 0.0)
+    t_drafted = s.seqs * (width - 1) * eff.drafted_s  # the engine's host work per drafted token
+    spent = (
+        drafting.round_s
+        + drafting.catchup_s
+        + t_verify
+        + t_snap
+        + ckpt_target
+        + ckpt_draft
+        + t_replay
+        + t_drafted
+    )
     return Breakdown(
         target_step_s=t_step,
         verify_s=t_verify,
@@ -268,8 +356,7 @@ def _breakdown(
         overhead_s=eff.round_s,
         round_s=spent + eff.round_s,
         # a replay pass also emits a token (its own bonus), in the rounds that reject
-        tokens_per_round=tokens_per_round(alpha, s.gamma)
-        + (replay_tokens(alpha, s.gamma)[0] if t_replay else 0.0),
+        tokens_per_round=tokens,
         alpha=alpha,
         acceptance=acc,
         experts_touched_step=step.experts_touched,
@@ -287,6 +374,7 @@ def _breakdown(
         checkpoint_target_s=ckpt_target,
         checkpoint_draft_s=ckpt_draft,
         launch_s=drafting.launch_s,
+        drafted_s=t_drafted,
     )
 
 

@@ -155,10 +155,29 @@ def get_model(name: str) -> Architecture:
         raise ConfigError(f"unknown model {name!r}; known: {', '.join(catalog.names())}") from None
 
 
+def load_gpu_file(path: str | Path) -> Gpu:
+    """A device described in a YAML file: the preset fields as one mapping (named after the
+    file), or one ``name: {fields}`` entry. Bad files are a ConfigError naming the file."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read hardware file {str(p)!r}: {err}") from None
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), dict):
+        name, body = next(iter(data.items()))
+        return gpu_from_mapping(str(name), body)
+    if not isinstance(data, dict):
+        raise ConfigError(f"hardware file {str(p)!r} must hold a mapping of device fields")
+    return gpu_from_mapping(str(data.pop("name", p.stem)), data)
+
+
 def get_gpu(name: str) -> Gpu:
-    """A preset GPU, or ``cpu`` (measured); unknown names list the known ones."""
+    """A preset GPU, a hardware YAML file by path, or ``cpu`` (measured); unknown names list the
+    known ones."""
     if key(name) == CPU:
         return cpu()
+    if name.endswith((".yaml", ".yml")) or Path(name).is_file():
+        return load_gpu_file(name)
     try:
         return gpus().get(name)
     except ConfigError:

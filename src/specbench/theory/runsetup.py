@@ -25,6 +25,7 @@ from specbench.probe import forward_curve
 from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
+from specbench.theory.engines import engine_efficiency
 from specbench.theory.hardware import Gpu
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.runspec import RunModels, device_from_run, model_from_run
@@ -50,7 +51,11 @@ class RunSetup:
     @property
     def replays(self) -> bool:
         """llama.cpp re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
-        return str((self.run.manifest.get("matrix") or {}).get("engine", "llamacpp")) == "llamacpp"
+        return _engine(self.run) == "llamacpp"
+
+
+def _engine(run: RunData) -> str:
+    return str((run.manifest.get("matrix") or {}).get("engine", "llamacpp"))
 
 
 def _single_level(run: RunData) -> int:
@@ -88,7 +93,8 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     if not rate > 0:
         raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
     level, context = _single_level(run), _context(base)
-    ceiling = within_roofline(rate, models.target, device_from_run(run_dir), level, context, Efficiency())
+    gpu = device_from_run(run_dir)
+    ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
     curve = _pass_curve(run, level, rate)
     return RunSetup(
         run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency, run_dir
