@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import comparisons, load_run
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.conftest import lab_pair, sigint_as_usual
 from tests.test_runner_engine import llama_servers_for, write_matrix
 from tests.test_verdicts_engine import draft

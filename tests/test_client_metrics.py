@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specbench.analysis import metrics
-from specbench.client import chat_body, stream_chat
+from specbench.client.stream import chat_body, stream_chat
 
 
 def sse(*events: dict[str, Any] | str) -> list[bytes]:

@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from specbench import api
-from specbench.client import chat_body
-from specbench.clientpool import StreamerPool
+from specbench.client.pool import StreamerPool
+from specbench.client.stream import chat_body
 from specbench.errors import ClientError
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.conftest import Pair, sigint_as_usual
 from tests.test_runner_engine import planned, write_matrix
 
@@ -72,7 +72,7 @@ def test_a_worker_that_dies_fails_its_requests_with_one_clear_error(stream_serve
 
 PARENT = """
 import asyncio, sys
-from specbench.clientpool import StreamerPool
+from specbench.client.pool import StreamerPool
 
 async def main():
     async with StreamerPool(2, 30, 2, None) as pool:
@@ -163,7 +163,7 @@ def _kill_workers_mid_launch(
             continue
         engines[0].suspend()
         try:
-            workers = _descendants(proc, "specbench.clientpool")
+            workers = _descendants(proc, "specbench.client.pool")
             if len(workers) == 2 and _cell_under_way(out):
                 for worker in workers:
                     worker.kill()

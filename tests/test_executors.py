@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from specbench.cellwork import CellJob
-from specbench.config import Matrix, RequestSpec, RunSpec, plan_cells
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.errors import ConfigError
 from specbench.executors import LocalExecutor, make_executor
-from specbench.runner import Runner
-from specbench.store import RunStore
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell, Matrix, RequestSpec, plan_cells
+from specbench.run.runner import Runner
+from specbench.store.rundir import RunStore
 
 
 def _requests(n: int = 3) -> tuple[RequestSpec, ...]:
@@ -38,7 +38,7 @@ class RecordingRunner(Runner):
 
     served: list[tuple[str, int, list[str]]]
 
-    def run_cell(self, cell: RunSpec, todo: list[RequestSpec]) -> None:
+    def run_cell(self, cell: Cell, todo: list[RequestSpec]) -> None:
         self.served.append((cell.arm, cell.repeat, [r.prompt_id for r in todo]))
 
 
@@ -59,7 +59,7 @@ def test_run_delegates_the_cells_to_the_executor(tmp_path: Path) -> None:
     class Fake:
         kind = "fake"
 
-        def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+        def run_cells(self, cells: Sequence[Cell], job: CellJob) -> None:
             seen.append((job, [(c.arm, c.repeat) for c in cells]))
 
     runner = make_runner(tmp_path)

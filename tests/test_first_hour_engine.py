@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.plan import read_plan
+from specbench.run.plan import read_plan
 from tests.conftest import Pair
 from tests.test_runner_engine import draft4, write_matrix
 

@@ -17,7 +17,7 @@ import yaml
 
 from specbench.analysis import goodput as gp
 from specbench.analysis import load_run
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.conftest import Pair
 
 pytestmark = pytest.mark.engine

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from specbench.analysis import comparisons, load_run
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.conftest import lab_pair
 from tests.test_runner_engine import SHORT_PROMPTS, llama_servers_for
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.conftest import Pair
 from tests.test_runner_engine import SHORT_PROMPTS
 

@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from specbench.analysis.checks import split_flags
-from specbench.client import chat_body, stream_chat
-from specbench.config import load_matrix
+from specbench.client.stream import chat_body, stream_chat
 from specbench.engines.base import parse_metrics
 from specbench.engines.sglang import SglangEngine, parse_log_acceptance
+from specbench.matrix.load import load_matrix
 from tests.fakes import fake_sglang as fs
 from tests.fakes.common import mock_client
 

@@ -11,10 +11,10 @@ import httpx
 import pytest
 
 from specbench.analysis.checks import split_flags
-from specbench.client import chat_body, stream_chat
-from specbench.config import load_matrix
+from specbench.client.stream import chat_body, stream_chat
 from specbench.engines.base import parse_metrics
 from specbench.engines.vllm import VllmEngine, parse_log_acceptance, request_spec_metrics
+from specbench.matrix.load import load_matrix
 from tests.fakes import fake_vllm as fv
 from tests.fakes.common import mock_client
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench import safeio
 from specbench.errors import DiskFullError, StoreError
-from specbench.schema import record_line
-from specbench.store import RunStore
+from specbench.store import safeio
+from specbench.store.rundir import RunStore
+from specbench.store.schema import record_line
 from tests.faults.engine_util import specbench
 from tests.faults.test_journal import _tiny_disk
 

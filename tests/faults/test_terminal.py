@@ -16,8 +16,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from specbench import progress, summary
-from specbench.progress import RunProgress, printable, restart_text
+from specbench.report import summary
+from specbench.run import progress
+from specbench.run.progress import RunProgress, printable, restart_text
 from tests.faults.engine_util import specbench
 
 NASTY = "p\x1b[31mred\x1b]0;title\x07\r\u202eevil[/INST][bold]"

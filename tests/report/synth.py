@@ -1,6 +1,6 @@
 """SYNTHETIC run directories for report tests: no engine runs, every number below is made up.
 
-The records copy the shape :mod:`specbench.drive` (``CellDriver._one``) and :mod:`specbench.client`
+The records copy the shape :mod:`specbench.run.drive` (``CellDriver._one``) and :mod:`specbench.client.stream`
 write — chunks ``[t_ns, content, reasoning, tool_calls, finish_reason]``, ``usage``, llama.cpp
 ``timings`` (prompt_ms, prompt_n, draft_n, draft_n_accepted), ``t_end_ns``, ``request.max_tokens``,
 ``concurrency``, schema_version 1 — so the report reads them exactly as it reads a real run.

@@ -10,7 +10,7 @@ import yaml
 
 from specbench import api
 from specbench.analysis.metrics import frame
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from specbench.workloads.suites import SUITES
 from tests.conftest import Pair
 from tests.test_runner_engine import SHORT_PROMPTS

@@ -38,8 +38,8 @@ import httpx
 import psutil
 
 from specbench.errors import EngineStartError, PortTakenError, StoreError
-from specbench.redact import Redactor, mask_args
-from specbench.safeio import guarded
+from specbench.store.redact import Redactor, mask_args
+from specbench.store.safeio import guarded
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit
 _GUARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}

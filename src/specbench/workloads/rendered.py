@@ -11,8 +11,8 @@ from typing import Any
 
 import httpx
 
-from specbench.config import RequestSpec
 from specbench.engines.base import Engine
+from specbench.matrix.config import RequestSpec
 
 
 def samples(requests: tuple[RequestSpec, ...]) -> list[RequestSpec]:
