@@ -22,6 +22,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
+	$(BIN)/lint-imports  # the layer order and no import cycles ([tool.importlinter] in pyproject.toml)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

@@ -30,12 +30,13 @@ import numpy as np
 import yaml
 from scipy import stats as sps
 
-from specbench import adaptive, api, runner
+from specbench import api
 from specbench.analysis.metrics import frame
-from specbench.demo import ensure_llama_server
+from specbench.cli.demo import ensure_llama_server
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
-from specbench.store import RunStore
+from specbench.run import adaptive, runner
+from specbench.store.rundir import RunStore
 
 PROMPTS = [{"id": f"p{i}", "prompt": f"Write note {i}."} for i in range(5)]
 

@@ -44,11 +44,11 @@ SAMPLE_S = float(os.environ.get("BENCH_SAMPLE_S", "0.05"))  # load windows are s
 # -- the specbench client, as the runner drives it --------------------------------------------
 async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, transport: str) -> None:
     """n requests with at most c in flight, each record appended to a run store, as the runner does."""
-    from specbench import readstamps
-    from specbench.client import chat_body, open_streamer
-    from specbench.clientpool import StreamerPool, stream_request
-    from specbench.recordwriter import RecordWriter
-    from specbench.store import RunStore
+    from specbench.client import readstamps
+    from specbench.client.pool import StreamerPool, stream_request
+    from specbench.client.stream import chat_body, open_streamer
+    from specbench.store.recordwriter import RecordWriter
+    from specbench.store.rundir import RunStore
 
     writer = RecordWriter(RunStore(out))
     limit = asyncio.Semaphore(c)

@@ -129,7 +129,7 @@ def write_matrix(folder: Path, pair: Path, plan: Plan) -> Path:
 def gpu_arms(draft: Path) -> dict[str, list[str]]:
     """The demo's arms; the draft model's layers on the GPU too (``-ngld``: its default, auto, fits
     them, but a draft left on the CPU would make every draft arm a measurement of the CPU)."""
-    from specbench.demo import demo_arms
+    from specbench.cli.demo import demo_arms
 
     arms = demo_arms(draft)
     return {name: [*args, "-ngld", "99"] if "-md" in args else args for name, args in arms.items()}

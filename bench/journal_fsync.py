@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from specbench.journal import Journal
+from specbench.store.journal import Journal
 
 RECORD = {
     "arm": "draft4",

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from specbench import api, theory
-from specbench.analysis import comparisons, load_run
-from specbench.demo import ensure_llama_server
+from specbench import api
+from specbench.analysis import comparisons, load_run, predicted
+from specbench.cli.demo import ensure_llama_server
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
 from specbench.lab.prompts import cycle_prompt
@@ -62,7 +62,7 @@ def main() -> None:
             f"(95 % CI {cmp.ci_low:.2f}–{cmp.ci_high:.2f}), {cmp.verdict}"
         )
     print(f"run directory {out}")
-    print(theory.format_arm_predictions(theory.run_theory(out)))
+    print(predicted.format_arm_predictions(predicted.run_theory(out)))
 
 
 if __name__ == "__main__":

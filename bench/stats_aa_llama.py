@@ -18,7 +18,7 @@ import yaml
 
 from specbench import api
 from specbench.analysis import comparisons, load_run
-from specbench.demo import ensure_llama_server
+from specbench.cli.demo import ensure_llama_server
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
 

@@ -10,7 +10,7 @@ slowed ×0.7, the heavy tail of a shared machine), request noise e (sd --request
 --bimodal, a prompt effect p_i of ±10 % (drafting that pays on half the prompts only).
 
 Two designs decide each experiment: the fixed protocol (K launches, 95 % interval) and the
-adaptive rule of specbench.adaptive (looks after launch 3 … K at nominal 1 − α′, stop when
+adaptive rule of specbench.run.adaptive (looks after launch 3 … K at nominal 1 − α′, stop when
 faster / slower / equivalent). Both use the launch-level mixed model of specbench.analysis.launches,
 vectorised here for balanced data; the script first checks that it matches the library's fit.
 
@@ -27,8 +27,8 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
-from specbench.adaptive import nominal_alpha
 from specbench.analysis import launches as L
+from specbench.analysis.sequential import nominal_alpha
 
 Array = npt.NDArray[np.float64]
 BAND = math.log1p(0.01), math.log(1 - 0.01)

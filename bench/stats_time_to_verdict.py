@@ -5,8 +5,9 @@ protocol of 10 launches, and the verdict each reaches (goal: at most half on ave
 Design: *replay*. Each effect is measured once with 10 fixed launch pairs; the fixed verdict is the
 run's own (95 %, all 10 pairs), and the adaptive verdict replays the adaptive rule on the prefix of
 launch pairs 1 … n for n = 3 … 10 (the same statistic, ``stats.speedup`` on decode tok/s at the
-nominal confidence 1 − α′ of :func:`specbench.adaptive.nominal_alpha` for a budget of 10), stopping at
-the first n whose verdict is not undetermined. With one arm and its baseline per run this is what
+nominal confidence 1 − α′ of :func:`specbench.analysis.sequential.nominal_alpha` for a budget of
+10), stopping at the first n whose verdict is not undetermined. With one arm and its baseline per
+run this is what
 ``repeats: auto`` would do: the adaptive executor runs the same cells launch pair by launch pair in
 the same planned ABBA order and looks after each pair at exactly this prefix, so the launches it
 would make are the first n of the fixed run. Replay lets one set of launches serve both designs
@@ -40,13 +41,14 @@ import pandas as pd
 import yaml
 
 from specbench import api
-from specbench.adaptive import ALPHA, METRIC, nominal_alpha
 from specbench.analysis import launches as L
 from specbench.analysis import load_run, stats
 from specbench.analysis.launches import MIN_LAUNCHES
-from specbench.demo import ensure_llama_server
+from specbench.analysis.sequential import ALPHA, nominal_alpha
+from specbench.cli.demo import ensure_llama_server
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
+from specbench.run.adaptive import METRIC
 
 BUDGET = 10
 

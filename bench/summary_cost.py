@@ -24,9 +24,9 @@ from typing import Any
 
 from rich.console import Console
 
-from specbench import summary
 from specbench.analysis import analyse_dir, load_run
 from specbench.api import finish_lines, run_problems
+from specbench.report import summary
 
 
 def manifest() -> dict[str, Any]:

@@ -29,14 +29,14 @@ import yaml
 from specbench import api
 from specbench.analysis import comparisons, load_run, stats
 from specbench.analysis.metrics import frame
-from specbench.demo import ensure_llama_server
+from specbench.cli.demo import ensure_llama_server
 from specbench.engines.tuning import candidate_args
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
-from specbench.store import RunStore
+from specbench.matrix.tuneblock import TuneSpec, candidate_name
+from specbench.store.rundir import RunStore
 from specbench.theory.formulas import leviathan_speedup
-from specbench.tune import answer, initial_state, race
-from specbench.tunespec import TuneSpec, candidate_name
+from specbench.tune.race import answer, initial_state, race
 
 PROMPTS = [{"id": f"p{i}", "prompt": f"Write note {i}."} for i in range(8)]
 

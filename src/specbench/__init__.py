@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from specbench.schema import SCHEMA_VERSION  # light (typing only); its history is in schema.py
+from specbench.store.schema import SCHEMA_VERSION  # light (typing only); its history is in schema.py
 
 #: name -> module that defines it; the only names ``from specbench import *`` gives.
 _EXPORTS = {
@@ -30,7 +30,7 @@ _EXPORTS = {
     "Analysis": "specbench.analysis",
     "analyse": "specbench.analysis",
     "render_report": "specbench.report",
-    "load_matrix": "specbench.config",
+    "load_matrix": "specbench.matrix.load",
     "SpecbenchError": "specbench.errors",
 }
 __all__ = ["SCHEMA_VERSION", "__version__", *_EXPORTS]

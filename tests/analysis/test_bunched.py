@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import evidence, load_run, metrics, stability
+from specbench.analysis.clientlag import client_lag_findings
 from specbench.analysis.judge import findings
-from specbench.clientlag import client_lag_findings
 from tests.support.records import write_cells
 from tests.support.synth import Arm, Plan, make_run, spec
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from specbench import machine
-from specbench.analysis import evidence, metrics
+from specbench.analysis import busy, evidence, metrics
+from specbench.run import machine
 
 
 def stalled_record() -> dict[str, Any]:
@@ -73,10 +73,10 @@ def test_a_busy_box_is_named_and_a_quiet_one_is_not() -> None:
         {"arm": "baseline", "machine_load": {"cpus": 2, "load_start": 1.0, "load_end": 2.0}},
         {"arm": "draft", "machine_load": {"cpus": 2, "load_start": 1.0, "load_end": 2.5}},
     ]
-    (found,) = machine.busy_findings(cells, ["baseline", "draft"])
+    (found,) = busy.busy_findings(cells, ["baseline", "draft"])
     assert found.arms == ("baseline",) and "load average 13.0 on 2 CPUs" in found.evidence
     assert "1 of 2 cells" in found.evidence
-    assert machine.busy_reason({"cpus": 2, "load_end": 1.0, "steal_share": 0.2}) is not None
+    assert busy.busy_reason({"cpus": 2, "load_end": 1.0, "steal_share": 0.2}) is not None
 
 
 def test_a_cells_machine_probe_records_load_cpus_and_threads() -> None:

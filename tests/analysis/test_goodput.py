@@ -13,8 +13,9 @@ import pytest
 from specbench.analysis import RunData
 from specbench.analysis import goodput as gp
 from specbench.analysis.metrics import frame
-from specbench.config import Matrix, SLOSpec, load_matrix
 from specbench.errors import ConfigError
+from specbench.matrix.config import Matrix, SLOSpec
+from specbench.matrix.load import load_matrix
 from specbench.workloads.suites import build_requests
 
 RATES = (1.0, 2.0, 4.0)

@@ -17,7 +17,7 @@ import yaml
 
 from specbench.analysis import goodput as gp
 from specbench.analysis import load_run
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.paths import EXAMPLES
 

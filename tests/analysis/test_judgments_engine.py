@@ -10,7 +10,7 @@ import pytest
 from specbench import api
 from specbench.analysis import checks, findings, load_run
 from specbench.errors import ConfigError
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, write_matrix
 

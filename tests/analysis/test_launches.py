@@ -125,7 +125,7 @@ def test_launches_needed_would_clear_the_margin_at_the_observed_noise() -> None:
 def test_the_sequential_level_keeps_false_verdicts_at_alpha_over_all_looks() -> None:
     """Fresh A/A sequences (another seed than the calibration's): peeking after launches 3 … 8 at
     the nominal level α′ gives a false difference in about α = 5 % of them; at 95 % per look, more."""
-    from specbench.adaptive import nominal_alpha
+    from specbench.analysis.sequential import nominal_alpha
 
     k, paths = 8, 20_000
     z = np.random.default_rng(99).standard_normal((paths, k))
@@ -149,7 +149,7 @@ def test_eleven_of_twelve_slower_pairs_in_three_wild_launches_need_a_few_more() 
     means ×1.85, ×1.77 and ×3.6. Three launches cannot separate that from launch noise — the
     answer is undetermined with ~4 launches named, never "no difference" — and the launches the
     adaptive rule adds (consistent with the first two) settle it as slower."""
-    from specbench.adaptive import nominal_alpha
+    from specbench.analysis.sequential import nominal_alpha
 
     ratios = [[2.0, 1.9, 1.8, 1.72], [1.9, 1.8, 1.7, 1.68], [6.5, 5.5, 5.0, 0.95], [2.1, 1.9, 1.75, 1.6]]
     ratios.append([1.95, 1.85, 1.7, 1.9])
@@ -176,11 +176,11 @@ def test_eleven_of_twelve_slower_pairs_in_three_wild_launches_need_a_few_more() 
 
 def test_adaptive_wraps_only_adaptive_runs_and_stays_local_for_the_runner() -> None:
     """The runner probes this machine for the theory only under a LocalExecutor: wrapping must keep that."""
-    from specbench.adaptive import AdaptiveExecutor, wrap
     from specbench.executors.local import LocalExecutor
+    from specbench.run.adaptive import AdaptiveExecutor, executor_for
 
-    assert wrap(False, None) is None
-    local = wrap(True, None)
+    assert executor_for(False, None) is None
+    local = executor_for(True, None)
     assert isinstance(local, AdaptiveExecutor) and isinstance(local, LocalExecutor)
 
 
@@ -252,7 +252,7 @@ def test_a_first_launch_advantage_cancels_in_the_counterbalanced_order_of_three_
     pairs by the repeat's parity (plain ABBA's rule) read the 10 % first-launch advantage as ×1.016;
     grouped by who ran first, per the manifest's ``order``, it cancels exactly."""
     from specbench.analysis import launchorder
-    from specbench.runorder import round_orders
+    from specbench.run.order import round_orders
 
     orders = round_orders(ARMS3, 5, seed=0)
     firsts = [o.index("same") < o.index("baseline") for o in orders]
@@ -271,7 +271,7 @@ def test_the_cells_start_times_give_the_order_when_the_manifest_has_none() -> No
     """A tune's race orders its own rounds and stores no ``order``: cells.jsonl's ``started_at``
     (the earliest attempt of each arm's launch) says who ran first; the stored order wins."""
     from specbench.analysis import launchorder
-    from specbench.runorder import round_orders
+    from specbench.run.order import round_orders
 
     orders = round_orders(ARMS3, 5, seed=0)
     cells = [

@@ -8,8 +8,8 @@ import pytest
 
 from specbench import api
 from specbench.analysis import comparisons, decision_table, findings, load_run
+from specbench.analysis.predicted.arms import run_theory
 from specbench.report import render_report
-from specbench.theory.runpredict import run_theory
 from tests.support.lab import lab_pair
 from tests.support.matrices import draft, write_matrix
 

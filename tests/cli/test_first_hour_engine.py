@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.plan import read_plan
+from specbench.run.plan import read_plan
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, write_matrix
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from specbench import progress
 from specbench.engines.install import BuildOptions
+from specbench.run import progress
 
 
 def test_build_reports_plain_progress_lines_off_terminal(

@@ -10,9 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specbench import api, readstamps
+from specbench import api
 from specbench.analysis import metrics
-from specbench.store import RunStore
+from specbench.client import readstamps
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, write_matrix
 

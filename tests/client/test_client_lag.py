@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.clientlag import LoopLag, client_lag_findings
+from specbench.analysis.clientlag import client_lag_findings
+from specbench.client.looplag import LoopLag
 
 
 def test_a_blocked_loop_shows_as_lag() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from specbench.analysis import metrics
-from specbench.client import chat_body, open_streamer, stream_chat
+from specbench.client.stream import chat_body, open_streamer, stream_chat
 from tests.fakes.common import Request, Response, fake_url
 
 

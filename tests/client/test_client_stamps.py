@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from specbench import readstamps
-from specbench.client import _aiohttp_stream, _Recorder, chat_body, open_streamer
-from specbench.readstamps import StampingConnector, cut, select_clock
+from specbench.client import readstamps
+from specbench.client.readstamps import StampingConnector, cut, select_clock
+from specbench.client.stream import _aiohttp_stream, _Recorder, chat_body, open_streamer
 
 STREAMS = 8
 _SENT = re.compile(rb"@(\d+)")

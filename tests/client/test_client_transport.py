@@ -13,11 +13,11 @@ import pytest
 from aiohttp import web
 
 from specbench import SCHEMA_VERSION
-from specbench.client import _Recorder, chat_body, open_streamer, sse_events, stream_chat
+from specbench.client.stream import _Recorder, chat_body, open_streamer, sse_events, stream_chat
 from specbench.errors import StoreError
-from specbench.recordwriter import RecordWriter
-from specbench.schema import Chunk
-from specbench.store import RunStore
+from specbench.store.recordwriter import RecordWriter
+from specbench.store.rundir import RunStore
+from specbench.store.schema import Chunk
 
 EVENTS = [
     {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None}}]},

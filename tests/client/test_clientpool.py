@@ -16,10 +16,10 @@ import psutil
 import pytest
 
 from specbench import api
-from specbench.client import chat_body
-from specbench.clientpool import StreamerPool
+from specbench.client.pool import StreamerPool
+from specbench.client.stream import chat_body
 from specbench.errors import ClientError
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import planned, write_matrix
 from tests.support.procs import sigint_as_usual
@@ -73,7 +73,7 @@ def test_a_worker_that_dies_fails_its_requests_with_one_clear_error(stream_serve
 
 PARENT = """
 import asyncio, sys
-from specbench.clientpool import StreamerPool
+from specbench.client.pool import StreamerPool
 
 async def main():
     async with StreamerPool(2, 30, 2, None) as pool:
@@ -164,7 +164,7 @@ def _kill_workers_mid_launch(
             continue
         engines[0].suspend()
         try:
-            workers = _descendants(proc, "specbench.clientpool")
+            workers = _descendants(proc, "specbench.client.pool")
             if len(workers) == 2 and _cell_under_way(out):
                 for worker in workers:
                     worker.kill()

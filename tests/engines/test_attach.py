@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from specbench.config import Matrix, RequestSpec, plan_cells
 from specbench.engines.base import parse_metrics
 from specbench.engines.openai import AttachedEngine, detect_engine, detect_from_metrics
 from specbench.engines.vllm import request_spec_metrics
-from specbench.runner import Runner
-from specbench.store import RunStore
+from specbench.matrix.config import Matrix, RequestSpec, plan_cells
+from specbench.run.runner import Runner
+from specbench.store.rundir import RunStore
 from tests.fakes import fake_llamacpp as fl
 from tests.fakes import fake_sglang as fs
 from tests.fakes import fake_vllm as fv

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from specbench.analysis import checks
+from specbench.analysis.predicted.models import arm_method
 from specbench.analysis.run import RunData
 from specbench.engines import ENGINES, engine_for, request_draft_counts
 from specbench.engines.base import Engine
 from specbench.engines.openai import AttachedEngine
 from specbench.errors import ConfigError
-from specbench.theory.runspec import arm_method
 
 NGRAM_JSON = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 5})
 EAGLE3_JSON = json.dumps({"method": "eagle3", "num_speculative_tokens": 5})

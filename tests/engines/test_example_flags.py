@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench import demo
+from specbench.cli import demo
 from specbench.engines.argtable import check_flags
 from specbench.engines.helpparse import parse_llama_help
 from specbench.engines.llamacpp import LlamaCppEngine

@@ -28,7 +28,7 @@ from specbench.engines.process import ServerProcess, free_port
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.sglang import parse_log_acceptance as sglang_log
 from specbench.engines.vllm import VllmEngine
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.fakes import fake_sglang as fs
 from tests.fakes import fake_vllm as fv
 from tests.fakes.fake_launcher import CUDAGRAPH_DOWNGRADE, IGNORE_SPECULATION

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from specbench.analysis.checks import split_flags
-from specbench.client import chat_body, open_streamer, stream_chat
-from specbench.config import load_matrix
+from specbench.client.stream import chat_body, open_streamer, stream_chat
 from specbench.engines.base import parse_metrics
 from specbench.engines.vllm import VllmEngine, parse_log_acceptance, request_spec_metrics
+from specbench.matrix.load import load_matrix
 from tests.fakes import fake_vllm as fv
 from tests.fakes.common import Request, Response, fake_url, mock_client
 from tests.support.paths import EXAMPLES

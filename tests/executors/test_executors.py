@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from specbench.cellwork import CellJob
-from specbench.config import RunSpec
 from specbench.errors import ConfigError
 from specbench.executors import LocalExecutor, make_executor
-from specbench.store import RunStore
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell
+from specbench.store.rundir import RunStore
 from tests.support.runners import RecordingRunner, make_runner
 
 
@@ -24,7 +24,7 @@ def test_run_delegates_the_cells_to_the_executor(tmp_path: Path) -> None:
     class Fake:
         kind = "fake"
 
-        def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+        def run_cells(self, cells: Sequence[Cell], job: CellJob) -> None:
             seen.append((job, [(c.arm, c.repeat) for c in cells]))
 
     runner = make_runner(tmp_path)

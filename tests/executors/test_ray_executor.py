@@ -16,8 +16,8 @@ import psutil
 import pytest
 
 from specbench import api
-from specbench.config import RequestSpec
-from specbench.store import RunStore
+from specbench.matrix.config import RequestSpec
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, llama_servers_for, planned, write_matrix
 from tests.support.serve import serve

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench import safeio
 from specbench.errors import DiskFullError, StoreError
-from specbench.schema import record_line
-from specbench.store import RunStore
+from specbench.store import safeio
+from specbench.store.rundir import RunStore
+from specbench.store.schema import record_line
 from tests.support.paths import FAKE_BIN
 from tests.support.procs import specbench, tiny_disk
 

@@ -13,9 +13,9 @@ import yaml
 
 from specbench import api
 from specbench.engines.process import error_line
-from specbench.launch import START_ATTEMPTS
-from specbench.progress import restart_text
-from specbench.store import RunStore
+from specbench.run.launch import START_ATTEMPTS
+from specbench.run.progress import restart_text
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.procs import engines_tagged, kill_all, specbench, tag, tagged_matrix
 

@@ -488,7 +488,7 @@ EDGES: dict[str, tuple[Callable[[Path], list[str]], int, str]] = {
 @pytest.fixture(scope="module", autouse=True)
 def _imported() -> None:
     """What the commands import lazily, imported once here so that each forked case has it."""
-    for name in ("specbench.api", "specbench.analysis", "specbench.summary", "specbench.progress"):
+    for name in ("specbench.api", "specbench.analysis", "specbench.report.summary", "specbench.run.progress"):
         importlib.import_module(name)
 
 
@@ -637,8 +637,8 @@ def test_an_out_on_a_read_only_file_system_is_exit_5_naming_it(
 ) -> None:
     # No unprivileged test can mount a read-only file system: the kernel's two answers for one
     # (access(2) refuses W_OK with EROFS, statvfs(2) reports ST_RDONLY) are stood in for.
-    from specbench import outdir
     from specbench.errors import StoreError
+    from specbench.store import outdir
 
     class ReadOnly:
         f_flag = os.ST_RDONLY

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench import journal
 from specbench.errors import DiskFullError, StoreError
-from specbench.store import RunStore
+from specbench.store import journal
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.procs import tiny_disk
 
@@ -119,7 +119,7 @@ def test_a_second_writer_is_refused_with_the_owner_named(tmp_path: Path) -> None
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from specbench.store import RunStore;"
+            "import sys; from pathlib import Path; from specbench.store.rundir import RunStore;"
             "RunStore(Path(sys.argv[1])).create({'matrix': {'arms': {'a': []}}}, resume=True)",
             str(tmp_path / "run"),
         ],

@@ -9,7 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from specbench.cli._app import _interrupt_on_signals
+from specbench.cli._app import interrupt_on_signals
 from specbench.engines import process
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port
@@ -44,7 +44,7 @@ def test_a_signal_inside_popen_is_held_until_the_engine_is_registered(
 
     previous = {s: signal.getsignal(s) for s in GUARDED}
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even where pytest started with it ignored
-    _interrupt_on_signals()  # what `specbench run` installs: SIGTERM/SIGHUP act like Ctrl-C
+    interrupt_on_signals()  # what `specbench run` installs: SIGTERM/SIGHUP act like Ctrl-C
     monkeypatch.setattr(process.subprocess, "Popen", popen_then_signal)
     try:
         with pytest.raises(KeyboardInterrupt):

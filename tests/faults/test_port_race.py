@@ -19,7 +19,7 @@ from specbench.engines import process
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess
 from specbench.errors import PortTakenError
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.procs import kill_all, tag, tagged_matrix
 
@@ -80,7 +80,7 @@ def test_the_run_moves_to_a_free_port_and_stores_nothing_from_the_impostor(
 ) -> None:
     ports = [impostor]
     real = process.free_port
-    monkeypatch.setattr("specbench.launch.free_port", lambda host: ports.pop() if ports else real(host))
+    monkeypatch.setattr("specbench.run.launch.free_port", lambda host: ports.pop() if ports else real(host))
     name = tag()
     matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=1, forward_probe=False)
     try:

@@ -12,9 +12,9 @@ import yaml
 from specbench import api
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.process import ServerProcess, free_port
-from specbench.redact import MASK, Redactor, mask_args
 from specbench.report import render_report
-from specbench.store import RunStore
+from specbench.store.redact import MASK, Redactor, mask_args
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.procs import kill_all, specbench, tag, tagged_matrix
 

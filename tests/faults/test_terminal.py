@@ -16,8 +16,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from specbench import progress, summary
-from specbench.progress import RunProgress, printable, restart_text
+from specbench.report import summary
+from specbench.run import progress
+from specbench.run.progress import RunProgress, printable, restart_text
 from tests.support.paths import FAKE_BIN
 from tests.support.procs import specbench
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench import store
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.errors import EngineStartError
+from specbench.store import rundir as store
 
 
 def _broken_executable(folder: Path, name: str) -> Path:

@@ -18,7 +18,7 @@ from specbench import analysis
 from specbench.analysis import metrics
 from specbench.errors import ConfigError
 from specbench.importer import import_file, parse_columns, parse_map
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 
 N_PROMPTS = 12
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.api import arm_files
-from specbench.config import load_matrix
 from specbench.lab.real import GEMMA3_270M, server_args, template_path
+from specbench.matrix.load import load_matrix
+from specbench.run.prepare import arm_files
 
 
 def test_draft_and_template_files_are_hashed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

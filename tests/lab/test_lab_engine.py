@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.demo import NGRAM_MOD_ARGS
+from specbench.cli.demo import NGRAM_MOD_ARGS
 from specbench.lab.acceptance import simulate_request
 from specbench.lab.check import CHECK_PROMPTS, run_check
 from specbench.lab.vocab import build_vocab, design_maps

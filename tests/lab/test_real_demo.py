@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import load_matrix
-from specbench.demo import write_real_matrix
+from specbench.cli.demo import write_real_matrix
 from specbench.errors import ConfigError
 from specbench.lab.real import GEMMA3_270M, template_path
+from specbench.matrix.load import load_matrix
 from specbench.workloads.suites import build_requests
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from specbench.analysis.predicted.models import lab_weights, weights_for
 from specbench.errors import ConfigError
 from specbench.theory.arch import total_params
 from specbench.theory.gguf_header import architecture_from_gguf
-from specbench.theory.runspec import lab_weights, weights_for
 from tests.support.lab import lab_pair
 
 

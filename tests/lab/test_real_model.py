@@ -14,7 +14,7 @@ import yaml
 
 from specbench import api
 from specbench.analysis import comparisons, load_run
-from specbench.demo import REAL_PROMPTS, real_arms
+from specbench.cli.demo import REAL_PROMPTS, real_arms
 from specbench.lab.real import GEMMA3_270M, server_args, template_path
 from tests.support.serve import content, serve
 

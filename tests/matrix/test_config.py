@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import load_matrix, plan_cells
 from specbench.errors import ConfigError
+from specbench.matrix.config import plan_cells
+from specbench.matrix.load import load_matrix
 from specbench.workloads.suites import build_requests
 
 GOOD = """\
@@ -147,7 +148,7 @@ def test_a_key_given_twice_is_an_error_naming_it_and_both_lines(models: Path) ->
     twice = GOOD.replace("  baseline: []\n", "  baseline: []\n  baseline: [-t, '2']\n")
     with pytest.raises(ConfigError, match=r"matrix.yaml:6: baseline: given twice \(lines 5 and 6\)"):
         load_matrix(write(models, twice))
-    from specbench.matrix_yaml import parse_matrix_yaml  # a merge key may still override
+    from specbench.matrix.parse import parse_matrix_yaml  # a merge key may still override
 
     assert parse_matrix_yaml(Path("m"), "a: &a {x: 1}\nb: {<<: *a, x: 2}\n")["b"] == {"x": 2}
 

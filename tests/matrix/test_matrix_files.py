@@ -11,8 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench.cli import app
-from specbench.config import Matrix, load_matrix
 from specbench.errors import ConfigError
+from specbench.matrix.config import Matrix
+from specbench.matrix.load import load_matrix
 
 LLAMA = {
     "engine": "llamacpp",

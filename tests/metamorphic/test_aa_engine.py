@@ -30,7 +30,7 @@ from scipy import stats as sps
 
 from specbench import api
 from specbench.analysis.metrics import frame
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.load import controlled_load
 

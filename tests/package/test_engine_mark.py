@@ -5,9 +5,11 @@ endpoint tests asked for ``llama_server`` unmarked, so a unit run could start a 
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
-from tests.support.marks import ENGINE_FIXTURES
 from tests.support.paths import ROOT
 
 
@@ -18,11 +20,33 @@ def _selected(pytester: pytest.Pytester, *args: str) -> list[pytest.Item]:
     return items
 
 
-def test_no_test_left_by_not_engine_asks_for_an_engine(pytester: pytest.Pytester) -> None:
-    items = _selected(pytester, str(ROOT / "tests"), "-m", "not engine")
-    assert len(items) > 1000  # the whole suite was collected
-    asking = [item.nodeid for item in items if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ()))]
-    assert asking == []
+#: A plugin for the whole-suite collection below: it writes every kept test that asks for an
+#: engine fixture. The collection runs in a child process because an in-process one
+#: (``inline_run``) unloads numpy afterwards, and numpy cannot be loaded twice in one process.
+_PROBE = """
+import json, os
+from tests.support.marks import ENGINE_FIXTURES
+
+def pytest_collection_finish(session):
+    asking = [i.nodeid for i in session.items if ENGINE_FIXTURES & set(getattr(i, "fixturenames", ()))]
+    with open(os.environ["ENGINE_PROBE_OUT"], "w") as out:
+        json.dump({"kept": len(session.items), "asking": asking}, out)
+"""
+
+
+def test_no_test_left_by_not_engine_asks_for_an_engine(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makepyfile(engine_probe=_PROBE)
+    out = pytester.path / "probe.json"
+    monkeypatch.setenv("ENGINE_PROBE_OUT", str(out))
+    paths = [str(pytester.path), str(ROOT), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in paths if p))
+    args = ("--collect-only", "-q", "-p", "no:cacheprovider", "-p", "engine_probe", "-m", "not engine")
+    pytester.runpytest_subprocess(str(ROOT / "tests"), *args)
+    seen = json.loads(out.read_text())
+    assert seen["kept"] > 1000  # the whole suite was collected
+    assert seen["asking"] == []
 
 
 def test_a_fixture_that_uses_the_engine_marks_its_tests(pytester: pytest.Pytester) -> None:

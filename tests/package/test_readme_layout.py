@@ -10,7 +10,7 @@ from tests.support.paths import ROOT
 
 SRC = ROOT / "src" / "specbench"
 #: Packages whose lines name each module; the others (report/, theory/, ...) get one line.
-LISTED = ("analysis", "engines", "cli", "executors")
+LISTED = ("analysis", "engines", "cli", "executors", "matrix", "run", "client", "store", "tune")
 
 
 def _layout() -> str:

@@ -15,7 +15,7 @@ from specbench import analysis
 from specbench.analysis import frames
 from specbench.report import render_report, tables
 from specbench.report.predicted import TITLE
-from specbench.summary import summary_table
+from specbench.report.summary import summary_table
 from tests.support.records import write_records
 from tests.support.synth import FAKE_CPU, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
@@ -61,7 +61,7 @@ def test_the_arm_table_and_summary_fall_back_to_counters_and_name_them(tmp_path:
 
 
 def test_the_prediction_uses_the_counters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("specbench.theory.runspec.stored_cpu", lambda run_dir: FAKE_CPU)
+    monkeypatch.setattr("specbench.analysis.predicted.models.stored_cpu", lambda run_dir: FAKE_CPU)
     plan = Plan(
         arms={"baseline": Arm(decode_tok_s=20), "draft8": spec(34)}, prompts_per_category=2, repeats=2
     )

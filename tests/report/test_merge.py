@@ -83,7 +83,7 @@ def test_compare_needs_a_common_arm(tmp_path: Path, three_arms: Path) -> None:
 
 
 def merge_runs_checked(runs: list[Path], out: Path, force: bool = False) -> tuple[Path, list[str]]:
-    from specbench.runcompat import merge_checked
+    from specbench.report.compat import merge_checked
 
     return merge_checked(runs, out, force=force)
 
@@ -166,7 +166,7 @@ def test_compare_flags_a_baseline_that_moved_and_shows_each_runs_findings(tmp_pa
     from typer.testing import CliRunner
 
     from specbench.cli import app
-    from specbench.runcompat import compare_lines
+    from specbench.report.compat import compare_lines
     from tests.support.synth import Arm, Plan, make_run, spec
 
     a = make_run(tmp_path / "a", Plan(arms={"baseline": Arm(decode_tok_s=66.1), "fast": spec(80)}))

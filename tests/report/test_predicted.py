@@ -26,7 +26,7 @@ def test_every_report_has_the_section_after_the_decision(three_arms: Path) -> No
 def test_a_lab_run_shows_predicted_and_measured_per_arm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("specbench.theory.runspec.stored_cpu", lambda run_dir: FAKE_CPU)
+    monkeypatch.setattr("specbench.analysis.predicted.models.stored_cpu", lambda run_dir: FAKE_CPU)
     plan = Plan(
         arms={"baseline": Arm(decode_tok_s=20), "draft8": spec(34)}, prompts_per_category=2, repeats=2
     )
@@ -46,7 +46,7 @@ def test_a_theory_crash_becomes_the_sections_reason(tmp_path: Path, monkeypatch:
     def boom(*_args: object, **_kw: object) -> None:
         raise RuntimeError("kaput")
 
-    monkeypatch.setattr("specbench.theory.runpredict.run_theory", boom)
+    monkeypatch.setattr("specbench.analysis.predicted.arms.run_theory", boom)
     blocks = predicted_blocks(analyse_dir(run).theory)
     assert blocks[0] == Heading(TITLE)
     assert isinstance(blocks[1], Para) and "RuntimeError: kaput" in blocks[1].text

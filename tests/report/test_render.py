@@ -16,7 +16,7 @@ from specbench import Analysis, analyse
 from specbench.analysis import frames, load_run
 from specbench.errors import ConfigError, StoreError
 from specbench.report import render_report
-from specbench.summary import summary_table
+from specbench.report.summary import summary_table
 from tests.support.synth import SCRIPT
 
 FILES = ("report.md", "report.html", "findings.json", "summary.csv", "requests.parquet", "BENCHMARK_ENV.md")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import comparisons, load_run
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import lab_pair
 from tests.support.matrices import draft, llama_servers_for, write_matrix
 from tests.support.procs import sigint_as_usual

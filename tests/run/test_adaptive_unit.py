@@ -14,13 +14,14 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from specbench import adaptive
+from specbench.analysis import sequential
 from specbench.analysis import stats as S
 from specbench.analysis.launches import POSITION
 from specbench.analysis.run import RunData, comparisons
-from specbench.cellwork import CellJob
-from specbench.config import RunSpec
-from specbench.runorder import round_orders
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell
+from specbench.run import adaptive
+from specbench.run.order import round_orders
 
 Rows = Callable[[str, int], list[dict[str, Any]]]  # the requests one launch (arm, repeat) measures
 
@@ -59,7 +60,7 @@ class FakeJob:
 class FakeInner:
     kind = "fake"
 
-    def run_cells(self, cells: Sequence[RunSpec], job: FakeJob) -> None:
+    def run_cells(self, cells: Sequence[Cell], job: FakeJob) -> None:
         for c in cells:
             job.ran.append((c.arm, c.repeat))
             job.measured += job.rows(c.arm, c.repeat)
@@ -76,7 +77,7 @@ def run_adaptive(
     monkeypatch.setattr(adaptive, "observed", lambda runner: runner.frame())
     orders = round_orders(arms, max_repeats, seed)
     cells = [SimpleNamespace(arm=a, repeat=r) for r, order in enumerate(orders) for a in order]
-    adaptive.AdaptiveExecutor(FakeInner()).run_cells(cast(list[RunSpec], cells), cast(CellJob, job))
+    adaptive.AdaptiveExecutor(FakeInner()).run_cells(cast(list[Cell], cells), cast(CellJob, job))
     return job
 
 
@@ -119,7 +120,7 @@ def marginal(alpha: float) -> Rows:
 
 def test_two_arms_each_decided_alone_but_not_under_holm_keep_running(monkeypatch: pytest.MonkeyPatch) -> None:
     max_repeats = 4
-    alpha = adaptive.nominal_alpha(max_repeats)
+    alpha = sequential.nominal_alpha(max_repeats)
     rows = marginal(alpha)
     three = pd.DataFrame([r for arm in ("baseline", "a") for rep in range(3) for r in rows(arm, rep)])
     # The premise: faster at 1 − α′ on its own, undetermined at Holm's first level 1 − α′/2.
@@ -137,7 +138,7 @@ def test_two_arms_each_decided_alone_but_not_under_holm_keep_running(monkeypatch
 def test_one_arm_is_its_own_family_and_stops_at_alpha_prime(monkeypatch: pytest.MonkeyPatch) -> None:
     max_repeats = 4
     job = run_adaptive(
-        monkeypatch, ["baseline", "a"], max_repeats, marginal(adaptive.nominal_alpha(max_repeats))
+        monkeypatch, ["baseline", "a"], max_repeats, marginal(sequential.nominal_alpha(max_repeats))
     )
     state = job.store.data["adaptive"]["arms"]["a"]
     assert state["launches"] == 3 and state["verdict"] == "faster" and ("a", 3) not in job.ran

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from specbench import api, plan
-from specbench.config import Matrix, plan_cells
+from specbench import api
 from specbench.errors import ConfigError, StoreError
 from specbench.lab.make import LabSpec, make_pair
+from specbench.matrix.config import Matrix, plan_cells
+from specbench.run import plan
 from specbench.theory.arch import active_params, total_params
 from specbench.theory.gguf_header import architecture_from_gguf
 from specbench.workloads.suites import build_requests

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from specbench import drive as drive_module
-from specbench.config import Matrix, RequestSpec, plan_cells
-from specbench.drive import CellDriver
 from specbench.engines.openai import AttachedEngine
-from specbench.runner import Runner
-from specbench.store import RunStore
+from specbench.matrix.config import Matrix, RequestSpec, plan_cells
+from specbench.run import drive as drive_module
+from specbench.run.drive import CellDriver
+from specbench.run.runner import Runner
+from specbench.store.rundir import RunStore
 from tests.fakes import fake_vllm as fv
 from tests.fakes.common import serve
 

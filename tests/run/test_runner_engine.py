@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from specbench import SCHEMA_VERSION, api
+from specbench.analysis.predicted.setup import forward_curve
 from specbench.engines import process
-from specbench.probe import DEFAULT_REPS, DEFAULT_SIZES, forward_curve
-from specbench.store import RunStore
+from specbench.run.probe import DEFAULT_REPS, DEFAULT_SIZES
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, llama_servers_for, planned, write_matrix
 from tests.support.procs import sigint_as_usual
@@ -92,7 +93,7 @@ def test_a_port_clash_moves_to_another_port(
     busy.listen()
     ports = [busy.getsockname()[1]]
     real = process.free_port
-    monkeypatch.setattr("specbench.launch.free_port", lambda host: ports.pop() if ports else real(host))
+    monkeypatch.setattr("specbench.run.launch.free_port", lambda host: ports.pop() if ports else real(host))
     matrix = write_matrix(tmp_path, dense_pair, llama_server, {"baseline": []}, repeats=1)
     runner = api.prepare_run(matrix, tmp_path / "run")
     runner.run()

@@ -9,9 +9,9 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from specbench.cellwork import CellJob
-from specbench.config import RunSpec
-from specbench.runorder import counterbalance, round_orders
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell
+from specbench.run.order import counterbalance, round_orders
 from tests.support.runners import make_runner
 
 ARMS = ["baseline", "same", "same2"]
@@ -44,7 +44,7 @@ def test_the_runner_serves_cells_in_the_stored_counterbalanced_order(tmp_path: P
     class Fake:
         kind = "fake"
 
-        def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+        def run_cells(self, cells: Sequence[Cell], job: CellJob) -> None:
             seen.append([(c.arm, c.repeat) for c in cells])
 
     runner = make_runner(tmp_path)

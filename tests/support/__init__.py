@@ -7,7 +7,7 @@
 - ``procs``: processes a test starts or must find: Ctrl-C-able children, the CLI as a child,
   engines tagged per test, a tmpfs for a full disk.
 - ``synth``: SYNTHETIC run directories (no engine; every number made up), their records built
-  through :mod:`specbench.schema`.
+  through :mod:`specbench.store.schema`.
 - ``records``: writing and editing ``records.jsonl`` / ``cells.jsonl`` lines through the schema.
 - ``runners``: a runner with the executor seam and no engine.
 - ``argtable``: a fake ``llama-server`` that prints the stored ``--help``.

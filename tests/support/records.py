@@ -1,6 +1,6 @@
 """Run-directory lines written as specbench writes them: records through
-:func:`specbench.schema.record_line` (the record writer's serializer), cells through
-:func:`specbench.schema.stamped`, so each line carries the current schema version unless it
+:func:`specbench.store.schema.record_line` (the record writer's serializer), cells through
+:func:`specbench.store.schema.stamped`, so each line carries the current schema version unless it
 already says which version it is."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from specbench.schema import CellInfo, RequestRecord, record_line, stamped
+from specbench.store.schema import CellInfo, RequestRecord, record_line, stamped
 
 
 def write_records(path: Path, records: Iterable[RequestRecord | Mapping[str, Any]]) -> None:

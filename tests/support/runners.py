@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specbench.config import Matrix, RequestSpec, RunSpec, plan_cells
 from specbench.engines.llamacpp import LlamaCppEngine
-from specbench.runner import Runner
-from specbench.store import RunStore
+from specbench.matrix.config import Cell, Matrix, RequestSpec, plan_cells
+from specbench.run.runner import Runner
+from specbench.store.rundir import RunStore
 
 
 def _requests(n: int = 3) -> tuple[RequestSpec, ...]:
@@ -29,7 +29,7 @@ class RecordingRunner(Runner):
 
     served: list[tuple[str, int, list[str]]]
 
-    def run_cell(self, cell: RunSpec, todo: list[RequestSpec]) -> None:
+    def run_cell(self, cell: Cell, todo: list[RequestSpec]) -> None:
         self.served.append((cell.arm, cell.repeat, [r.prompt_id for r in todo]))
 
 

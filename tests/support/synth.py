@@ -1,7 +1,7 @@
 """SYNTHETIC run directories for report tests: no engine runs, every number below is made up.
 
-The records are :mod:`specbench.schema`'s models (``RequestRecord``, ``CellInfo``, ``Manifest``)
-in the shape :mod:`specbench.drive` (``CellDriver._one``) and :mod:`specbench.client` write — chunks
+The records are :mod:`specbench.store.schema`'s models (``RequestRecord``, ``CellInfo``, ``Manifest``)
+in the shape :mod:`specbench.run.drive` and :mod:`specbench.client.stream` write — chunks
 as ``Chunk`` rows without the server's running count, ``usage``, llama.cpp ``timings`` (prompt_ms,
 prompt_n, draft_n, draft_n_accepted), ``t_end_ns``, ``request.max_tokens``, ``concurrency`` — and
 are written through the record writer's serializer at the current schema version
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench.schema import SCHEMA_VERSION, CellInfo, Chunk, Manifest, RequestRecord
+from specbench.store.schema import SCHEMA_VERSION, CellInfo, Chunk, Manifest, RequestRecord
 from specbench.theory.hardware import Gpu
 from tests.support.records import write_cells, write_records
 

@@ -1,4 +1,4 @@
-"""The cost model replayed on measured draft counts (theory/counts.py)."""
+"""The cost model replayed on measured draft counts (analysis/predicted/counts.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from specbench.theory.counts import (
+from specbench.analysis.predicted.counts import (
     DraftCounts,
     counted_rounds,
     draft_counts,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from specbench.analysis.predicted.setup import forward_curve
 from specbench.errors import ConfigError
-from specbench.probe import forward_curve
 from specbench.theory.passcurve import PassCurve
 
 # A staircase like the lab's 471 MB f16 model on 2 cores: flat to 4 tokens, a jump at 6.

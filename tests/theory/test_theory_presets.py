@@ -19,15 +19,21 @@ from specbench.theory.arch import (
 )
 from specbench.theory.hardware import gpu_from_mapping, probe_cpu
 from specbench.theory.hf_config import load_hf_config
-from specbench.theory.presets import get_gpu, get_model, get_quant, key
+from specbench.theory.presets import get_gpu, get_model, get_quant, preset_key
 
 MiB = 2**20
 
 
 def test_key_ignores_case_spaces_dashes_dots_underscores() -> None:
-    assert key("RTX 3090") == key("rtx-3090") == key("rtx3090") == key("Rtx_3090") == "rtx3090"
-    assert key("Qwen3.6-35B-A3B") == "qwen3635ba3b"
-    assert key("q4_k_m") == key("Q4-K-M") == "q4km"
+    assert (
+        preset_key("RTX 3090")
+        == preset_key("rtx-3090")
+        == preset_key("rtx3090")
+        == preset_key("Rtx_3090")
+        == "rtx3090"
+    )
+    assert preset_key("Qwen3.6-35B-A3B") == "qwen3635ba3b"
+    assert preset_key("q4_k_m") == preset_key("Q4-K-M") == "q4km"
 
 
 def test_gpu_spellings_resolve_to_one_preset() -> None:

@@ -18,8 +18,9 @@ from specbench.theory.engines import LLAMACPP_CPU_DRAFTED_S, engine_efficiency
 from specbench.theory.formulas import tree_tokens_per_round
 from specbench.theory.hardware import Gpu
 from specbench.theory.hf_config import architecture_from_hf
+from specbench.theory.inputs import Weights
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.predict import Tree, Weights, predict_architecture
+from specbench.theory.predict import Tree, predict_architecture
 from specbench.theory.presets import get_gpu, gpus
 
 CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=0.2, memory_gb=8.0, unified=True, host_link_gbs=20.0)

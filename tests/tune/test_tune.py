@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from specbench.analysis import stats
-from specbench.tune import RaceState, answer, initial_state, race
-from specbench.tunespec import Candidate, TuneSpec, candidate_name
+from specbench.matrix.tuneblock import Candidate, TuneSpec, candidate_name
+from specbench.tune.race import RaceState, answer, initial_state, race
 
 PROMPTS = 4
 
@@ -166,8 +166,8 @@ def test_spec_errors_name_the_field() -> None:
 
 
 def test_matrix_tune_block_errors_are_one_line_naming_the_field(tmp_path: Any) -> None:
-    from specbench.config import load_matrix
     from specbench.errors import ConfigError
+    from specbench.matrix.load import load_matrix
 
     model = tmp_path / "t.gguf"
     model.write_bytes(b"x")
@@ -251,7 +251,7 @@ def test_a_tight_budget_races_the_theorys_favourites_first() -> None:
 def _result(state: RaceState, command: list[str]) -> Any:
     from pathlib import Path
 
-    from specbench.tunerun import WorkloadResult
+    from specbench.tune.execute import WorkloadResult
 
     return WorkloadResult("chat", Path("runs/tune/chat"), state, answer(state), command)
 
@@ -275,8 +275,8 @@ def _measured(ratio: float, low: float, high: float, verdict: str) -> dict[str, 
 def test_a_candidate_not_shown_faster_is_never_served(measured: dict[str, Any], says: str) -> None:
     """Issue 28: "no setting wins: the best … is slower …, ×0.746 (…)", then `serve it: llama-server
     … --spec-draft-n-max 2`."""
-    from specbench.tune import Entry
-    from specbench.tunerun import answer_lines
+    from specbench.tune.execute import answer_lines
+    from specbench.tune.race import Entry
 
     best = Entry("dmdraft-k2-p0_0", {"draft_n_max": 2}, status="racing", measured=measured)
     state = RaceState(baseline="baseline", entries=[best], rounds=6, stop_reason="max_rounds 6 reached")
@@ -292,8 +292,8 @@ def test_a_candidate_not_shown_faster_is_never_served(measured: dict[str, Any], 
 
 
 def test_only_a_faster_candidate_gets_a_serve_it_line() -> None:
-    from specbench.tune import Entry
-    from specbench.tunerun import answer_lines
+    from specbench.tune.execute import answer_lines
+    from specbench.tune.race import Entry
 
     best = Entry("k4", {"draft_n_max": 4}, status="racing", measured=_measured(1.4, 1.2, 1.6, "faster"))
     state = RaceState(baseline="baseline", entries=[best], rounds=6, stop_reason="one candidate left (k4)")
@@ -307,9 +307,9 @@ def test_the_command_served_is_the_baseline_unless_a_candidate_wins() -> None:
     from pathlib import Path
     from types import SimpleNamespace
 
-    from specbench.config import Matrix
     from specbench.engines.llamacpp import LlamaCppEngine
-    from specbench.tunerun import _command
+    from specbench.matrix.config import Matrix
+    from specbench.tune.execute import _command
 
     matrix = Matrix(model="/m/t.gguf", common_args=("-c", "2048"), arms={"baseline": ("--temp", "0")})
     runner: Any = SimpleNamespace(matrix=matrix, engine=LlamaCppEngine(Path("/bin/llama-server")))
@@ -322,8 +322,8 @@ def test_the_command_served_is_the_baseline_unless_a_candidate_wins() -> None:
 
 def test_unmeasured_candidates_are_listed_with_why() -> None:
     """The budget admitted 3 of 6 candidates: the console never said so (only tune.json did)."""
-    from specbench.tune import unmeasured
-    from specbench.tunerun import answer_lines
+    from specbench.tune.execute import answer_lines
+    from specbench.tune.race import unmeasured
 
     s = spec(refine=False, budget={"launches": 14})
     m = FakeMeasure(truth_from(s, speed))
@@ -335,7 +335,7 @@ def test_unmeasured_candidates_are_listed_with_why() -> None:
 
 
 def test_a_failed_candidate_is_listed_as_not_measured() -> None:
-    from specbench.tunerun import answer_lines
+    from specbench.tune.execute import answer_lines
 
     s = spec(refine=False, dimensions={"draft_n_max": [2, 4]})
     state = race(s, initial_state(s, "baseline", lambda c: None), FakeMeasure({"baseline": 1.0, "k2": 0.0,
@@ -345,7 +345,7 @@ def test_a_failed_candidate_is_listed_as_not_measured() -> None:
 
 
 def test_admitted_at_start_is_the_races_first_round() -> None:
-    from specbench.tune import admitted_at_start
+    from specbench.tune.race import admitted_at_start
 
     s = spec(refine=False, budget={"launches": 14})
     m = FakeMeasure(truth_from(s, speed))

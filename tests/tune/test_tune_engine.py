@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from specbench.analysis import comparisons, load_run
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import lab_pair
 from tests.support.matrices import SHORT_PROMPTS, llama_servers_for
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from specbench.config import Matrix
 from specbench.errors import ConfigError
+from specbench.matrix.config import Matrix
 from specbench.workloads.cut import cut_note, cut_share, layout
 from specbench.workloads.length import check_fit, fit_messages
 from specbench.workloads.prompts import load_bundled

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.config import Matrix, load_matrix, plan_cells
 from specbench.errors import ConfigError
-from specbench.plan import make_plan
+from specbench.matrix.config import Matrix, plan_cells
+from specbench.matrix.load import load_matrix
+from specbench.run.plan import make_plan
 from specbench.workloads.suites import build_requests
 
 BASE = {"engine": "openai", "repeats": 1, "warmup": 1}

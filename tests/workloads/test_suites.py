@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from specbench.config import Matrix
+from specbench.matrix.config import Matrix
 from specbench.workloads.length import FILL, fit_messages
 from specbench.workloads.suites import SUITES, build_requests
 

@@ -10,7 +10,7 @@ import yaml
 
 from specbench import api
 from specbench.analysis.metrics import frame
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from specbench.workloads.suites import SUITES
 from tests.support.lab import Pair
 from tests.support.matrices import SHORT_PROMPTS

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import SHORT_PROMPTS
 

@@ -1,5 +1,8 @@
 """From a run directory to conclusions, apart from how they are rendered.
 
+Step 8 of the flow matrix → workloads → run → executors → engines → client → store → analysis
+(theory) → report: takes in a run directory (``store``) and hands one ``Analysis`` to ``report``.
+
 :mod:`run` loads a run directory (:class:`RunData`) and computes per-arm summaries and speedups,
 :mod:`judge` gathers every finding, :mod:`decision` says what to run per workload, and
 :mod:`result` gathers all of it, with the report's tables (:mod:`frames`, :mod:`crossover`)

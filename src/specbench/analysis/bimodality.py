@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats as sps
 
-from specbench.analysis._arrays import FloatArray, _finite, _median
+from specbench.analysis._arrays import FloatArray, finite_values, median_of
 
 SARLE_UNIFORM = 5 / 9  # b of a uniform distribution; above it suggests bimodality
 
@@ -119,10 +119,10 @@ def bimodality(
     4. a Gaussian KDE dips between the two group medians to ≤ ``max_dip`` of the lower
        peak; this rejects heavy-tailed unimodal samples (lognormal, exponential) that pass 1–3.
     """
-    x = _finite(values)
+    x = finite_values(values)
     if x.size < 10 or np.ptp(x) == 0:
         why = "too few distinct values (need n ≥ 10)"
-        return Bimodality(False, (_median(x),), math.nan, math.nan, math.nan, (1.0, 0.0), int(x.size), why)
+        return Bimodality(False, (median_of(x),), math.nan, math.nan, math.nan, (1.0, 0.0), int(x.size), why)
     b, s = sarle_b(x), _split(x)
     m_lo, m_hi = float(np.median(s.low)), float(np.median(s.high))
     fracs = (s.k / x.size, 1 - s.k / x.size)
@@ -185,7 +185,7 @@ def category_bimodality(
     pairs = tuple((str(c), float(v)) for c, v in med.items())
     if med.size < 3 or np.ptp(med.to_numpy()) == 0:
         why = f"{med.size} categories; need ≥ 3 distinct medians"
-        return CategoryBimodality(arm, metric, False, (_median(med),), (), (), pairs, math.nan, 1.0, why)
+        return CategoryBimodality(arm, metric, False, (median_of(med),), (), (), pairs, math.nan, 1.0, why)
     s = _split(med.to_numpy(np.float64))
     p = gaussian_null_p(s.d, med.size, seed=seed)
     ok = s.d > min_d and p < alpha

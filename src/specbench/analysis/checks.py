@@ -23,8 +23,8 @@ from specbench.analysis.sources import SOURCE_TOLERANCE, Source
 from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 from specbench.engines.argstore import StoredArgs
 from specbench.engines.base import Engine, split_flags
-from specbench.schema import chunks
-from specbench.store import file_sha256
+from specbench.store.rundir import file_sha256
+from specbench.store.schema import chunks
 
 __all__ = ["FALLBACK_SHARE", "SOURCE_TOLERANCE", "Finding", "spec_deltas", "split_flags"]
 

@@ -26,7 +26,7 @@ from scipy import stats as sps
 from specbench.analysis import RunData, load_run, stability, stats
 from specbench.analysis import launches as L
 from specbench.errors import StoreError
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 
 COMPARE_COLUMNS = [
     "arm", "n_a", "n_b", "median_a", "median_b", "ratio", "ci_low", "ci_high", "verdict", "p_value",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specbench.analysis import RunData, detail_frame, stats
-from specbench.analysis.run import only, workload_names
+from specbench.analysis.run import for_workload, workload_names
 
 
 def _crossover_terms(
@@ -170,7 +170,7 @@ def wall_clock_winners(run: RunData) -> pd.DataFrame:
 def crossover_frame(run: RunData) -> pd.DataFrame:
     """Per workload and arm: the crossover formula's inputs, L* and the case it is in (numeric
     columns); each workload's from its own requests only."""
-    frames = [_crossover_rows(only(run, w)).assign(workload=w) for w in workload_names(run)]
+    frames = [_crossover_rows(for_workload(run, w)).assign(workload=w) for w in workload_names(run)]
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame()
@@ -180,7 +180,7 @@ def crossover_frame(run: RunData) -> pd.DataFrame:
 
 def winners_frame(run: RunData) -> pd.DataFrame:
     """:func:`wall_clock_winners` per workload, with a workload column first."""
-    frames = [wall_clock_winners(only(run, w)).assign(workload=w) for w in workload_names(run)]
+    frames = [wall_clock_winners(for_workload(run, w)).assign(workload=w) for w in workload_names(run)]
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=["workload", "max_tokens", "winner"])

@@ -21,7 +21,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from specbench.analysis import RunData, launches, metrics, stats
-from specbench.config import SLOSpec
+from specbench.matrix.config import SLOSpec
 
 Record = dict[str, Any]
 LAUNCH_COLUMNS = ["arm", "workload", "phase", "repeat", "rate", "requests", "good", "tokens_good",

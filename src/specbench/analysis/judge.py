@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from specbench import machine
-from specbench.analysis import checks, evidence, launches, stability, stalls, stats, unseen
+from specbench.analysis import busy, checks, evidence, launches, stability, stalls, stats, unseen
 from specbench.analysis.checks import Finding
+from specbench.analysis.clientlag import client_lag_findings, schedule_findings
 from specbench.analysis.finding import SEVERITY_ORDER
 from specbench.analysis.run import RunData, comparisons
-from specbench.clientlag import client_lag_findings, schedule_findings
 
 
 def findings(run: RunData) -> list[Finding]:
@@ -41,7 +40,7 @@ def _evidence_findings(run: RunData) -> list[Finding]:
         evidence.cached_prefill(run.df, arms)
         + evidence.client_server_disagreement(run.df, arms)
         + evidence.untimed_decode(run.df, arms)
-        + machine.busy_findings(run.cells, arms)
+        + busy.busy_findings(run.cells, arms)
     )
 
 

@@ -3,7 +3,7 @@
 The launch-level estimator (:func:`specbench.analysis.launches.fit`) weights the two orders of a
 launch pair — the arm's server first, or the baseline's — equally, so that a machine favouring
 the first (or second) launch of a round reads as no speedup. Plain ABBA tied that order to the
-repeat's parity; the counterbalanced order (:mod:`specbench.runorder`) does not, so the order is
+repeat's parity; the counterbalanced order (:mod:`specbench.run.order`) does not, so the order is
 read from what the run recorded, per round:
 
 1. the manifest's ``order`` (``rounds``: the arms of round r in launch order), written before any

@@ -1,8 +1,8 @@
 """Per-request metrics computed from raw records, one small function per metric.
 
-A record's ``chunks`` are :class:`specbench.schema.Chunk` rows (``t_ns`` measured from just
+A record's ``chunks`` are :class:`specbench.store.schema.Chunk` rows (``t_ns`` measured from just
 before the request was sent, the deltas, and from schema 2 the server's running token count),
-read by name through :func:`specbench.schema.chunks`. Token counts come from the server
+read by name through :func:`specbench.store.schema.chunks`. Token counts come from the server
 (``usage`` / llama.cpp ``timings``), never from the chunk count: with speculation several
 tokens may arrive in one chunk (docs/mistakes.md, mistake 10).
 """
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.engines import request_draft_counts
-from specbench.schema import Chunk, chunks
+from specbench.store.schema import Chunk, chunks
 
 Record = dict[str, Any]
 NS_PER_MS = 1e6

@@ -18,17 +18,17 @@ from specbench.analysis.decision import Decision, decision_table, nameable
 from specbench.analysis.finding import Finding
 from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
+from specbench.analysis.predicted.arms import RunTheory, theory_or_reason
 from specbench.analysis.run import (
     RunData,
     arm_summary,
     comparisons,
     detail_frame,
+    for_workload,
     load_run,
-    only,
     workload_comparisons,
     workload_names,
 )
-from specbench.theory.runpredict import RunTheory, theory_or_reason
 
 NO_DIR = "the run was analysed without its run directory (model and device unknown)"
 
@@ -84,7 +84,7 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
     decisions = decision_table(run, found=found)
     cats = frames.Categories(pd.DataFrame(), pd.DataFrame(columns=frames.SPEEDUP_COLUMNS), [])
     cats = cats if several else frames.categories(run)
-    per_workload = {w: frames.categories(only(run, w)) for w in names} if several else {}
+    per_workload = {w: frames.categories(for_workload(run, w)) for w in names} if several else {}
     return Analysis(
         run=run,
         run_dir=run_dir,

@@ -9,12 +9,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench import adaptive
-from specbench.analysis import checks, launchorder, multiplicity, sources, stability, stats
+from specbench.analysis import checks, launchorder, multiplicity, sequential, sources, stability, stats
 from specbench.analysis.launches import POSITION
 from specbench.engines import argstore, engine_for
 from specbench.engines.base import Engine
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ class RunData:
     @property
     def confidence(self) -> float:
         """0.95, or the sequential rule's nominal level when launches were added adaptively."""
-        return adaptive.confidence(self.manifest)
+        return sequential.confidence(self.manifest)
 
     @property
     def measured_arms(self) -> list[str]:
@@ -222,7 +221,7 @@ def workload_names(run: RunData) -> list[str]:
     return [w for w in listed if w in seen] + [w for w in seen if w not in listed]
 
 
-def only(run: RunData, workload: str) -> RunData:
+def for_workload(run: RunData, workload: str) -> RunData:
     """``run`` restricted to one workload's measured requests and records."""
     return replace(
         run,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from specbench.analysis._arrays import FloatArray, _finite
+from specbench.analysis._arrays import FloatArray, finite_values
 from specbench.analysis.stats import describe
 
 WarningCode = Literal["LOW_N", "UNSTABLE", "DRIFT"]
@@ -60,7 +60,7 @@ def repeat_cv(g: pd.DataFrame, metric: str) -> tuple[float, int]:
         per = per[(per["count"] >= 2) & (per["mean"] > 0)]
         if len(per):
             return float(np.median(per["std"] / per["mean"])), len(per)
-    return describe(_finite(g[metric].to_numpy(np.float64))).cv, 0
+    return describe(finite_values(g[metric].to_numpy(np.float64))).cv, 0
 
 
 def _unstable(
@@ -91,7 +91,7 @@ def _unstable(
 def _drift(arm: str, wl: str, g: pd.DataFrame, metric: str, thr: float, alpha: float) -> Warning_ | None:
     """First vs last third in ``seq`` order: |median_last / median_first − 1| > threshold and
     two-sided Mann-Whitney p < alpha (each third ≥ 3 values)."""
-    x = _finite(g.sort_values("seq")[metric].to_numpy(np.float64))
+    x = finite_values(g.sort_values("seq")[metric].to_numpy(np.float64))
     third = x.size // 3
     if third < 3:
         return None
@@ -125,7 +125,7 @@ def stability_warnings(
     order differ by > ``drift_threshold`` in median with Mann-Whitney p < ``alpha``."""
     out: list[Warning_] = []
     for arm, wl, g in _cells(df):
-        x = _finite(g[metric].to_numpy(np.float64))
+        x = finite_values(g[metric].to_numpy(np.float64))
         behind = arm in client_behind
         found = [_low_n(arm, wl, x, metric, min_n), _unstable(arm, wl, g, metric, max_cv, behind)]
         if baseline is None or arm == baseline:

@@ -30,12 +30,12 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from specbench import machine
 from specbench.analysis import bimodality, metrics, stats
 from specbench.analysis._arrays import FloatArray
+from specbench.analysis.busy import busy_cells
 from specbench.analysis.finding import Finding
 from specbench.analysis.metrics import BURST_GAP_MS, NS_PER_MS
-from specbench.schema import RequestRecord, chunks
+from specbench.store.schema import RequestRecord, chunks
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median step gap is a pause, not a step
 STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hiccup is no stall
@@ -283,7 +283,7 @@ def bimodal_findings(
         if not bimodal.bimodal:
             continue
         modes = " and ".join(f"{m:.1f}" for m in bimodal.modes)
-        busy = machine.busy_cells(cells, arm)
+        busy = busy_cells(cells, arm)
         why = (
             f"the machine was busy during {len(busy)} of its cells ({busy[0]}): the modes may be the "
             "load, not the workload"

@@ -38,7 +38,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from specbench.analysis import launches as L
-from specbench.analysis._arrays import FloatArray, _finite
+from specbench.analysis._arrays import FloatArray, finite_values
 from specbench.analysis.metrics import METRICS
 
 Statistic = Callable[..., Any]
@@ -75,7 +75,7 @@ class Summary:
 
 def describe(values: npt.ArrayLike) -> Summary:
     """Summary of ``values`` ignoring NaN/inf; ``cv = std(ddof=1) / mean``."""
-    x = _finite(values)
+    x = finite_values(values)
     if x.size == 0:
         return Summary(0, *([math.nan] * 8))
     std = float(np.std(x, ddof=1)) if x.size > 1 else math.nan
@@ -275,7 +275,7 @@ def median_ci(
     """(median, CI low, CI high) of the finite values: percentile bootstrap of the median, the
     CI collapsing to the median for n < 2 or constant data (a median without its spread is the
     single-number reporting docs/mistakes.md, mistake 4 warns about)."""
-    x = _finite(values)
+    x = finite_values(values)
     if x.size == 0:
         return math.nan, math.nan, math.nan
     med = float(np.median(x))

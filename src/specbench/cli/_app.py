@@ -14,7 +14,7 @@ from typer import _click as click
 from typer.core import TyperGroup
 
 from specbench.errors import ConfigError, SpecbenchError, YamlSyntaxError
-from specbench.progress import console, printable
+from specbench.run.progress import console, printable
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "
@@ -120,7 +120,7 @@ def _sigterm_as_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # same clean-up path as Ctrl-C: stop engines, keep records
 
 
-def _interrupt_on_signals() -> None:
+def interrupt_on_signals() -> None:
     """SIGTERM and SIGHUP (a closed terminal, a dropped SSH session) act like Ctrl-C."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _sigterm_as_interrupt)

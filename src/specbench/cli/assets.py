@@ -9,7 +9,7 @@ import typer
 
 from specbench.cli._app import app
 from specbench.errors import ConfigError, InstallError
-from specbench.progress import console
+from specbench.run.progress import console
 
 engine_app = typer.Typer(no_args_is_help=True, help="Build or find inference engines.")
 lab_app = typer.Typer(no_args_is_help=True, help="Synthetic models (GGUF or HF) with designed acceptance.")
@@ -33,7 +33,7 @@ def engine_install(
 ) -> None:
     """Build llama-server from the pinned llama-cpp-python sdist into the cache (once); print its path."""
     from specbench.engines.install import BuildOptions, find_llama_server
-    from specbench.progress import build_llama_server
+    from specbench.run.progress import build_llama_server
 
     if engine == "vllm":
         _install_vllm()
@@ -78,7 +78,7 @@ def lab_make(
     """Write a target/draft pair (GGUF files or HF folders) whose greedy behaviour is designed."""
     from specbench.lab.gguf_model import ARCHS
     from specbench.lab.make import LabSpec, make_pair
-    from specbench.outdir import folder_out
+    from specbench.store.outdir import folder_out
 
     out = folder_out(out_text)
     if format == "hf":

@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 
 from specbench.cli._app import app
-from specbench.progress import console
+from specbench.run.progress import console
 
 
 @app.command("report")
@@ -66,8 +66,8 @@ def import_(
     """Turn another harness's per-request results into a run directory; print its summary."""
     from specbench.analysis import analyse_dir
     from specbench.importer import import_file, parse_columns, parse_map
-    from specbench.outdir import out_path
-    from specbench.summary import print_summary
+    from specbench.report.summary import print_summary
+    from specbench.store.outdir import out_path
 
     result = import_file(
         file,
@@ -96,8 +96,8 @@ def merge(
 ) -> None:
     """Combine runs into one dataset, each keeping its environment; refuses runs whose prompts,
     workloads, arm arguments or engine differ (naming each difference) unless --force."""
-    from specbench.outdir import out_path
-    from specbench.runcompat import merge_checked
+    from specbench.report.compat import merge_checked
+    from specbench.store.outdir import out_path
 
     merged, warnings = merge_checked(runs, out_path(out_text), force=force)
     for line in warnings:
@@ -114,7 +114,7 @@ def compare(
     that moved and each run's findings follow the table."""
     from specbench.analysis.compare import compare_runs
     from specbench.report import format_comparison
-    from specbench.runcompat import compare_lines
+    from specbench.report.compat import compare_lines
 
     df = compare_runs(run_a, run_b)
     print(format_comparison(df))

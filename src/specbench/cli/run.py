@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from specbench.cli._app import EXIT_CODES, _interrupt_on_signals, app
-from specbench.config import LOOPBACK
+from specbench.cli._app import EXIT_CODES, app, interrupt_on_signals
 from specbench.errors import ConfigError, RunIncompleteError, SpecbenchError
-from specbench.outdir import out_path
-from specbench.progress import console, printable
+from specbench.matrix.config import LOOPBACK
+from specbench.run.progress import console, printable
+from specbench.store.outdir import out_path
 
 if TYPE_CHECKING:
     from specbench.analysis.result import Analysis
-    from specbench.runner import Runner
+    from specbench.run.runner import Runner
 
 
 def _finish_partial(out: Path, no_report: bool, result: Analysis) -> None:
@@ -32,7 +32,7 @@ def _finish_partial(out: Path, no_report: bool, result: Analysis) -> None:
 
 def _announce(runner: Runner) -> None:
     """Before anything is launched: exposure, repairs, the plan; signals act like Ctrl-C from here."""
-    from specbench.plan import read_plan
+    from specbench.run.plan import read_plan
 
     if runner.matrix.host not in LOOPBACK:
         console.print(
@@ -40,7 +40,7 @@ def _announce(runner: Runner) -> None:
         )
     for line in runner.store.repairs:
         console.print(f"[yellow]repaired: {printable(line)}", soft_wrap=True)
-    _interrupt_on_signals()
+    interrupt_on_signals()
     console.print(
         printable("\n".join(read_plan(runner.store.root).lines()), markup=False),
         markup=False,
@@ -88,9 +88,9 @@ def run(
     """Run a matrix: every arm, interleaved repeats, every request recorded raw."""
     from specbench import api
     from specbench.analysis import analyse_dir
-    from specbench.attach import parse_arm_args
-    from specbench.progress import RunProgress
-    from specbench.summary import print_summary
+    from specbench.report.summary import print_summary
+    from specbench.run.attach import parse_arm_args
+    from specbench.run.progress import RunProgress
 
     out = out_path(out_text)
     try:
@@ -164,7 +164,7 @@ def tune(
 ) -> None:
     """Which speculative settings to ship: race the tune block's candidates, fewest requests first."""
     from specbench import api
-    from specbench.tunerun import answer_lines
+    from specbench.tune.execute import answer_lines
 
     out = out_path(out_text)
     if dry_run:
@@ -181,7 +181,7 @@ def tune(
             say(f"  {info['arm']} failed: {info['reason']}")
 
     try:
-        _interrupt_on_signals()
+        interrupt_on_signals()
         results = api.tune(matrix, out, resume=resume, llama_server=llama_server, say=say, observe=observe)
         for result in results:
             print("\n".join(answer_lines(result)))
@@ -195,7 +195,7 @@ def tune(
 def summary(run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory")]) -> None:
     """Print the per-arm summary of a run directory."""
     from specbench.analysis import analyse_dir
-    from specbench.summary import print_summary
+    from specbench.report.summary import print_summary
 
     print_summary(analyse_dir(run_dir))
 
@@ -213,11 +213,11 @@ def demo(
     real: Annotated[bool, typer.Option(help="also run the real model (Gemma 3 270M) on real text")] = True,
 ) -> None:
     """The embedded default: build/find llama-server, make lab models, run a matrix, summarise."""
-    from specbench.demo import run_demo
+    from specbench.cli.demo import run_demo
 
     out = out_path(out_text)
     try:
-        _interrupt_on_signals()
+        interrupt_on_signals()
         run_demo(out, llama_server=llama_server, repeats=repeats, real=real)
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: partial runs are in {printable(out)}; rerun to resume")

@@ -9,7 +9,7 @@ import typer
 
 from specbench.cli._app import app
 from specbench.errors import ConfigError
-from specbench.progress import console, printable
+from specbench.run.progress import console, printable
 
 workloads_app = typer.Typer(no_args_is_help=True, help="Workload suites, bundled prompts, datasets.")
 app.add_typer(workloads_app, name="workloads")
@@ -121,16 +121,17 @@ def predict(
     import json
 
     from specbench import theory
+    from specbench.analysis import predicted
 
     if presets:
         _print_presets()
         return
     if calibrate is not None:
-        fitted = theory.run_theory(calibrate, fit_arm=fit_arm)
+        fitted = predicted.run_theory(calibrate, fit_arm=fit_arm)
         print(
             json.dumps(fitted.to_dict(), indent=1)
             if format == "json"
-            else theory.format_arm_predictions(fitted)
+            else predicted.format_arm_predictions(fitted)
         )
         return
     device = _device(gpu, bandwidth_gbs, tflops)
@@ -192,14 +193,14 @@ def _print_presets() -> None:
 def _note_gpu_alias(gpu: str | None) -> None:
     """A short name that picks one of several variants (h100: SXM, not PCIe) is said aloud: the
     variants differ in bandwidth, and so in every predicted rate."""
-    from specbench.theory.presets import gpus, key
+    from specbench.theory.presets import gpus, preset_key
 
     catalog = gpus()
     if gpu is None or gpu.lower() == "cpu" or gpu.endswith((".yaml", ".yml")) or Path(gpu).is_file():
         return
     chosen = catalog.resolve(gpu)
-    others = [n for n in catalog.names() if n != chosen and key(n).startswith(key(gpu))]
-    if key(chosen) != key(gpu) and others:
+    others = [n for n in catalog.names() if n != chosen and preset_key(n).startswith(preset_key(gpu))]
+    if preset_key(chosen) != preset_key(gpu) and others:
         console.print(
             f"note: --gpu {gpu} is the {chosen} preset; also known: {', '.join(others)}", highlight=False
         )

@@ -1,9 +1,14 @@
 """Inference engines behind one small seam (:class:`specbench.engines.base.Engine`).
 
+Step 5 of the flow matrix → workloads → run → executors → engines → client → store → analysis
+(theory) → report: takes in an arm's flags and hands on a running server (its command line,
+environment, readiness, /metrics, logs) and what the engine says about speculation, for the run and
+for the analysis.
+
 :data:`ENGINES` is the one registry of engine kinds (a matrix's ``engine`` field, a run's
 recorded engine) and :func:`engine_for` the one way to get an engine for reading a run's flags,
 server answers and logs. Launching adds what a registry entry cannot know (the binary to run, an
-attached URL): :func:`specbench.api.make_engine` builds those from a matrix.
+attached URL): :func:`specbench.run.prepare.make_engine` builds those from a matrix.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from specbench.engines.openai import AttachedEngine, ImportedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
+
+__all__ = ["ENGINES", "Engine", "engine_for", "request_draft_counts"]
 
 #: Every engine kind: the three launched engines, an attached server whose engine is unknown
 #: ("openai"), and a run imported from another harness.

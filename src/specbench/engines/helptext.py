@@ -19,7 +19,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from specbench.paths import cache_dir
+from specbench.store.paths import cache_dir
 
 HELP_FILE = "specbench-help.json"
 

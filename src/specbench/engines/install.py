@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.errors import InstallError
-from specbench.paths import cache_dir
+from specbench.store.paths import cache_dir
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 LLAMA_CPP_COMMIT = "0c1e57098bba43ac29e6e3b677cdceebdd22334f"

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from specbench.errors import InstallError
-from specbench.paths import cache_dir
+from specbench.store.paths import cache_dir
 
 VLLM_VERSION = "0.32.0"
 #: What the alias reports: vLLM picks its CPU platform when its version contains "cpu"

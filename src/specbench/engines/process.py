@@ -37,8 +37,8 @@ from urllib.parse import urlsplit
 import psutil
 
 from specbench.errors import ClientError, EngineStartError, PortTakenError, StoreError
-from specbench.redact import Redactor, mask_args
-from specbench.safeio import guarded
+from specbench.store.redact import Redactor, mask_args
+from specbench.store.safeio import guarded
 from specbench.transport import fetch_blocking
 
 _LIVE: set[int] = set()  # process-group ids still running, killed at interpreter exit

@@ -1,9 +1,13 @@
 """Executors: where the runner's cells run.
 
-An executor receives the planned cells and a :class:`~specbench.cellwork.CellJob` (the plan's
+Step 4 of the flow matrix → workloads → run → executors → engines → client → store → analysis
+(theory) → report: takes in the planned cells from ``run`` and hands each one to the cell driver on
+this machine or on a cluster node, whose engine (``engines``) and client (``client``) measure it.
+
+An executor receives the planned cells and a :class:`~specbench.executors.base.CellJob` (the plan's
 rules, a function that serves one cell here, and what a worker elsewhere needs to serve one) and
 makes every cell happen; the runner keeps the plan, the run directory and the record schema.
-Executors never import the runner (:mod:`specbench.cellwork` is the seam). ``local`` (the
+Executors never import the runner (:mod:`specbench.executors.base` is the seam). ``local`` (the
 default) serves each cell on this machine in order. ``ray`` (``pip install 'specbench[ray]'``)
 runs each cell as a Ray task on a cluster node that has the arm's resources and streams the
 records back to this process, which appends them to the one run directory. Ray is imported
@@ -15,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from specbench.cellwork import Executor
 from specbench.errors import ConfigError
+from specbench.executors.base import Executor
 from specbench.executors.local import LocalExecutor
 
 EXECUTORS = ("local", "ray")

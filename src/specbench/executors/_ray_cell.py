@@ -2,7 +2,7 @@
 picked, and the helpers the driver pins to a node (environment probe, orphan reaper).
 
 The task serves the cell with the same code as a local run (the job's
-:class:`~specbench.cellwork.RemoteCell`); only where its lines go differs: :class:`_RelaySink`
+:class:`~specbench.executors.base.RemoteCell`); only where its lines go differs: :class:`_RelaySink`
 sends every record, cell summary, /metrics scrape, arm status and fitted prompt set to the
 driver's inbox as it is written, so the driver (:mod:`specbench.executors._ray_driver`) can append
 them to the one run directory.
@@ -23,19 +23,19 @@ from typing import Any, cast
 
 import psutil
 
-from specbench.cellwork import RemoteCell
-from specbench.config import RunSpec
 from specbench.engines.base import Engine
-from specbench.executors._ray_common import Relay, here
-from specbench.redact import Redactor
-from specbench.schema import CellInfo, RequestRecord
-from specbench.store import RecordKey, RunStore, environment, file_sha256
+from specbench.executors._ray_common import Relay, node_identity
+from specbench.executors.base import RemoteCell
+from specbench.matrix.config import Cell
+from specbench.store.redact import Redactor
+from specbench.store.rundir import RecordKey, RunStore, environment, file_sha256
+from specbench.store.schema import CellInfo, RequestRecord
 
 RemoteObserver = Callable[[str, dict[str, Any]], None]
 
 
 class _RelaySink:
-    """A cell's lines on the worker (a :class:`~specbench.cellwork.RecordSink`): each goes to the
+    """A cell's lines on the worker (a :class:`~specbench.executors.base.RecordSink`): each goes to the
     driver; a scratch run directory keeps the engine log, the scrapes and a manifest the runner
     reads its arm's status back from."""
 
@@ -95,13 +95,13 @@ class _RelaySink:
         self.scratch.sync()
 
 
-def _run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
+def run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
     """The Ray task: serve one cell on this node, relaying everything to the driver."""
-    cell: RunSpec = job["cell"]
+    cell: Cell = job["cell"]
     remote: RemoteCell = job["remote"]
     relay = Relay(inbox, job["tag"])
     scratch = Path(tempfile.mkdtemp(prefix="specbench-cell-"))
-    relay.send("start", node=here(), scratch=str(scratch), wall=time.time())
+    relay.send("start", node=node_identity(), scratch=str(scratch), wall=time.time())
     store = RunStore(scratch)
     store.create({"scratch_for": job["tag"]}, resume=False)
     sink = _RelaySink(store, relay, job["done"])
@@ -126,9 +126,9 @@ def _run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _probe_node(engine: Engine, model: str | None) -> dict[str, Any]:
+def probe_node(engine: Engine, model: str | None) -> dict[str, Any]:
     """This node's environment, engine version and model checksum (as env.json, per node)."""
-    env: dict[str, Any] = {**environment(), "node": here()}
+    env: dict[str, Any] = {**environment(), "node": node_identity()}
     try:
         env["engine"] = {"kind": engine.kind, **engine.version()}
     except Exception as exc:  # a missing binary is the cell's error to report, not the probe's
@@ -140,7 +140,7 @@ def _probe_node(engine: Engine, model: str | None) -> dict[str, Any]:
     return env
 
 
-def _reap(servers: list[tuple[int, float]], scratch: str | None) -> str:
+def reap_servers(servers: list[tuple[int, float]], scratch: str | None) -> str:
     """After a lost task: kill its engines' process groups (same pid *and* start time, so a
     reused pid is left alone) and return its engine log from the scratch folder."""
     for pid, created in servers:

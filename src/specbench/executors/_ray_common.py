@@ -63,7 +63,7 @@ class Relay:
         ref.future().result(timeout=self.timeout)
 
 
-def here() -> dict[str, Any]:
+def node_identity() -> dict[str, Any]:
     """This worker's node: Ray node id, host name, IP and process id."""
     return {
         "node_id": ray.get_runtime_context().get_node_id(),

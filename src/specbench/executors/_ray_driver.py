@@ -1,7 +1,7 @@
 """The driver's side of the Ray executor: one ``run_cells`` call on the process that called
 ``specbench run``.
 
-Data flow: the driver submits one :func:`~specbench.executors._ray_cell._run_cell_remote` task
+Data flow: the driver submits one :func:`~specbench.executors._ray_cell.run_cell_remote` task
 per cell (with the resources :mod:`specbench.executors._ray_resources` plans), drains the
 messages those tasks send to its inbox into the one run directory (``_on_<kind>``), and settles
 a task when its result arrives: done, or lost with its worker or node and resubmitted with the
@@ -15,13 +15,11 @@ import contextlib
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
-from specbench.cellwork import CellJob
-from specbench.config import Matrix, RunSpec
-from specbench.executors._ray_cell import _probe_node, _reap, _run_cell_remote
+from specbench.executors._ray_cell import RemoteObserver, probe_node, reap_servers, run_cell_remote
 from specbench.executors._ray_common import node_clock, node_name, node_table, pinned, start_inbox
 from specbench.executors._ray_resources import (
     accelerator_pin,
@@ -31,18 +29,33 @@ from specbench.executors._ray_resources import (
     node_hardware,
     task_options,
 )
-from specbench.schema import CellInfo, RequestRecord
-from specbench.store import RecordKey, _write_json, now_iso
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell, Matrix
+from specbench.store.rundir import RecordKey, now_iso, write_json
+from specbench.store.schema import CellInfo, RequestRecord
 
-if TYPE_CHECKING:
-    from specbench.executors.ray_executor import RayExecutor
+
+class DriverSettings(Protocol):
+    """What the driver reads of its executor (:class:`~specbench.executors.ray_executor.RayExecutor`
+    is one): a protocol, so the executor imports the driver and never the other way round."""
+
+    address: str | None
+    resources: dict[str, dict[str, Any]]
+    max_retries: int
+    max_in_flight: int | None
+    same_hardware: bool
+    hash_models: bool
+    remote_observer: RemoteObserver | None
+    poll_s: float
+
+    def requested(self, arm: str) -> dict[str, Any]: ...
 
 
 @dataclass
 class _Task:
     """One submission of a cell: where it ran and which engines it started, for retries and reaping."""
 
-    cell: RunSpec
+    cell: Cell
     attempt: int  # Ray-level: 0, then one more per lost worker/node
     options: dict[str, Any] = field(default_factory=dict)
     node_id: str | None = None
@@ -56,10 +69,10 @@ class _Task:
         return f"{self.cell.arm}/r{self.cell.repeat}/a{self.attempt}"
 
 
-class _Driver:
+class Driver:
     """One ``run_cells`` call: submits tasks, drains the inbox into the store, retries lost ones."""
 
-    def __init__(self, ex: RayExecutor, job: CellJob, cells: list[RunSpec]) -> None:
+    def __init__(self, ex: DriverSettings, job: CellJob, cells: list[Cell]) -> None:
         self.ex = ex
         self.job = job  # the plan's rules, the run's sequence numbers, fitted prompts, observer
         self.store = job.store
@@ -136,7 +149,7 @@ class _Driver:
                 "fitted": dict(self.job.fitted),
                 "remote_observer": self.ex.remote_observer,
             }
-            remote = ray.remote(_run_cell_remote).options(
+            remote = ray.remote(run_cell_remote).options(
                 name=f"specbench {task.tag}", max_retries=0, **task_options(request)
             )
             self.pending[remote.remote(job, self.inbox)] = task
@@ -175,7 +188,7 @@ class _Driver:
             }
         )
         if task.node_id and (task.servers or task.scratch):
-            reap = ray.remote(_reap).options(
+            reap = ray.remote(reap_servers).options(
                 num_cpus=0, max_retries=0, scheduling_strategy=pinned(task.node_id)
             )
             self.reaps[reap.remote(task.servers, task.scratch)] = task
@@ -200,7 +213,9 @@ class _Driver:
             self._drain()
             for task in self.pending.values():
                 if task.node_id and task.servers:
-                    reap = ray.remote(_reap).options(num_cpus=0, scheduling_strategy=pinned(task.node_id))
+                    reap = ray.remote(reap_servers).options(
+                        num_cpus=0, scheduling_strategy=pinned(task.node_id)
+                    )
                     self.reaps[reap.remote(task.servers, None)] = task
         self.pending.clear()
 
@@ -277,7 +292,7 @@ class _Driver:
             if node_id not in self.table:
                 self.table = node_table()
             model = self.matrix.model if self.ex.hash_models and self.matrix.engine == "llamacpp" else None
-            probe = ray.remote(_probe_node).options(num_cpus=0, scheduling_strategy=pinned(node_id))
+            probe = ray.remote(probe_node).options(num_cpus=0, scheduling_strategy=pinned(node_id))
             self.nodes[node_id] = {
                 "name": node_name(node["host"], node_id),
                 "ray": self.table.get(node_id, {"resources": {}, "labels": {}}),
@@ -298,7 +313,7 @@ class _Driver:
             env["ray_node"] = {"node_id": node_id, **node["ray"]}
             node["env"] = env
             (self.store.root / "envs").mkdir(exist_ok=True)
-            _write_json(self.store.root / "envs" / f"{node['name']}.json", env)
+            write_json(self.store.root / "envs" / f"{node['name']}.json", env)
         env_: dict[str, Any] = node["env"]
         return env_
 

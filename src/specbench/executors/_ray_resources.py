@@ -17,7 +17,7 @@ from typing import Any
 import ray  # type: ignore[import-not-found, unused-ignore]
 
 from specbench.executors._ray_common import hardware_labels
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 
 TASK_OPTIONS = ("num_cpus", "num_gpus", "memory")
 SLOT = "specbench_slot"  # custom resource, 1 per node: a cell holds its node alone

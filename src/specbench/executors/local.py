@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specbench.cellwork import CellJob
-from specbench.config import RunSpec
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell
 
 
 class LocalExecutor:
@@ -13,7 +13,7 @@ class LocalExecutor:
 
     kind = "local"
 
-    def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+    def run_cells(self, cells: Sequence[Cell], job: CellJob) -> None:
         for cell in cells:
             if job.arm_failed(cell.arm):
                 continue

@@ -2,7 +2,7 @@
 
 Each task asks for the arm's resources (``num_cpus``, ``num_gpus``, ``memory`` and custom ones
 such as ``accelerator_type:H100``), launches the engine on the node Ray picks, runs the cell's
-requests with the same code as a local run (the job's :class:`~specbench.cellwork.RemoteCell`)
+requests with the same code as a local run (the job's :class:`~specbench.executors.base.RemoteCell`)
 and sends every record, cell summary, /metrics scrape, arm status and the engine log to the
 driver as it goes.
 The driver — the process that called ``specbench run`` — appends them to the one run directory,
@@ -12,11 +12,11 @@ so the layout and the record schema are those of a local run, plus where things 
   cell lines also carry the node's Ray resources and labels, the resources the task asked for
   and a ``hardware`` summary (accelerator labels, GPU names, CPU) so checks can see arms that
   ran on different hardware;
-* ``envs/<node>.json`` holds each node's :func:`specbench.store.environment`, engine version,
+* ``envs/<node>.json`` holds each node's :func:`specbench.store.rundir.environment`, engine version,
   model SHA-256 and the offset of its clock from the driver's.
 
 Exactly once: the driver drops a measured record whose (arm, prompt_id, repeat) already has a
-successful record (resume keys, :meth:`specbench.store.RunStore.completed`). A task lost with its
+successful record (resume keys, :meth:`specbench.store.rundir.RunStore.completed`). A task lost with its
 worker or node (``WorkerCrashedError``, ``NodeDiedError``, ``RayActorError``, OOM kill, ...) is
 resubmitted — Ray places it on any node with the resources, the dead one excluded — with only the
 requests that have no record yet; records already written stay. Its orphaned engine is killed by
@@ -37,10 +37,8 @@ from typing import Any
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
-from specbench.cellwork import CellJob
-from specbench.config import RunSpec
 from specbench.executors._ray_cell import RemoteObserver
-from specbench.executors._ray_driver import _Driver
+from specbench.executors._ray_driver import Driver
 from specbench.executors._ray_resources import (
     SLOT,
     TASK_OPTIONS,
@@ -49,6 +47,8 @@ from specbench.executors._ray_resources import (
     json_key,
     task_options,
 )
+from specbench.executors.base import CellJob
+from specbench.matrix.config import Cell
 
 __all__ = [
     "SLOT",
@@ -114,7 +114,7 @@ class RayExecutor:
         base = getattr(self, "exclusive", {"num_cpus": 1})
         return {**base, **self.resources.get("*", {}), **self.resources.get(arm, {})}
 
-    def run_cells(self, cells: Sequence[RunSpec], job: CellJob) -> None:
+    def run_cells(self, cells: Sequence[Cell], job: CellJob) -> None:
         started = not ray.is_initialized()
         if started:
             options = dict(self.init_options)
@@ -123,7 +123,7 @@ class RayExecutor:
             ray.init(address=self.address, runtime_env=self.runtime_env, **options)
         self.exclusive = exclusive_request()
         try:
-            _Driver(self, job, list(cells)).run()
+            Driver(self, job, list(cells)).run()
         finally:
             if started:
                 ray.shutdown()

@@ -1,5 +1,5 @@
 """Load from several machines against one endpoint: N Ray actors, each running the async client
-(:func:`specbench.client.stream_chat`) on its share of the requests.
+(:func:`specbench.client.stream.stream_chat`) on its share of the requests.
 
 Timing stays valid across machines because every latency in a record — ``t_headers_ns``,
 each chunk's ``t_ns``, ``t_end_ns``, hence TTFT and ITL — is a ``perf_counter_ns`` difference
@@ -28,12 +28,12 @@ from typing import Any, cast
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
-from specbench.client import chat_body, open_streamer, stream_chat
-from specbench.config import RequestSpec
-from specbench.executors._ray_common import Relay, clock_offset, here, node_name, start_inbox
+from specbench.client.stream import chat_body, open_streamer, stream_chat
+from specbench.executors._ray_common import Relay, clock_offset, node_identity, node_name, start_inbox
 from specbench.executors._ray_resources import task_options
-from specbench.schema import RequestRecord
-from specbench.store import RunStore, _write_json, environment, now_iso
+from specbench.matrix.config import RequestSpec
+from specbench.store.rundir import RunStore, environment, now_iso, write_json
+from specbench.store.schema import RequestRecord
 
 Observer = Callable[[str, dict[str, Any]], None]
 Item = tuple[int, RequestSpec, dict[str, Any]]  # (index, request, body)
@@ -51,10 +51,10 @@ class LoadWorker:
         return time.time()
 
     def where(self) -> dict[str, Any]:
-        return here()
+        return node_identity()
 
     def environment(self) -> dict[str, Any]:
-        return {**environment(), "node": here()}
+        return {**environment(), "node": node_identity()}
 
     def run(
         self, base_url: str, items: list[Item], concurrency: int, timeout: float, start_at: float,
@@ -259,7 +259,7 @@ class _Load:
             self.envs_written.add(w.info["node"])
             env = {**ray.get(w.actor.environment.remote()), "clock": clock}
             (self.store.root / "envs").mkdir(exist_ok=True)
-            _write_json(Path(self.store.root, "envs", f"{w.info['node']}.json"), env)
+            write_json(Path(self.store.root, "envs", f"{w.info['node']}.json"), env)
         return w
 
     def _start(self, w: _Worker, start_at: float) -> Any:

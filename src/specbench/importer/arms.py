@@ -8,7 +8,7 @@ import pandas as pd
 
 from specbench.engines import engine_for
 from specbench.errors import ConfigError
-from specbench.importer.values import _missing, _text
+from specbench.importer.values import as_text, is_missing
 
 #: Request settings that become per-arm flags when arms differ in them, so CONFOUND sees them.
 REQUEST_FLAGS = {"max_tokens": "--max-tokens", "temperature": "--temperature"}
@@ -21,7 +21,7 @@ def parse_columns(specs: Iterable[str]) -> list[str]:
     return [p.strip() for spec in specs for p in spec.split(",") if p.strip()]
 
 
-def _arm_flags(
+def arm_flags_of(
     raw: pd.DataFrame, table: pd.DataFrame, flags: Sequence[str], name: str
 ) -> dict[str, list[str]]:
     """``--flags`` columns as command-line flags per arm (arms in file order); request settings
@@ -48,7 +48,7 @@ def _arm_flags(
 
 def _constant(values: pd.Series, column: str, arm: str, name: str) -> str | None:
     """An arm is one configuration: a flag column must hold one value for all its rows."""
-    seen = {None if _missing(v) else _text(v) for v in values}
+    seen = {None if is_missing(v) else as_text(v) for v in values}
     if len(seen) > 1:
         shown = ", ".join(sorted("(empty)" if v is None else v for v in seen))
         raise ConfigError(
@@ -70,10 +70,10 @@ def _flag(column: str, value: str | None) -> list[str]:
 
 
 def _value_set(values: pd.Series) -> str:
-    return ",".join(_text(v) for v in sorted(values.dropna().unique()))
+    return ",".join(as_text(v) for v in sorted(values.dropna().unique()))
 
 
-def _baseline(arm_flags: dict[str, list[str]], given: str | None, name: str) -> str:
+def choose_baseline(arm_flags: dict[str, list[str]], given: str | None, name: str) -> str:
     """The given arm; else one named ``baseline``; else the only non-speculating arm; else the first."""
     arms = list(arm_flags)
     if given is not None:
@@ -93,7 +93,7 @@ _ENGINE = engine_for("imported")  # the run's engine: reads an imported arm's fl
 DECLARED = "--spec-imported"
 
 
-def _declare_speculation(
+def declare_speculation(
     arm_flags: dict[str, list[str]],
     table: pd.DataFrame,
     speculative: Sequence[str],

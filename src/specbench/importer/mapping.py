@@ -58,7 +58,7 @@ UNIT_MS = {"ms": 1.0, "s": 1000.0, "sec": 1000.0, "secs": 1000.0, "seconds": 100
 
 
 @dataclass(frozen=True)
-class _Source:
+class Source:
     """Where one field comes from: a column scaled to specbench units, or a constant."""
 
     column: str | None
@@ -82,20 +82,20 @@ def parse_map(specs: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def _resolve(raw: pd.DataFrame, mapping: dict[str, str], name: str) -> dict[str, _Source]:
+def resolve_columns(raw: pd.DataFrame, mapping: dict[str, str], name: str) -> dict[str, Source]:
     """Explicit --map entries first, then the field's own name, then :data:`ALIASES`."""
     found = ", ".join(raw.columns)
     unknown = sorted(set(mapping) - set(FIELDS))
     if unknown:
         raise ConfigError(f"--map: unknown field {', '.join(unknown)} (fields: {', '.join(FIELDS)})")
-    out: dict[str, _Source] = {}
+    out: dict[str, Source] = {}
     for fld in FIELDS:
         if fld in mapping:
             out[fld] = _explicit(raw, fld, mapping[fld], name, found)
         else:
             column = _find(raw.columns, (fld, *ALIASES.get(fld, ())))
             if column is not None:
-                out[fld] = _Source(column, _scale(fld, column, None))
+                out[fld] = Source(column, _scale(fld, column, None))
     missing = [f for f in REQUIRED if f not in out]
     if missing:
         fields = ", ".join(repr(f) for f in missing)
@@ -104,16 +104,16 @@ def _resolve(raw: pd.DataFrame, mapping: dict[str, str], name: str) -> dict[str,
     return out
 
 
-def _explicit(raw: pd.DataFrame, fld: str, spec: str, name: str, found: str) -> _Source:
+def _explicit(raw: pd.DataFrame, fld: str, spec: str, name: str, found: str) -> Source:
     if spec.startswith("="):
-        return _Source(None, constant=spec[1:])
+        return Source(None, constant=spec[1:])
     column, unit = spec, None
     head, _, tail = spec.rpartition(":")
     if head and tail.lower() in UNIT_MS:
         column, unit = head, tail.lower()
     if column not in raw.columns:
         raise ConfigError(f"{name}: --map {fld}={column}: no such column; columns found: {found}")
-    return _Source(column, _scale(fld, column, unit))
+    return Source(column, _scale(fld, column, unit))
 
 
 def _find(columns: Iterable[str], names: Sequence[str]) -> str | None:

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.errors import ConfigError
-from specbench.importer.arms import _arm_flags, _baseline, _declare_speculation
-from specbench.importer.mapping import _resolve
-from specbench.importer.reading import _format, _read_table
-from specbench.importer.rundir import _manifest, _records, _write
-from specbench.importer.values import _fields, _require_measure, _usable
+from specbench.importer.arms import arm_flags_of, choose_baseline, declare_speculation
+from specbench.importer.mapping import resolve_columns
+from specbench.importer.reading import file_format, read_table
+from specbench.importer.rundir import build_manifest, build_records, write_run
+from specbench.importer.values import field_table, require_measure, usable_rows
 
 
 @dataclass(frozen=True)
@@ -42,20 +42,20 @@ def import_file(
     All checks run before anything is written, so a mistake in ``--map`` or ``--flags`` never
     leaves a half-made run directory behind.
     """
-    fmt = _format(path, fmt)
-    raw = _read_table(path, fmt)
-    sources = _resolve(raw, mapping or {}, path.name)
-    table, derived = _fields(raw, sources, path.name)
-    _require_measure(table, raw, path.name)
-    table, skipped = _usable(table)
+    fmt = file_format(path, fmt)
+    raw = read_table(path, fmt)
+    sources = resolve_columns(raw, mapping or {}, path.name)
+    table, derived = field_table(raw, sources, path.name)
+    require_measure(table, raw, path.name)
+    table, skipped = usable_rows(table)
     if table.empty:
         raise ConfigError(f"{path.name}: no row has an arm, a prompt and a measured value")
-    arm_flags = _arm_flags(raw.loc[table.index], table, flags, path.name)
-    arm_flags = _declare_speculation(arm_flags, table, speculative, controls, path.name)
-    base = _baseline(arm_flags, baseline, path.name)
-    records = _records(table, derived, path.name)
+    arm_flags = arm_flags_of(raw.loc[table.index], table, flags, path.name)
+    arm_flags = declare_speculation(arm_flags, table, speculative, controls, path.name)
+    base = choose_baseline(arm_flags, baseline, path.name)
+    records = build_records(table, derived, path.name)
     columns = {name: src.describe() for name, src in sources.items()}
-    manifest = _manifest(path, fmt, arm_flags, base, table, columns, list(flags), skipped)
-    _write(path, out, manifest, records)
+    manifest = build_manifest(path, fmt, arm_flags, base, table, columns, list(flags), skipped)
+    write_run(path, out, manifest, records)
     counts = {arm: int((table["arm"] == arm).sum()) for arm in arm_flags}
     return ImportResult(out, len(records), counts, skipped, base, columns)

@@ -15,7 +15,7 @@ FORMATS = ("csv", "tsv", "json", "jsonl")
 _SUFFIX_FORMAT = {".csv": "csv", ".tsv": "tsv", ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
-def _format(path: Path, fmt: str | None) -> str:
+def file_format(path: Path, fmt: str | None) -> str:
     chosen = (fmt or _SUFFIX_FORMAT.get(path.suffix.lower(), "")).lower()
     if chosen not in FORMATS:
         raise ConfigError(
@@ -24,7 +24,7 @@ def _format(path: Path, fmt: str | None) -> str:
     return chosen
 
 
-def _read_table(path: Path, fmt: str) -> pd.DataFrame:
+def read_table(path: Path, fmt: str) -> pd.DataFrame:
     """One row per request, columns as the file names them (nested JSON keys joined by dots)."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")

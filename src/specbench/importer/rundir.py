@@ -11,13 +11,13 @@ import pandas as pd
 from specbench import SCHEMA_VERSION
 from specbench.analysis.metrics import METRICS
 from specbench.importer.mapping import NUMERIC
-from specbench.importer.values import _int, _num, _str_or
-from specbench.safeio import guarded, write_atomic
-from specbench.schema import Chunk, RequestRecord
-from specbench.store import RunStore, now_iso
+from specbench.importer.values import as_int, as_num, str_or
+from specbench.store.rundir import RunStore, now_iso
+from specbench.store.safeio import guarded, write_atomic
+from specbench.store.schema import Chunk, RequestRecord
 
 
-def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[RequestRecord]:
+def build_records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[RequestRecord]:
     """One record per row, in file order (``seq``): the only order an imported file records."""
     repeats = table.groupby(["arm", "prompt"], sort=False).cumcount().tolist()
     by_row: dict[int, list[str]] = {}
@@ -27,7 +27,7 @@ def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> l
     out = []
     items = zip(table.index.tolist(), table.to_dict("records"), repeats, strict=True)
     for seq, (row, values, occurrence) in enumerate(items, start=1):
-        given = _num(values.get("repeat"))
+        given = as_num(values.get("repeat"))
         rec = _record(values, seq, int(given) if given is not None else int(occurrence))
         rec["source"] = {"file": name, "row": int(row), "derived": by_row.get(int(row), [])}
         out.append(rec)
@@ -37,20 +37,20 @@ def _records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> l
 def _record(row: dict[Any, Any], seq: int, repeat: int) -> RequestRecord:
     """The shape of a native record (drive.CellDriver._one) with ``imported`` values instead of
     raw chunks; metrics.frame prefers ``imported`` over anything computed from chunks."""
-    num = {f: _num(row.get(f)) for f in NUMERIC}
+    num = {f: as_num(row.get(f)) for f in NUMERIC}
     usage = {"prompt_tokens": num["prompt_tokens"], "completion_tokens": num["output_tokens"]}
     rec: RequestRecord = {
         "arm": row["arm"],
         "repeat": repeat,
-        "workload": _str_or(row.get("workload"), "imported"),
+        "workload": str_or(row.get("workload"), "imported"),
         "prompt_id": row["prompt"],
-        "category": _str_or(row.get("category"), "imported"),
+        "category": str_or(row.get("category"), "imported"),
         "warmup": False,
         "seq": seq,
-        "error": _str_or(row.get("error"), None),
-        "request": {"max_tokens": _int(num["max_tokens"]), "temperature": num["temperature"]},
+        "error": str_or(row.get("error"), None),
+        "request": {"max_tokens": as_int(num["max_tokens"]), "temperature": num["temperature"]},
         "usage": {k: int(v) for k, v in usage.items() if v is not None},
-        "chunks": _text_chunks(_str_or(row.get("text"), None), num["ttft_ms"]),
+        "chunks": _text_chunks(str_or(row.get("text"), None), num["ttft_ms"]),
         "imported": {f: v for f in METRICS if (v := num[f]) is not None},
     }
     if num["draft_n"] is not None:
@@ -69,7 +69,7 @@ def _text_chunks(text: str | None, ttft_ms: float | None) -> list[Chunk]:
     return [Chunk(t_ns, text, None, None, None)]
 
 
-def _manifest(
+def build_manifest(
     path: Path,
     fmt: str,
     arm_flags: dict[str, list[str]],
@@ -79,7 +79,7 @@ def _manifest(
     flags: list[str],
     skipped: int,
 ) -> dict[str, Any]:
-    names = table["workload"].map(lambda w: _str_or(w, "imported")) if "workload" in table else ["imported"]
+    names = table["workload"].map(lambda w: str_or(w, "imported")) if "workload" in table else ["imported"]
     workloads = sorted({str(w) for w in names})
     return {
         "imported": True,
@@ -102,7 +102,7 @@ def _manifest(
     }
 
 
-def _write(path: Path, out: Path, manifest: dict[str, Any], records: list[RequestRecord]) -> None:
+def write_run(path: Path, out: Path, manifest: dict[str, Any], records: list[RequestRecord]) -> None:
     """Manifest, a copy of the source file, an env that says the machine is unknown, records."""
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(out)

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 
 from specbench.errors import ConfigError
-from specbench.importer.mapping import NUMERIC, _Source
+from specbench.importer.mapping import NUMERIC, Source
 
 
-def _fields(
-    raw: pd.DataFrame, sources: dict[str, _Source], name: str
+def field_table(
+    raw: pd.DataFrame, sources: dict[str, Source], name: str
 ) -> tuple[pd.DataFrame, dict[str, list[int]]]:
     """A frame with one column per resolved field, in specbench units, plus derived values."""
     table = pd.DataFrame(index=raw.index)
@@ -26,7 +26,7 @@ def _fields(
         elif fld == "itls":
             table[fld] = raw[src.column].map(lambda v, s=src.scale: _window_ms(v, s))
         else:
-            table[fld] = raw[src.column].map(lambda v: None if _missing(v) else _text(v)).astype(object)
+            table[fld] = raw[src.column].map(lambda v: None if is_missing(v) else as_text(v)).astype(object)
     _check_drafts(table, sources, name)
     return _derive(table)
 
@@ -42,10 +42,10 @@ def _constant_value(fld: str, value: str, name: str) -> Any:
 
 def _numeric(col: pd.Series, fld: str, column: str, name: str) -> pd.Series:
     try:
-        values = pd.to_numeric(col.map(lambda v: np.nan if _missing(v) else v), errors="coerce")
+        values = pd.to_numeric(col.map(lambda v: np.nan if is_missing(v) else v), errors="coerce")
     except (TypeError, ValueError):
         raise ConfigError(f"{name}: column {column!r} ({fld}) does not hold numbers") from None
-    bad = values.isna() & ~col.map(_missing).astype(bool)
+    bad = values.isna() & ~col.map(is_missing).astype(bool)
     if bad.any():
         row = int(np.argmax(bad.to_numpy()))
         value = col.iloc[row]
@@ -62,7 +62,7 @@ def _numeric(col: pd.Series, fld: str, column: str, name: str) -> pd.Series:
     return values.astype(float)
 
 
-def _check_drafts(table: pd.DataFrame, sources: dict[str, _Source], name: str) -> None:
+def _check_drafts(table: pd.DataFrame, sources: dict[str, Source], name: str) -> None:
     """A request cannot accept more draft tokens than were drafted: such a row is two columns
     mapped the wrong way round, or counters of different things."""
     if "draft_n" not in table or "draft_accepted" not in table:
@@ -109,7 +109,7 @@ def _derive(table: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, list[int]]]:
     return table.drop(columns=["itls"], errors="ignore"), derived
 
 
-def _require_measure(table: pd.DataFrame, raw: pd.DataFrame, name: str) -> None:
+def require_measure(table: pd.DataFrame, raw: pd.DataFrame, name: str) -> None:
     if "decode_tok_s" not in table and "e2e_ms" not in table:
         raise ConfigError(
             f"{name}: no column for 'decode_tok_s' or 'e2e_ms' (use --map decode_tok_s=COLUMN or "
@@ -117,7 +117,7 @@ def _require_measure(table: pd.DataFrame, raw: pd.DataFrame, name: str) -> None:
         )
 
 
-def _usable(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+def usable_rows(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     """Rows with an arm, a prompt and either a measured value or an error message."""
     measured = pd.Series(False, index=table.index)
     for fld in ("decode_tok_s", "e2e_ms"):
@@ -130,7 +130,7 @@ def _usable(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 
 
 # -- one cell ---------------------------------------------------------------------------------
-def _missing(value: Any) -> bool:
+def is_missing(value: Any) -> bool:
     if isinstance(value, list | dict | tuple):
         return False
     if value is None or (isinstance(value, str) and not value.strip()):
@@ -138,7 +138,7 @@ def _missing(value: Any) -> bool:
     return bool(pd.isna(value))
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     """A value as written: floats that are whole numbers lose the ``.0`` JSON/pandas gave them."""
     if isinstance(value, float | np.floating) and float(value).is_integer():
         return str(int(value))
@@ -146,19 +146,19 @@ def _text(value: Any) -> str:
 
 
 @overload
-def _str_or(value: Any, default: str) -> str: ...
+def str_or(value: Any, default: str) -> str: ...
 @overload
-def _str_or(value: Any, default: None) -> str | None: ...
-def _str_or(value: Any, default: str | None) -> str | None:
-    return default if _missing(value) else str(value)
+def str_or(value: Any, default: None) -> str | None: ...
+def str_or(value: Any, default: str | None) -> str | None:
+    return default if is_missing(value) else str(value)
 
 
-def _num(value: Any) -> float | None:
+def as_num(value: Any) -> float | None:
     if value is None or isinstance(value, str):
         return None
     number = float(value)
     return None if math.isnan(number) else number
 
 
-def _int(value: float | None) -> int | None:
+def as_int(value: float | None) -> int | None:
     return None if value is None else int(value)

@@ -14,7 +14,7 @@ from specbench.errors import LabError
 from specbench.lab.acceptance import designed_acceptance
 from specbench.lab.gguf_model import Arch
 from specbench.lab.make import LabSpec, cached_pair
-from specbench.paths import cache_dir
+from specbench.store.paths import cache_dir
 from specbench.transport import fetch_blocking
 
 CHECK_PROMPTS = ("Count with me.", "Tell me a story.", "What comes next?", "Continue the sequence.")

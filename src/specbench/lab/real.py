@@ -27,7 +27,7 @@ from importlib.resources import files
 from pathlib import Path
 
 from specbench.errors import ConfigError, InstallError
-from specbench.paths import cache_dir
+from specbench.store.paths import cache_dir
 
 PLAIN_TEMPLATE = "plain.jinja"
 

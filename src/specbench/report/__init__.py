@@ -2,6 +2,9 @@
 BENCHMARK_ENV.md, each rendered from one :class:`specbench.analysis.result.Analysis`; merging runs
 from several machines; the text form of a run-vs-run comparison.
 
+Step 9, the last of the flow matrix → workloads → run → executors → engines → client → store →
+analysis (theory) → report: takes in an ``Analysis`` and hands on files.
+
 Public API::
 
     render_report(run_dir, formats=("md", "html", "json", "csv"), analysis=None) -> list[Path]

@@ -17,7 +17,7 @@ import pandas as pd
 
 from specbench import __version__
 from specbench.report.document import Block, Code, Heading, Para, Table
-from specbench.store import RunStore
+from specbench.store.rundir import RunStore
 
 GIB = 2**30
 MISSING_ENV = (

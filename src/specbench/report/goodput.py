@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from specbench.analysis.goodput import Goodput
-from specbench.config import SLOSpec
+from specbench.matrix.config import SLOSpec
 from specbench.report.document import Block, Heading, Para, Table
 from specbench.report.tables import fmt, fmt_ci
 

@@ -17,8 +17,8 @@ from typing import Any, cast
 
 from specbench.engines.argstore import ARGS_FILE
 from specbench.errors import StoreError
-from specbench.schema import CellInfo, RequestRecord
-from specbench.store import RunStore, now_iso
+from specbench.store.rundir import RunStore, now_iso
+from specbench.store.schema import CellInfo, RequestRecord
 
 
 def _source(path: Path, index: int) -> dict[str, Any]:

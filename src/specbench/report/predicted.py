@@ -1,7 +1,7 @@
 """The "Predicted vs measured" section: the theory model calibrated on the baseline arm, per arm.
 
 The theory fits η_bw so its baseline equals the measured baseline, then predicts each speculative
-arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.theory.runpredict`).
+arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.analysis.predicted.arms`).
 ``error = measured / predicted − 1``. The theory is computed by :func:`specbench.analysis.result.analyse`;
 when no prediction is possible the section is one line saying why; it never stops the report.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pandas as pd
 
+from specbench.analysis.predicted.arms import RunTheory
+from specbench.analysis.predicted.text import prediction_rows, skipped_lines
 from specbench.report.document import Block, Bullets, Heading, Para, Table
-from specbench.theory.runpredict import RunTheory
-from specbench.theory.runtext import prediction_rows, skipped_lines
 
 TITLE = "Predicted vs measured"
 NOTE = (

@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
+from specbench.matrix.tuneblock import NUMERIC
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
-from specbench.tunespec import NUMERIC
 
 
 def tune_entry(run_dir: Path) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from specbench.errors import ConfigError
 from specbench.theory.arch import Architecture
 from specbench.theory.cost import Efficiency, forward_cost, forward_time, sampling_time
 from specbench.theory.hardware import Gpu
-from specbench.theory.predict import Weights, check_inputs
+from specbench.theory.inputs import Weights, check_inputs
 from specbench.theory.presets import get_gpu, get_model, get_quant
 
 

@@ -25,7 +25,7 @@ from specbench.errors import ConfigError
 from specbench.theory.calibrate import baseline_tok_s
 from specbench.theory.cost import Efficiency, forward_cost
 from specbench.theory.hardware import Gpu
-from specbench.theory.predict import Weights
+from specbench.theory.inputs import Weights
 
 MARGIN = 1e-6  # solve for a bandwidth this much above the exact one, so η_bw = 1 fits it
 

@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from specbench.errors import ConfigError
-from specbench.theory.arch import Architecture, recurrent_state_bytes
+from specbench.theory.arch import recurrent_state_bytes
+from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.cost import (
     Bound,
     Efficiency,
@@ -42,6 +43,7 @@ from specbench.theory.formulas import (
     tree_tokens_per_round,
 )
 from specbench.theory.hardware import Gpu
+from specbench.theory.inputs import Weights, check_inputs
 from specbench.theory.methods import (
     DraftSetup,
     catchup_time,
@@ -134,16 +136,6 @@ def _resolve_alpha(
     return alpha_from_acceptance(acceptance, k), acceptance
 
 
-def check_inputs(draft_max: int, concurrency: int, context: int) -> None:
-    """K, C and context each at least 1 (a ConfigError naming the one that is not)."""
-    if draft_max < 1:
-        raise ConfigError(f"draft_max must be at least 1, got {draft_max}")
-    if concurrency < 1:
-        raise ConfigError(f"concurrency must be at least 1, got {concurrency}")
-    if context < 1:
-        raise ConfigError(f"context must be at least 1 token, got {context}")
-
-
 def predict(
     model: str,
     gpu: str | Gpu,
@@ -187,9 +179,7 @@ def predict(
     device = tensor_parallel_device(
         gpu if isinstance(gpu, Gpu) else get_gpu(gpu), tensor_parallel, target.arch
     )
-    if baseline_tok_s is not None:  # imported here: calibrate.py imports this module
-        from specbench.theory.calibrate import fit_bandwidth
-
+    if baseline_tok_s is not None:
         efficiency = fit_bandwidth(
             baseline_tok_s, target, device, context, concurrency=concurrency, efficiency=efficiency
         )
@@ -226,15 +216,6 @@ class Tree:
             raise ConfigError("a tree needs top_k >= 1 and tokens >= 1")
 
 
-@dataclass(frozen=True)
-class Weights:
-    """A model architecture stored at ``bytes_per_weight`` (``quant`` names the format)."""
-
-    arch: Architecture
-    bytes_per_weight: float
-    quant: str
-
-
 def predict_architecture(
     target: Weights,
     gpu: Gpu,
@@ -256,7 +237,7 @@ def predict_architecture(
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
     ``target_pass(T)``, when given, is the measured time of one target pass over T tokens (see
-    :mod:`specbench.probe`); it replaces the roofline for the baseline step and the verify pass.
+    :mod:`specbench.run.probe`); it replaces the roofline for the baseline step and the verify pass.
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)

@@ -5,8 +5,8 @@ the GPU ``cpu`` is measured on this machine the first time it is asked for.
 
 Names match case-insensitively ignoring spaces, dashes, dots and underscores::
 
-    key("RTX 3090") == key("rtx-3090") == key("rtx3090") == "rtx3090"
-    key("Q4_K_M") == key("q4km")
+    preset_key("RTX 3090") == preset_key("rtx-3090") == preset_key("rtx3090") == "rtx3090"
+    preset_key("Q4_K_M") == preset_key("q4km")
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ T = TypeVar("T")
 _IGNORED = re.compile(r"[\s\-._]+")
 
 
-def key(name: str) -> str:
+def preset_key(name: str) -> str:
     """The normalised form: lower case, with spaces, dashes, dots and underscores removed."""
     return _IGNORED.sub("", name).lower()
 
@@ -54,9 +54,9 @@ class Catalog(Generic[T]):
 
     def resolve(self, name: str) -> str:
         """The display name ``name`` refers to; ConfigError listing the known names if none."""
-        wanted = key(name)
+        wanted = preset_key(name)
         for display in self.entries:
-            if key(display) == wanted:
+            if preset_key(display) == wanted:
                 return display
         if wanted in self.aliases:
             return self.aliases[wanted]
@@ -68,11 +68,11 @@ class Catalog(Generic[T]):
 
 def build_catalog(kind: str, entries: Mapping[str, T], aliases: Iterable[tuple[str, str]]) -> Catalog[T]:
     """A catalog whose alias keys are normalised; an alias clashing with a name is a ConfigError."""
-    own = {key(n) for n in entries}
+    own = {preset_key(n) for n in entries}
     table: dict[str, str] = {}
     for alias, display in aliases:
-        k = key(alias)
-        if k in own and key(display) != k:
+        k = preset_key(alias)
+        if k in own and preset_key(display) != k:
             raise ConfigError(f"{kind} alias {alias!r} clashes with a preset name")
         table[k] = display
     return Catalog(kind=kind, entries=dict(entries), aliases=table)
@@ -174,7 +174,7 @@ def load_gpu_file(path: str | Path) -> Gpu:
 def get_gpu(name: str) -> Gpu:
     """A preset GPU, a hardware YAML file by path, or ``cpu`` (measured); unknown names list the
     known ones."""
-    if key(name) == CPU:
+    if preset_key(name) == CPU:
         return cpu()
     if name.endswith((".yaml", ".yml")) or Path(name).is_file():
         return load_gpu_file(name)

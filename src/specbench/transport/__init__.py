@@ -2,7 +2,7 @@
 
 Two users, one library and one policy. The control plane (an engine's self-description, /health,
 /metrics scrapes, /tokenize, attach mode's probe) asks through :class:`Http`, which reads each
-small answer whole into a :class:`Reply`. The measured streams (:mod:`specbench.client`) open their
+small answer whole into a :class:`Reply`. The measured streams (:mod:`specbench.client.stream`) open their
 session with :func:`session` over a connector that stamps each read. Both send a request once more
 when a pooled keep-alive connection turns out closed before anything came back (:func:`stale`),
 and both report a failure as data or as :class:`specbench.errors.ClientError`, never as an

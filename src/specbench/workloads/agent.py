@@ -39,7 +39,7 @@ SYSTEM = (
 ASKS = (
     ("tool", "Run the tests whose names match 'store' and tell me what failed."),
     ("prose", "Summarise, in one paragraph, what we changed so far and why."),
-    ("tool", "Read the file src/specbench/runner.py."),
+    ("tool", "Read the file src/specbench/run/runner.py."),
     ("prose", "Explain the trade-off we discussed between n-gram and draft-model speculation."),
     ("tool", "What is the weather in Lisbon, in celsius?"),
     ("prose", "List the open risks in the plan, as bullet points."),

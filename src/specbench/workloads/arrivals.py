@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from specbench.safeio import write_atomic
+from specbench.store.safeio import write_atomic
 
 T = TypeVar("T")
 

@@ -12,16 +12,14 @@ The bundled file and user files share one JSONL row format, so both go through
 from __future__ import annotations
 
 import json
-import os
 import random
-import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 from specbench.errors import ConfigError
-from specbench.paths import path_problem
+from specbench.matrix.files import read_regular
 
 CATEGORIES: tuple[str, ...] = (
     "coding",
@@ -110,54 +108,6 @@ MAX_PROMPT_FILE_BYTES = 512 * 1024 * 1024  # well above any prompt set; /dev/zer
 def read_text(path: Path) -> str:
     """A dataset file's text, with unreadable files reported as a ConfigError naming the path."""
     return read_regular(path, MAX_PROMPT_FILE_BYTES, "prompt file")
-
-
-def read_regular(path: Path, limit: int, what: str) -> str:
-    """The UTF-8 text of the regular file ``path``, at most ``limit`` bytes; ConfigError naming
-    ``path`` otherwise. Opened without blocking and checked before reading: a FIFO would block
-    ``open`` until a writer came, and ``/dev/zero`` would be read until memory ran out."""
-    problem = path_problem(str(path))
-    if problem:
-        raise ConfigError(f"{what} {_short(path)}: the path {problem}")
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as err:
-        raise ConfigError(f"{path}: cannot read the {what}: {err.strerror or err}") from None
-    info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
-        os.close(fd)
-        raise ConfigError(f"{path}: the {what} must be a regular file, not {file_kind(info.st_mode)}")
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise ConfigError(f"{path}: the {what} is larger than {limit // (1024 * 1024)} MiB")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise ConfigError(
-            f"{path}: cannot read the {what}: not UTF-8 text ({err.reason} at byte {err.start})"
-        ) from None
-
-
-def file_kind(mode: int) -> str:
-    """What a non-regular file is, in words, for an error line."""
-    kinds = (
-        (stat.S_ISDIR, "a folder"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"),
-        (stat.S_ISCHR, "a character device"),
-        (stat.S_ISBLK, "a block device"),
-        (stat.S_ISSOCK, "a socket"),
-    )
-    return next((name for test, name in kinds if test(mode)), "a special file")
-
-
-def _short(path: Path, width: int = 80) -> str:
-    """A path cut for an error line (a 5,000-character path would bury the message)."""
-    text = str(path)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-# --- row validation -------------------------------------------------------------------
 
 
 def as_object(value: object) -> Mapping[str, object]:

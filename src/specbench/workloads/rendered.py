@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.config import RequestSpec
 from specbench.engines.base import Engine
+from specbench.matrix.config import RequestSpec
 from specbench.transport import Http
 
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.config import Matrix, RequestSpec, WorkloadSpec
 from specbench.errors import ConfigError
+from specbench.matrix.config import Matrix, RequestSpec, WorkloadSpec
+from specbench.matrix.files import matrix_path
 from specbench.workloads import agent
 from specbench.workloads.prompts import Prompt, load_bundled, load_prompt_file, select
 
@@ -234,8 +235,7 @@ def _prompts(spec: WorkloadSpec, suite: Suite, seed: int, base: Path) -> list[Pr
     if suite.builder == "lengths":  # n distinct prompts per length (see _lengths)
         n *= len(spec.lengths or suite.lengths) or 1
     if spec.prompt_file:
-        path = Path(spec.prompt_file)
-        pool = load_prompt_file(path if path.is_absolute() else base / path)
+        pool = load_prompt_file(matrix_path(base, spec.prompt_file))
     else:
         pool = _fitting(load_bundled(), _input_target(spec, suite))
     return select(pool, min(n, len(pool)), seed, spec.categories)

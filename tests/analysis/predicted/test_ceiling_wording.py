@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from specbench.analysis.predicted.arms import theory_or_reason
 from specbench.theory.hardware import Gpu
-from specbench.theory.runpredict import theory_or_reason
 from tests.support.synth import Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
 # the machine probe a run stores, fixed (a FAKE device: the wording, not the machine, is tested)
@@ -19,7 +19,7 @@ FAKE_CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=1.0, memory_gb=32.0, unified=Tr
 def test_the_raised_bandwidth_is_said_to_replace_the_probed_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("specbench.theory.runspec.stored_cpu", lambda run_dir: FAKE_CPU)
+    monkeypatch.setattr("specbench.analysis.predicted.models.stored_cpu", lambda run_dir: FAKE_CPU)
     plan = Plan(
         arms={"baseline": Arm(decode_tok_s=200), "fast": spec(300)}, prompts_per_category=2, repeats=2
     )

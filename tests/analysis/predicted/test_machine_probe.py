@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from specbench.analysis.predicted.arms import run_theory, theory_or_reason
 from specbench.errors import ConfigError
-from specbench.theory import machine
-from specbench.theory.machine import FILENAME, record_machine_probe, stored_cpu
-from specbench.theory.runpredict import run_theory, theory_or_reason
+from specbench.store import machineprobe as machine
+from specbench.store.machineprobe import FILENAME, record_machine_probe, stored_cpu
 from tests.support.synth import Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
 
@@ -33,7 +33,7 @@ def _no_live_probe(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args: object, **kw: object) -> None:
         raise AssertionError("the theory probed the machine while rendering")
 
-    for where in ("specbench.theory.hardware", "specbench.theory.presets", "specbench.theory.machine"):
+    for where in ("specbench.theory.hardware", "specbench.theory.presets", "specbench.store.machineprobe"):
         monkeypatch.setattr(f"{where}.probe_cpu", refuse)
 
 
@@ -79,8 +79,8 @@ def test_a_broken_probe_file_names_the_file(tmp_path: Path) -> None:
 def test_the_runner_probes_before_the_first_cell_only_when_serving_locally(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from specbench import runner as runner_module
     from specbench.executors import LocalExecutor
+    from specbench.run import runner as runner_module
     from tests.support.runners import RecordingRunner, make_runner
 
     events: list[str] = []

@@ -11,6 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from specbench.analysis.predicted.arms import calibrate_from_run, predict_arms, run_theory, theory_or_reason
+from specbench.analysis.predicted.models import (
+    arm_method,
+    device_from_run,
+    gpu_preset,
+    lab_weights,
+    model_from_run,
+)
+from specbench.analysis.predicted.setup import calibrate_setup, run_setup
+from specbench.analysis.predicted.text import format_arm_predictions
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
@@ -19,16 +29,6 @@ from specbench.theory.cost import forward_cost, head_share, sampling_time
 from specbench.theory.formulas import tokens_per_round
 from specbench.theory.hardware import Gpu
 from specbench.theory.predict import predict_architecture
-from specbench.theory.runpredict import calibrate_from_run, predict_arms, run_theory, theory_or_reason
-from specbench.theory.runsetup import calibrate_setup, run_setup
-from specbench.theory.runspec import (
-    arm_method,
-    device_from_run,
-    gpu_preset,
-    lab_weights,
-    model_from_run,
-)
-from specbench.theory.runtext import format_arm_predictions
 from tests.support.records import write_cells, write_records
 from tests.support.synth import SPEC_ARGS, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 
@@ -38,7 +38,7 @@ NGRAM = ("--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16")
 
 @pytest.fixture(autouse=True)
 def fake_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("specbench.theory.runspec.stored_cpu", lambda run_dir: FAKE_CPU)
+    monkeypatch.setattr("specbench.analysis.predicted.models.stored_cpu", lambda run_dir: FAKE_CPU)
 
 
 def small_plan(**arms: Arm) -> Plan:
@@ -435,8 +435,8 @@ def test_llamacpp_runs_cost_the_replay_after_a_restore_others_do_not(lab_run: Pa
 
 
 def test_a_round_not_measurable_is_printed_as_such_with_its_reason() -> None:
-    from specbench.theory.runpredict import ArmPrediction
-    from specbench.theory.runtext import prediction_rows, skipped_lines
+    from specbench.analysis.predicted.arms import ArmPrediction
+    from specbench.analysis.predicted.text import prediction_rows, skipped_lines
 
     arm = ArmPrediction(
         "draft4", method="draft", draft_max=4, predicted_speedup=1.2, round_ms_model=8.1, round_note="why"

@@ -1,0 +1,302 @@
+"""Calibrate the theory on a run's baseline arm and put its prediction next to each measured arm.
+
+Everything is a pure function of the run directory (plus the ``cpu`` probe for CPU runs).
+
+Calibration. The baseline arm fixes the bandwidth efficiency η_bw (analysis/predicted/setup.py, which
+reads what the theory needs from the run). Optionally the per-round overhead is fitted to one
+arm's measured speedup S in closed form, on its speedup replayed on its measured draft counts
+(analysis/predicted/counts.py, clamped at 0)::
+
+    t_round = ((N − n) · t_step / S − (S' − R − P) · t_step) / R
+
+Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's configured K gives
+α = A⁻¹(A, K) (:func:`alpha_from_acceptance`), and the model predicts the speedup::
+
+    predicted = (C · τ(α, K) / t_round) / (C / t_step)       error = measured / predicted − 1
+
+``measured`` is :func:`specbench.analysis.comparisons`' paired ratio with its 95 % CI.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from specbench import analysis
+from specbench.analysis import RunData
+from specbench.analysis.predicted import counts as C
+from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
+from specbench.analysis.predicted.setup import RunSetup, calibrate_setup, run_setup
+from specbench.analysis.stats import Comparison
+from specbench.errors import ConfigError
+from specbench.theory.cost import Efficiency
+from specbench.theory.methods import replay_tokens
+from specbench.theory.passcurve import PassCurve
+from specbench.theory.predict import Prediction, predict_architecture
+
+
+@dataclass(frozen=True)
+class ArmPrediction:
+    """One arm: predicted vs measured decode speedup over the baseline, or why it was skipped.
+
+    ``error = measured / predicted − 1`` (NaN when either is missing); ``fitted`` marks the arm
+    the round overhead was fitted to (its error is 0 unless the fit was clamped at 0).
+    """
+
+    arm: str
+    method: str | None = None
+    label: str | None = None
+    draft_max: int | None = None
+    acceptance: float = math.nan
+    alpha: float = math.nan
+    predicted_speedup: float = math.nan
+    measured_speedup: float = math.nan
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    predicted_tok_s: float = math.nan
+    measured_tok_s: float = math.nan
+    replayed_speedup: float = math.nan  # the cost model on the measured counts (analysis/predicted/counts.py)
+    mean_draft: float = math.nan
+    drafting_share: float = math.nan
+    round_ms_measured: float = math.nan  # one drafting round, from the decode windows
+    round_ms_model: float = math.nan  # the model's round at the measured mean draft length
+    round_note: str | None = None  # why round_ms_measured is not measurable (analysis/predicted/counts.py)
+    fitted: bool = False
+    reason: str | None = None
+
+    @property
+    def error(self) -> float:
+        return self.measured_speedup / self.predicted_speedup - 1.0
+
+    @property
+    def skipped(self) -> bool:
+        return self.reason is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values, ``error`` included; NaN becomes None (strict JSON)."""
+        return {k: _finite(v) for k, v in {**asdict(self), "error": self.error}.items()}
+
+
+@dataclass(frozen=True)
+class RunTheory:
+    """The calibration and the per-arm predictions of one run."""
+
+    setup: RunSetup
+    efficiency: Efficiency
+    arms: list[ArmPrediction]
+
+    def describe(self) -> str:
+        """What the theory was calibrated on, in two sentences."""
+        s, t, eff = self.setup, self.setup.models.target, self.efficiency
+        draft = f"; draft {s.models.draft.arch.name} at {s.models.draft.quant}" if s.models.draft else ""
+        device = f"{s.gpu.name} ({s.gpu.bandwidth_gbs:.1f} GB/s)"
+        return (
+            f"Calibrated on {s.run.baseline} ({s.baseline_tok_s:.1f} tok/s per sequence, reproduced exactly):"
+            f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms."
+            f" Target {t.arch.name} at {t.quant}{draft} (from {s.models.source});"
+            f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)}"
+            + (f" {s.roofline_note}" if s.roofline_note else "")
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The calibration (device, efficiency, baseline, models) and every arm, as strict JSON values."""
+        s = self.setup
+        return {
+            "calibration": self.describe(),
+            "baseline_arm": s.run.baseline,
+            "baseline_tok_s": s.baseline_tok_s,
+            "device": asdict(s.gpu),
+            "efficiency": asdict(self.efficiency),
+            "target": s.models.target.arch.name,
+            "draft": s.models.draft.arch.name if s.models.draft else None,
+            "model_source": s.models.source,
+            "concurrency": s.concurrency,
+            "context": s.context,
+            "verify_curve": _curve_dict(s.curve),
+            "arms": [a.to_dict() for a in self.arms],
+        }
+
+
+def _curve_dict(curve: PassCurve | None) -> dict[str, Any] | None:
+    """Median prefill ms per size and the ratio v(T) to the anchor, or None without a probe."""
+    if curve is None:
+        return None
+    return {
+        "prefill_ms": dict(zip(curve.sizes, curve.prefill_ms, strict=True)),
+        "ratio": {t: curve.ratio(t) for t in curve.sizes},
+        "anchor": curve.anchor,
+    }
+
+
+def _verify_source(s: RunSetup) -> str:
+    if s.curve is None:
+        return "Verify cost from the roofline (the run has no forward probe)."
+    ks = [k for k in (2, 5, 9, 17) if k * s.concurrency <= s.curve.sizes[-1]]  # measured, not extrapolated
+    shown = ", ".join(f"v({k})={s.curve.ratio(k * s.concurrency):.2f}" for k in ks)
+    return f"Verify cost measured by the forward probe ({shown} decode steps)."
+
+
+# -- calibration ------------------------------------------------------------------------------
+def calibrate_from_run(run_dir: Path, fit_arm: str | None = None) -> Efficiency:
+    """Efficiency fitted to ``run_dir``'s baseline arm (and the round overhead to ``fit_arm``)."""
+    setup = run_setup(run_dir)
+    eff = calibrate_setup(setup)
+    return fit_round_overhead(setup, eff, fit_arm) if fit_arm else eff
+
+
+# -- per arm ------------------------------------------------------------------------------------
+def _acceptance(run: RunData, arm: str) -> float:
+    # Per-request counts, else the /metrics counter deltas (vLLM without per-request metrics).
+    a, _ = analysis.arm_acceptance(run, arm)
+    if not math.isfinite(a):
+        raise ConfigError("no drafted tokens were measured, so there is no acceptance to predict from")
+    return a
+
+
+def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency) -> Prediction:
+    path = spec.draft_path
+    if path and setup.run_dir is not None:
+        path = run_path(setup.run_dir, path)
+    draft = draft_weights(path) if path else None
+    return predict_architecture(
+        setup.models.target,
+        setup.gpu,
+        spec.method,
+        spec.draft_max,
+        acceptance=acceptance,
+        draft=draft,
+        concurrency=setup.concurrency,
+        context=setup.context,
+        efficiency=eff,
+        target_pass=setup.curve,
+        replay=setup.replays,
+    )
+
+
+def _spec(setup: RunSetup, arm: str) -> ArmMethod:
+    spec = arm_method(setup.run.arm_args(arm), setup.run.engine)
+    if spec is None:
+        raise ConfigError("the arm does not speculate")
+    return spec
+
+
+def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency:
+    """Per-round overhead making ``arm``'s replayed speedup (its measured draft counts) equal its
+    measured one; the α-prediction, which drafts every pass, would load an n-gram arm drafting on
+    a sixth of its passes with six rounds' cost per round. Clamped at 0: a negative host cost would
+    only hide the miss in the other arms."""
+    cmp = analysis.comparisons(setup.run).get(arm)
+    if cmp is None or not cmp.ratio > 0:
+        raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
+    spec, acceptance = _spec(setup, arm), _acceptance(setup.run, arm)
+    counts = C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max)
+    if counts.rounds > 0:
+        step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
+        needed = C.round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay)
+        return replace(eff, round_s=max(0.0, eff.round_s + needed - round_s))
+    p = _predict(setup, spec, acceptance, eff)  # no counts: fit the α-prediction
+    needed = setup.concurrency * p.breakdown.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
+    return replace(eff, round_s=max(0.0, needed - (p.breakdown.round_s - p.breakdown.overhead_s)))
+
+
+def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> ArmPrediction:
+    measured = ArmPrediction(
+        arm,
+        measured_speedup=cmp.ratio if cmp else math.nan,
+        ci_low=cmp.ci_low if cmp else math.nan,
+        ci_high=cmp.ci_high if cmp else math.nan,
+        measured_tok_s=float(setup.run.df.loc[setup.run.df["arm"] == arm, "decode_tok_s"].median()),
+    )
+    try:
+        spec = _spec(setup, arm)
+        measured = replace(measured, method=spec.method, label=spec.label, draft_max=spec.draft_max)
+        acceptance = _acceptance(setup.run, arm)
+        p = _predict(setup, spec, acceptance, eff)
+        replayed = _replayed(setup, spec, acceptance, eff, measured)
+    except ConfigError as err:
+        return replace(measured, reason=str(err))
+    return replace(
+        replayed,
+        acceptance=acceptance,
+        alpha=p.breakdown.alpha,
+        predicted_speedup=p.speedup,
+        predicted_tok_s=p.spec_tok_s / setup.concurrency,
+    )
+
+
+def _round_at(
+    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, mean_draft: float
+) -> tuple[float, float, float]:
+    """(t_step, t_round, P(replay) per round) at a fractional draft length, linear between the
+    two whole K around it. P is 1 − α^K on a hybrid target that replays (methods.py), else 0."""
+    low = max(1, math.floor(mean_draft))
+    w = min(1.0, max(0.0, mean_draft - low))
+    # α is re-derived from A (measured at the arm's K) at each whole K: it only shapes the
+    # checkpoint and replay terms here, the counts fix everything else.
+    bds = [_predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown for k in (low, low + 1)]
+    replays = [
+        replay_tokens(b.alpha, k)[0] if b.replay_s > 0 else 0.0
+        for b, k in zip(bds, (low, low + 1), strict=True)
+    ]
+    round_s = (1 - w) * bds[0].round_s + w * bds[1].round_s
+    return bds[0].target_step_s, round_s, (1 - w) * replays[0] + w * replays[1]
+
+
+def _replayed(
+    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, arm: ArmPrediction
+) -> ArmPrediction:
+    """``arm`` with the cost model replayed on its measured draft counts (analysis/predicted/counts.py)."""
+    counts = C.draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
+    if not counts.rounds > 0:
+        return arm
+    step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
+    replays = counts.rounds * p_replay
+    return replace(
+        arm,
+        replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays),
+        mean_draft=counts.mean_draft,
+        drafting_share=counts.drafting_share,
+        round_ms_measured=C.measured_round_s(counts, step_s, replays) * 1e3,
+        round_ms_model=round_s * 1e3,
+        round_note=C.round_not_measurable(counts, step_s, replays),
+    )
+
+
+def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:
+    """Calibrate on ``setup`` and predict every measured non-baseline arm."""
+    eff = calibrate_setup(setup)
+    if fit_arm is not None:
+        eff = fit_round_overhead(setup, eff, fit_arm)
+    cmps = analysis.comparisons(setup.run)
+    arms = [
+        replace(_arm(setup, arm, eff, cmps.get(arm)), fitted=arm == fit_arm)
+        for arm in setup.run.measured_arms
+        if arm != setup.run.baseline
+    ]
+    return RunTheory(setup, eff, arms)
+
+
+def run_theory(run_dir: Path, fit_arm: str | None = None, run: RunData | None = None) -> RunTheory:
+    """Calibration and per-arm predictions of ``run_dir`` (ConfigError when the theory cannot apply)."""
+    return theory_for_setup(run_setup(run_dir, run), fit_arm)
+
+
+def predict_arms(run_dir: Path, fit_arm: str | None = None) -> list[ArmPrediction]:
+    """Per arm: method, K, measured acceptance → α, predicted vs measured speedup and the error."""
+    return run_theory(run_dir, fit_arm).arms
+
+
+def theory_or_reason(run_dir: Path, run: RunData | None = None) -> RunTheory | str:
+    """:func:`run_theory`, or the one-line reason it is unavailable; never raises (for reports)."""
+    try:
+        return run_theory(run_dir, run=run)
+    except ConfigError as err:
+        return str(err)
+    except Exception as err:  # a report must render even when the theory has a bug
+        return f"the theory failed on this run ({type(err).__name__}: {err})"
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value

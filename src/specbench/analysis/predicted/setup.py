@@ -1,0 +1,140 @@
+"""What the theory needs from a run, and the bandwidth calibration on its baseline arm.
+
+A run gives the models (lab truth.json, config.json or a preset), the device, the one concurrency
+level C it measured, the median context while decoding, the baseline arm's median per-request
+decode rate r_b and, when the run has one, the forward probe's pass curve. The baseline fixes the
+bandwidth efficiency::
+
+    C / t(target, C × 1; η_bw) = C · r_b                       (brentq, η_bw ∈ (0, 1])
+
+:mod:`specbench.analysis.predicted.arms` then predicts each arm from this setup.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from specbench import analysis
+from specbench.analysis import RunData, load_run
+from specbench.analysis.predicted.models import RunModels, device_from_run, model_from_run
+from specbench.errors import ConfigError
+from specbench.theory.calibrate import fit_bandwidth
+from specbench.theory.ceiling import within_roofline
+from specbench.theory.cost import Efficiency
+from specbench.theory.engines import engine_efficiency
+from specbench.theory.hardware import Gpu
+from specbench.theory.passcurve import PassCurve
+
+DEFAULT_CONTEXT = 512
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What calibration needs from a run: models, device, concurrency, context, baseline rate."""
+
+    run: RunData
+    models: RunModels
+    gpu: Gpu
+    concurrency: int
+    context: int
+    baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
+    curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
+    roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
+    base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
+    run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
+
+    @property
+    def replays(self) -> bool:
+        """llama.cpp re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
+        return _engine(self.run) == "llamacpp"
+
+
+def _engine(run: RunData) -> str:
+    return str((run.manifest.get("matrix") or {}).get("engine", "llamacpp"))
+
+
+def _single_level(run: RunData) -> int:
+    df = analysis.detail_frame(run)
+    levels = sorted({int(c) for c in df.loc[df["arm"] == run.baseline, "concurrency"].dropna()})
+    if len(levels) > 1:
+        raise ConfigError(f"the run sweeps concurrency {levels}: the theory calibrates one level at a time")
+    return levels[0] if levels else 1
+
+
+def _context(df: pd.DataFrame) -> int:
+    """Median tokens in context while decoding: prompt + half the output."""
+    mid = (df["prompt_tokens"] + df["output_tokens"] / 2).median()
+    return max(1, round(float(mid))) if math.isfinite(mid) else DEFAULT_CONTEXT
+
+
+def _check_run(run: RunData) -> pd.DataFrame:
+    if run.baseline not in run.measured_arms:
+        raise ConfigError(f"baseline arm {run.baseline!r} has no measured requests")
+    machines = analysis.detail_frame(run)["machine"].nunique()
+    if machines > 1:
+        raise ConfigError(f"a merged run from {machines} machines: calibrate each machine's run separately")
+    return run.df[run.df["arm"] == run.baseline]
+
+
+def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
+    """Models, device and baseline of ``run_dir``; a ConfigError says why the theory cannot apply."""
+    run = run if run is not None else load_run(run_dir)
+    base = _check_run(run)
+    models = model_from_run(run_dir)
+    if models is None:
+        model = (run.manifest.get("matrix") or {}).get("model", "?")
+        raise ConfigError(f"no lab truth.json, config.json or preset describes the model {model}")
+    rate = float(base["decode_tok_s"].median())
+    if not rate > 0:
+        raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
+    level, context = _single_level(run), _context(base)
+    gpu = device_from_run(run_dir)
+    ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
+    curve = _pass_curve(run, level, rate)
+    return RunSetup(
+        run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency, run_dir
+    )
+
+
+def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
+    """The baseline cells' forward probes as a pass curve anchored at the measured step, if any."""
+    probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
+    curve = forward_curve(p for p in probes if isinstance(p, dict))
+    if not curve or min(curve) > concurrency:
+        return None
+    return PassCurve.from_probe(curve, 1.0 / rate, anchor=concurrency)
+
+
+def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Efficiency:
+    """η_bw such that the predicted baseline equals the measured one (see the module docstring)."""
+    c = setup.concurrency
+    return fit_bandwidth(
+        c * setup.baseline_tok_s,
+        setup.models.target,
+        setup.gpu,
+        setup.context,
+        concurrency=c,
+        efficiency=efficiency or setup.base_efficiency,
+    )
+
+
+def forward_curve(probes: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """Median prefill ms per token count over every probe's valid samples.
+
+    A sample counts only when the server says it prefilled exactly the tokens sent (``prompt_n``
+    equal to ``tokens``); anything else would put a different pass on the curve.
+    """
+    by_size: dict[int, list[float]] = {}
+    for probe in probes:
+        for s in probe.get("samples", []):
+            ms, n = s.get("prompt_ms"), s.get("prompt_n")
+            if isinstance(ms, int | float) and ms > 0 and n == s.get("tokens"):
+                by_size.setdefault(int(n), []).append(float(ms))
+    return {size: statistics.median(v) for size, v in sorted(by_size.items())}

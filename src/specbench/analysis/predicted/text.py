@@ -1,0 +1,95 @@
+"""Text for a run's theory: the per-arm table (predicted, replayed, measured, error) as rows or lines."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from specbench.analysis.predicted.arms import ArmPrediction, RunTheory
+
+
+def _fmt(value: float, spec: str) -> str:
+    return format(value, spec) if math.isfinite(value) else "—"
+
+
+def measured_cell(p: ArmPrediction) -> str:
+    """``1.23x (1.10–1.35)``, the CI left out when there is none."""
+    if not math.isfinite(p.measured_speedup):
+        return "—"
+    ci = f" ({p.ci_low:.2f}–{p.ci_high:.2f})" if math.isfinite(p.ci_low) else ""
+    return f"{p.measured_speedup:.2f}x{ci}"
+
+
+def _draft_cell(p: ArmPrediction) -> str:
+    if not math.isfinite(p.mean_draft):
+        return "—"
+    return f"{p.mean_draft:.1f} ({p.drafting_share * 100:.0f} %)"
+
+
+def _round_cell(p: ArmPrediction) -> str:
+    measured = "not measurable" if p.round_note else _fmt(p.round_ms_measured, ".1f")
+    return f"{measured} / {_fmt(p.round_ms_model, '.1f')}"
+
+
+def error_cell(p: ArmPrediction) -> str:
+    text = _fmt(p.error * 100, "+.0f")
+    return f"{text} %" + (" (fitted)" if p.fitted else "") if text != "—" else text
+
+
+def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
+    """The predicted arms as table rows of strings (skipped arms are left out)."""
+    return [
+        {
+            "arm": p.arm,
+            "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
+            "K": str(p.draft_max),
+            "acceptance A": _fmt(p.acceptance, ".3f"),
+            "α": _fmt(p.alpha, ".3f"),
+            "predicted": _fmt(p.predicted_speedup, ".2f") + "x",
+            "drafted/round (share)": _draft_cell(p),
+            "replayed": _fmt(p.replayed_speedup, ".2f") + "x",
+            "round ms measured / model": _round_cell(p),
+            "measured (95 % CI)": measured_cell(p),
+            "error": error_cell(p),
+        }
+        for p in arms
+        if not p.skipped
+    ]
+
+
+def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
+    """The lines under the table: arms not predicted, and figures not measurable, with the reason."""
+    skipped = [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
+    rounds = [f"{p.arm}: round time not measurable: {p.round_note}" for p in arms if p.round_note]
+    return skipped + rounds + [line for p in arms if (line := rare_drafting_line(p))]
+
+
+RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
+
+
+def rare_drafting_line(p: ArmPrediction) -> str | None:
+    """Why "predicted" cannot be compared with "measured" for an arm that seldom drafted."""
+    if p.skipped or not p.drafting_share < RARE_DRAFTING:
+        return None
+    return (
+        f"{p.arm}: predicted assumes a draft on every pass, but {p.drafting_share:.0%} of its passes "
+        f"drafted; compare measured with replayed ({_fmt(p.replayed_speedup, '.2f')}x), which uses "
+        "the drafting the arm actually did"
+    )
+
+
+def _table(rows: list[dict[str, str]]) -> list[str]:
+    if not rows:
+        return []
+    cols = list(rows[0])
+    width = {c: max(len(c), *(len(r[c]) for r in rows)) for c in cols}
+    line = [" ".join(c.ljust(width[c]) for c in cols).rstrip()]
+    return line + [" ".join(r[c].ljust(width[c]) for c in cols).rstrip() for r in rows]
+
+
+def format_arm_predictions(theory: RunTheory) -> str:
+    """The calibration line, the per-arm table (predicted, measured with CI, error) and skipped arms."""
+    lines = [theory.describe(), *_table(prediction_rows(theory.arms)), *skipped_lines(theory.arms)]
+    if len(lines) == 1:
+        lines.append("no arm besides the baseline was measured")
+    return "\n".join(lines)

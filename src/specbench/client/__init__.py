@@ -1,0 +1,40 @@
+"""The measuring client: one request in, its raw timed stream out.
+
+Step 6 of the flow matrix → workloads → run → executors → engines → client → store → analysis
+(theory) → report.
+
+Takes in one request (a chat body) and a server URL and hands back the raw stream: :mod:`stream`
+streams a request and keeps per-chunk ``perf_counter_ns`` stamps and no statistics,
+:mod:`readstamps` stamps each socket read with the kernel's receive time (else the loop's poll),
+:mod:`pool` runs client worker processes when one event loop cannot keep up with a server's
+stream (``python -m specbench.client.pool``), and :mod:`looplag` measures the client's own
+event-loop lag while a cell streams. Hands records to ``run.drive``, which writes them to
+``store``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specbench.client import looplag as looplag
+    from specbench.client import pool as pool
+    from specbench.client import readstamps as readstamps
+    from specbench.client import stream as stream
+
+# The package's modules. Importing the package loads none of them (each loads on first use), so
+# importing one module never pays for its siblings.
+__all__ = [
+    "looplag",
+    "pool",
+    "readstamps",
+    "stream",
+]
+
+if not TYPE_CHECKING:  # mypy sees the imports above; at run time each module loads on first use
+
+    def __getattr__(name: str) -> object:
+        if name not in __all__:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        return importlib.import_module(f"{__name__}.{name}")

@@ -1,0 +1,259 @@
+"""Async streaming client for ``/v1/chat/completions``.
+
+It only records: a ``perf_counter_ns`` stamp and the raw delta for every SSE event, the final
+usage and engine timings, and errors as data. It never computes statistics — metrics.py does,
+from these raw records, so every number can be recomputed later.
+
+The hot path does as little as it can, because at high concurrency a slow client measures itself
+(its queued chunks drain in bursts, so gaps shrink and TTFT grows): while a response streams, each
+read off the socket is only stamped and kept as raw bytes; SSE framing and JSON are parsed after
+the stream ends. The transport is aiohttp (its C HTTP parser), through :mod:`specbench.transport`
+as every other request: a pure-Python stack (httpx → httpcore → h11) cost 1.5–3.2× the CPU per
+token in bench/client_overhead.py. The test fakes stream through this same path, over loopback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import gc
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+
+from specbench import transport
+from specbench.client.readstamps import StampingConnector, drain_for, select_clock
+from specbench.store.schema import Chunk
+
+Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socket)
+Session = aiohttp.ClientSession
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_LINE = re.compile(rb"\r\n|\n|\r")
+_SLICE = 16  # SSE events parsed per turn of the loop: ~70 us, so no stream's stamp waits longer
+INCOMPLETE = "IncompleteStream"  # error type of a stream that ended without its end
+
+
+def chat_body(
+    messages: list[dict[str, str]], max_tokens: int, temperature: float, seed: int, extras: dict[str, Any]
+) -> dict[str, Any]:
+    """A streaming request with every sampling field explicit (servers' defaults differ)."""
+    return {
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": temperature,
+        "top_p": 1.0,
+        "seed": seed,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        **extras,
+    }
+
+
+@asynccontextmanager
+async def open_streamer(
+    timeout: float, concurrency: int, headers: dict[str, str] | None = None
+) -> AsyncIterator[aiohttp.ClientSession]:
+    """The session measured requests stream through: one keep-alive connection per request in
+    flight (a default pool stops at 100), loopback-friendly (no proxy or .netrc lookups)."""
+    # Its connections stamp each read as it arrives (readstamps.py), not when a coroutine resumes.
+    with select_clock(asyncio.get_running_loop()) as clock:
+        # keepalive_timeout: drop an idle connection before the server does (cpp-httplib: 5 s), so a
+        # request is rarely sent on a socket the server is closing.
+        connector = StampingConnector(
+            limit=max(concurrency, 1) + 4,
+            limit_per_host=0,
+            ttl_dns_cache=None,
+            keepalive_timeout=1.0,
+            clock=clock,
+        )
+        # A full collection walks every object alive, modules and libraries included: ~11 ms with
+        # the loop stopped, every open stream's next stamp late by as much. Objects that exist
+        # before the requests are set aside (gc.freeze) while they stream, so a collection walks
+        # only what the streaming made.
+        gc.freeze()
+        try:
+            async with transport.session(connector, timeout, headers) as session:
+                yield session
+        finally:
+            gc.unfreeze()
+
+
+def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:
+    """One chunk (written as the JSON list ``[t_ns, content, reasoning, tool_calls,
+    finish_reason, tokens]``); ``tokens`` is the server's running count of generated tokens sent
+    with the chunk (vLLM's ``continuous_usage_stats``, llama.cpp's ``timings_per_token``), None
+    when it sends none. Records before schema 2 have the first five fields only."""
+    delta = choice.get("delta") or {}
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    content, calls, finish = delta.get("content"), delta.get("tool_calls"), choice.get("finish_reason")
+    return Chunk._make((t_ns, content, reasoning, calls, finish, tokens))  # half Chunk(...)'s cost
+
+
+def _running_count(obj: dict[str, Any]) -> int | None:
+    usage, timings = obj.get("usage") or {}, obj.get("timings") or {}
+    value = usage.get("completion_tokens", timings.get("predicted_n"))
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+def iter_events(pieces: Pieces) -> Iterator[tuple[int, str]]:
+    """``(stamp, data)`` for every complete SSE event, stamped with the read that completed it
+    (the moment a client could first have seen it). Comment and non-data lines are skipped."""
+    blob = b"".join(p for _, p in pieces)
+    ends, offset = [], 0
+    for _, p in pieces:
+        offset += len(p)
+        ends.append(offset)
+    start = 0
+    for match in _EVENT_END.finditer(blob):
+        data = [
+            ln[5:].removeprefix(b" ")
+            for ln in _LINE.split(blob[start : match.start()])
+            if ln.startswith(b"data:")
+        ]
+        start = match.end()
+        if data:
+            piece = bisect.bisect_left(ends, match.end())
+            yield pieces[piece][0], b"\n".join(data).decode(errors="replace")
+
+
+def sse_events(pieces: Pieces) -> list[tuple[int, str]]:
+    return list(iter_events(pieces))
+
+
+class _Recorder:
+    """Accumulates one response; a plain object so partial results survive an error."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter_ns()
+        self.t_headers: int | None = None
+        self.t_end: int | None = None
+        self.pieces: Pieces = []
+        self.error: dict[str, Any] | None = None
+        self.retried: str | None = None
+        self.chunks: list[Chunk] = []
+        self.final: dict[str, Any] = {}
+
+    def _take(self, t_ns: int, data: str) -> None:
+        """One SSE event into the record's chunks (or its final fields)."""
+        if data.strip() == "[DONE]":
+            self.final["t_done_ns"] = t_ns
+            return
+        obj = json.loads(data)
+        count = _running_count(obj)
+        for choice in obj.get("choices") or []:
+            self.chunks.append(_delta_row(t_ns, choice, count))
+        for key in ("usage", "timings", "system_fingerprint", "model", "metrics"):
+            if obj.get(key) is not None:
+                self.final[key] = obj[key]
+
+    async def parse(self) -> None:
+        """Parse the kept pieces a slice at a time, handing the loop back between slices: requests
+        that end together (one server step ends them all) would otherwise each hold the loop for
+        a whole parse (~1 ms per 256 events) while the other streams' reads wait to be stamped."""
+        await asyncio.sleep(0)  # first let the reads that are ready now be stamped
+        try:
+            for i, (t_ns, data) in enumerate(iter_events(self.pieces), 1):
+                self._take(t_ns, data)
+                if i % _SLICE == 0:
+                    await asyncio.sleep(0)
+        except json.JSONDecodeError as exc:
+            self.error = self.error or {"type": "JSONDecodeError", "message": str(exc)[:500]}
+        self._check_end()
+
+    def _check_end(self) -> None:
+        """A whole stream ends with ``[DONE]`` or a finish reason (llama.cpp, vLLM and SGLang send
+        both). One that just stops, closed cleanly mid-generation, is an error like a cut stream:
+        counted as a success it entered TTFT and e2e with a generation that never finished."""
+        if self.error is not None or "t_done_ns" in self.final:
+            return
+        if not any(chunk.finish_reason for chunk in self.chunks):
+            self.error = {"type": INCOMPLETE, "message": "the stream ended without [DONE] or a finish reason"}
+
+    def result(self) -> dict[str, Any]:
+        t_end = self.t_end if self.t_end is not None else time.perf_counter_ns() - self.t0
+        return {
+            "t_headers_ns": self.t_headers,
+            "t_end_ns": t_end,
+            "chunks": self.chunks,
+            **self.final,
+            **({"retried": self.retried} if self.retried else {}),  # sent twice: a stale connection
+            "error": self.error,
+        }
+
+
+def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
+    # A timeout says what happened (aiohttp's name a socket read), in the wording earlier records
+    # carry, so old and new runs read alike.
+    timed_out = transport.timed_out(exc)
+    message = f"no response within {timeout:g} s" if timed_out else str(exc) or type(exc).__name__
+    return {"type": type(exc).__name__, "message": message[:500]}
+
+
+async def _refused(
+    rec: _Recorder, status: int, content_type: str | None, read: Callable[[], Awaitable[bytes]]
+) -> bool:
+    """Record why a response is not a stream to time (an HTTP error, another content type); False
+    when it is one."""
+    if status != 200:
+        text = (await read()).decode(errors="replace")
+        rec.error = {"type": "http_status", "status": status, "message": text[:500]}
+        return True
+    if "text/event-stream" not in (content_type or ""):
+        # Same type name as the httpx-sse error earlier records carry, so old and new runs group alike.
+        rec.error = {"type": "SSEError", "message": f"expected text/event-stream, got {content_type!r}"}
+        return True
+    return False
+
+
+async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """POST ``body`` and record the stream. Never raises for HTTP or protocol failures."""
+    rec = _Recorder()
+    await _aiohttp_stream(session, url, body, timeout, rec)
+    await rec.parse()
+    return rec.result()
+
+
+async def _aiohttp_stream(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: float, rec: _Recorder
+) -> None:
+    for attempt in range(2):
+        try:
+            await _aiohttp_once(session, url, body, rec)
+            return
+        except transport.FAILURES as exc:
+            # A stale pooled connection (transport.stale): send once more on a fresh connection,
+            # timed from the new send. Anything else is data.
+            if attempt == 0 and transport.stale(exc, rec.t_headers is not None or bool(rec.pieces)):
+                rec.t0, rec.retried = time.perf_counter_ns(), "stale connection"
+                continue
+            rec.error = _error(exc, timeout)
+        return
+
+
+async def _aiohttp_once(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rec: _Recorder
+) -> None:
+    perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
+    async with session.post(url, json=body) as resp:
+        rec.t_headers = perf() - t0
+        if await _refused(rec, resp.status, resp.headers.get("content-type"), resp.read):
+            return
+        drained = drain_for(resp)  # the connection hands over each read, stamped at arrival
+        if drained is None:  # not a stamping connection, or it has moved on to another response
+            async for data in resp.content.iter_any():
+                keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
+            rec.t_end = perf() - t0
+            return
+        head_ns, sink = drained
+        rec.t_headers = head_ns - t0  # when they arrived, on the clock the chunks are stamped with
+        try:
+            await resp.content.wait_eof()  # one wakeup per response, not one per read
+        finally:  # also on an error: what arrived is kept
+            rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
+        # The stream ended when its last bytes arrived, not when this coroutine woke.
+        rec.t_end = rec.pieces[-1][0] if rec.pieces else perf() - t0

@@ -1,0 +1,98 @@
+"""The per-arm summary printed at the end of ``specbench run`` and ``specbench demo``, from the
+same :class:`~specbench.analysis.result.Analysis` the report renders."""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from specbench.analysis.finding import group_findings
+from specbench.analysis.multiplicity import rates_text
+from specbench.analysis.result import Analysis
+from specbench.report.tables import acceptance_text
+from specbench.run.progress import printable
+
+# Wide enough for the table when piped to a file or CI log (rich assumes 80 columns there).
+stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 150)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "—" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, spec)
+
+
+def summary_table(result: Analysis, title: str = "") -> Table:
+    """The per-arm rows of ``result.summary`` (:func:`specbench.analysis.arm_summary`), the same
+    numbers findings.json holds under "summary"."""
+    table = Table(title=title or None, title_justify="left")
+    headers = (
+        "arm",
+        "status",
+        "requests",
+        "TTFT ms",
+        "decode tok/s",
+        "e2e ms",
+        "acceptance",
+        "speedup",
+        _ci_header(result),  # the level each verdict was read at: Holm over arms, or adaptive α′
+        "verdict",
+    )
+    for col in headers:
+        # An arm's name is never broken ("ngram-\nmod" read as two arms); the verdict wraps instead.
+        table.add_column(col, justify="left" if col in ("arm", "status") else "right", no_wrap=col == "arm")
+    for row in result.summary.to_dict("records"):
+        errors = f" ({row['errors']} err)" if row["errors"] else ""
+        speedup = _fmt(row["speedup"], ".2f")
+        table.add_row(  # cells are rich markup: names from data are escaped (progress.printable)
+            printable(row["arm"]),
+            printable(row["status"]),
+            f"{row['requests']}{errors}",
+            _fmt(row["ttft_ms"], ".1f"),
+            _fmt(row["decode_tok_s"], ".1f"),
+            _fmt(row["e2e_ms"], ".0f"),
+            acceptance_text(row["acceptance"], row["acceptance_source"]),
+            speedup + ("×" if speedup != "—" else ""),
+            _ci_cell(row, several=_ci_header(result) == "CI"),
+            printable(row["verdict"]),
+        )
+    return table
+
+
+def _levels(result: Analysis) -> list[float]:
+    col = result.summary.get("confidence")
+    return sorted({float(v) for v in col.dropna()}) if col is not None else []
+
+
+def _ci_header(result: Analysis) -> str:
+    levels = _levels(result) or [result.run.confidence]
+    return f"{levels[0] * 100:.3g} % CI" if len(levels) == 1 else "CI"
+
+
+def _ci_cell(row: Mapping[Hashable, Any], several: bool) -> str:
+    """The interval the verdict used; with several levels in one table, each cell names its own."""
+    if math.isnan(row["ci_low"]):
+        return ""
+    level = f" ({row['confidence'] * 100:.3g} %)" if several else ""
+    return f"{row['ci_low']:.2f}–{row['ci_high']:.2f}{level}"
+
+
+def print_summary(result: Analysis, title: str = "") -> None:
+    """The answer first (per workload: what to ship, its speedup and interval, per kind of prompt
+    where that differs), then the per-arm table, then the findings, one line per code."""
+    for line in result.answer_lines():
+        stdout.print(printable(line), highlight=False, soft_wrap=True)
+    stdout.print(summary_table(result, title))
+    rates = rates_text([str(r) for r in result.summary.get("error_rate", []) if r])
+    if rates:
+        stdout.print("speedup verdicts: " + printable(rates), highlight=False, soft_wrap=True)
+    groups = group_findings(result.findings)
+    if not groups:
+        stdout.print("findings: none")
+    for g in groups:  # one line per code, with every arm it names (issue 28.1)
+        colour = {"error": "red", "warning": "yellow"}.get(g.severity, "cyan")
+        rest = g.line.removeprefix(g.code)
+        stdout.print(f"[{colour}]{g.code}[/{colour}]{printable(rest)}", highlight=False, soft_wrap=True)

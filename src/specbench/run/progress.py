@@ -1,0 +1,169 @@
+"""Progress for long work: the current cell, requests done/total, rate and ETA — as a live
+rich bar on a terminal, as plain lines at an interval in logs and pipes.
+
+Text that comes from data (prompt ids, model output, an engine's log, arm names, error messages
+quoting any of these) goes through :func:`printable` before it is printed: an ANSI escape in a
+prompt id or a log line would otherwise reach the terminal raw (recolour it, retitle the window,
+hide lines), and a "[/x]" in it would be read as rich markup (a MarkupError ended a run).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from specbench.engines.install import BuildOptions, install_llamacpp
+
+console = Console(stderr=True)
+
+# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what
+# a terminal shows ("Trojan Source", CVE-2021-42574).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(value: object, markup: bool = True) -> str:
+    """``value`` as text safe to print: control characters shown as ``\\x1b``-style escapes;
+    with ``markup`` (text placed inside a rich markup string) also "[" escaped for rich."""
+    text = _CONTROL.sub(
+        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", str(value)
+    )
+    return escape(text) if markup else text
+
+
+def make_progress() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+        disable=not console.is_terminal,  # logs get the plain lines below, not a bar's last frame
+    )
+
+
+def clock_text(seconds: float) -> str:
+    """0:34, 12:05, 1:02:03."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+class Ticker:
+    """Counts, rate and ETA as plain text, due every ``every_s`` seconds or each tenth of the
+    total, whichever comes first: a log gets a line often enough to follow, never one per request.
+    The rate is over the whole run so far, engine launches included, so the ETA is wall clock."""
+
+    def __init__(
+        self, total: int, every_s: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.total, self.every_s, self.clock = total, every_s, clock
+        self.done = 0
+        self.start = self.last = clock()
+        self.last_tenth = 0
+
+    def advance(self) -> bool:
+        """Count one request; True when a line is due."""
+        self.done += 1
+        now, tenth = self.clock(), 10 * self.done // max(self.total, 1)
+        due = now - self.last >= self.every_s or tenth > self.last_tenth or self.done == self.total
+        if due:
+            self.last, self.last_tenth = now, tenth
+        return due
+
+    def text(self) -> str:
+        elapsed = self.clock() - self.start
+        share = f" ({100 * self.done / self.total:.0f} %)" if self.total else ""
+        line = f"{self.done}/{self.total} requests{share}, elapsed {clock_text(elapsed)}"
+        if self.done and elapsed > 0:
+            rate = self.done / elapsed
+            left = clock_text(max(self.total - self.done, 0) / rate)
+            line += f", {rate * 60:.1f} requests/min, ETA {left}"
+        return line
+
+
+class RunProgress:
+    """Observer for :class:`specbench.run.runner.Runner`: one bar over all measured requests."""
+
+    def __init__(self, total: int, label: str = "", ticker: Ticker | None = None) -> None:
+        self.progress = make_progress()
+        self.label = label
+        self.task = self.progress.add_task(f"{label} starting", total=total)
+        self.ticker = ticker or Ticker(total)
+
+    def __enter__(self) -> RunProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(
+        self, exc: type[BaseException] | None, val: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.progress.stop()
+
+    def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event == "cell":
+            node = f" @ {info['node']}" if info.get("node") else ""
+            where = printable(f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}", markup=False)
+            self.progress.update(self.task, description=escape(where))  # the bar reads markup
+            if not console.is_terminal:  # logs and pipes get no live bar: plain lines instead
+                line = f"{where}: {info['requests']} requests; run {self.ticker.text()}"
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        elif event == "request" and not info["warmup"]:
+            self.progress.advance(self.task)
+            if self.ticker.advance() and not console.is_terminal:
+                line = f"{self.label} progress: {self.ticker.text()}".strip()
+                console.print(line, markup=False, highlight=False, soft_wrap=True)
+        elif event == "decided":
+            done = (
+                "decided" if info["why"] in ("faster", "slower", "equivalent") else f"stopped ({info['why']})"
+            )
+            line = f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}"
+            console.print(printable(line, markup=False), markup=False)
+        elif event in ("retry", "confound"):
+            console.print(f"[yellow]{event}: {printable(info)}", highlight=False)
+        elif event == "restart":
+            console.print(f"[yellow]{printable(restart_text(info))}")
+        elif event == "failed":
+            console.print(f"[red]arm {printable(info['arm'])} failed: {printable(info['reason'])}")
+            if info.get("log_tail"):
+                console.print(printable(info["log_tail"], markup=False), markup=False, highlight=False)
+
+
+def restart_text(info: dict[str, Any]) -> str:
+    """Why a cell's engine is launched again: it exited by itself, or it stopped answering and
+    specbench stopped it (its exit code, -9 or -15, is then specbench's signal, not a crash)."""
+    code = info.get("exit_code")
+    if info.get("hung"):
+        why = f"engine stopped answering ({info['hung']}); specbench stopped it (exit code {code})"
+        return f"{info['arm']}: {why}; restarting once"
+    return f"{info['arm']}: engine exited (code {code}); restarting once"
+
+
+def build_llama_server(options: BuildOptions, jobs: int | None = None) -> Path:
+    """Build llama-server with a progress bar (plain lines every 20 steps in logs and pipes)."""
+    with make_progress() as bar:
+        task = bar.add_task("building llama-server", total=None)
+
+        def report(done: int, total: int, _line: str) -> None:
+            bar.update(task, completed=done, total=total)
+            if not console.is_terminal and (done % 20 == 0 or done == total):
+                console.print(f"building llama-server: {done}/{total}", soft_wrap=True)
+
+        return install_llamacpp(options, jobs, report)
