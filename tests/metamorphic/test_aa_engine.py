@@ -7,13 +7,18 @@ memory-bandwidth hog and a busy loop on the other CPUs, specbench and every serv
 the first CPU, so whatever specbench does while a server measures (analysis, writes, a probe)
 takes time from that server directly, and the servers' placement is no lottery.
 
-Tolerance. On this 2-core VM a launch of the tiny model under that load runs at one of two or
-three speeds, whole launches at a time: the sd of one round's log-ratio is 0.1–0.3
-(bench/aa_bias.py), so 40 rounds leave a standard error of 2–5 % and ±2 % would fail an unbiased
-run about half the time. The test asserts what the data can carry: the pooled estimate's 99.9 %
-interval (t over rounds, the two copies of a round sharing its baseline launch) contains ×1 — a
-1-in-1000 false failure. A busy loop on the servers' CPU during the non-baseline cells only read
-×1.247 (99.9 % CI 1.029–1.510) and failed it (docs/statistics.md, "A/A evidence").
+Tolerance. Issue 27 asked for the pooled estimate within ±2 % of ×1. Measured here (this test,
+2026-11-28, 2-core VM shared with other sessions): ×1.010 (SE 1.97 %) and ×1.000 (SE 3.80 %),
+then ×1.016 (SE 2.31 %) and ×1.014 (SE 2.95 %), 80 launch pairs (40 rounds) each, 73–81 s a
+pair. The round's log-ratio has sd 0.26–0.32: requests within one launch vary by sd 0.26–0.28
+(4 requests) and launches by about 0.17 beyond that. A ±2 % assertion that fails an unbiased run
+once in a thousand needs SE ≤ 0.6 %: about 600 rounds (quiet) to 2 000 (under this load), and 32
+requests a launch would still leave 1 300, since the launch term then dominates — 10–30 minutes
+of both cores, not a test. The test asserts what the data can carry: the pooled estimate's
+99.9 % interval (t over rounds, the two copies of a round sharing its baseline launch) contains
+×1 — a 1-in-1000 false failure — and prints the SE. A busy loop on the servers' CPU during the
+non-baseline cells only read ×1.247 (99.9 % CI 1.029–1.510) and failed it (docs/statistics.md,
+"A/A evidence").
 """
 
 from __future__ import annotations
@@ -74,9 +79,10 @@ def aa_run(
     return out
 
 
-def pooled(pairs: dict[tuple[str, int], float]) -> tuple[float, float, int]:
-    """Mean log-ratio over every launch pair and its interval's half-width. The two copies share
-    the baseline's launch of a round, so the round (mean of its pairs) is the independent unit."""
+def pooled(pairs: dict[tuple[str, int], float]) -> tuple[float, float, float, int]:
+    """Mean log-ratio over every launch pair, its standard error and its interval's half-width.
+    The two copies share the baseline's launch of a round, so the round (mean of its pairs) is
+    the independent unit."""
     rounds: dict[int, list[float]] = {}
     for (_, r), d in pairs.items():
         rounds.setdefault(r, []).append(d)
@@ -84,6 +90,7 @@ def pooled(pairs: dict[tuple[str, int], float]) -> tuple[float, float, int]:
     se = float(unit.std(ddof=1) / math.sqrt(unit.size))
     return (
         float(np.mean(list(pairs.values()))),
+        se,
         float(sps.t.ppf(0.5 + CONFIDENCE / 2, unit.size - 1)) * se,
         len(pairs),
     )
@@ -104,9 +111,9 @@ def test_three_identical_arms_read_x1_under_a_memory_and_cpu_load(
             pairs = aa_run(tmp_path / "aa", dense_pair, llama_server, arms, baseline)
     finally:
         os.sched_setaffinity(0, set(cpus))
-    mean, half, n = pooled(pairs)
+    mean, se, half, n = pooled(pairs)
     low, high = math.exp(mean - half), math.exp(mean + half)
-    figures = f"×{math.exp(mean):.3f} (99.9 % CI {low:.3f}–{high:.3f}), {n} pairs"
+    figures = f"×{math.exp(mean):.3f} (SE {se:.2%}, 99.9 % CI {low:.3f}–{high:.3f}), {n} pairs"
     print(f"A/A {baseline}: {figures}")
     assert n >= 30
     assert abs(mean) <= half, f"identical arms differ: {figures}"

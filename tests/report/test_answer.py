@@ -80,7 +80,7 @@ def test_per_category_speedups_are_paired_launch_level_with_verdicts_and_drafts(
     assert set(rows) == {"chat", "json"}
     for r in rows.values():  # each verdict is read from the interval printed beside it
         assert stats.verdict(r["ci_low"], r["ci_high"]) == r["verdict"].split(" (")[0]
-        assert r["launches"] == 3 and r["family"] == 2
+        assert r["launches"] == 3 and r["family"] == 3  # the arm and its two categories
     assert rows["chat"]["verdict"] == "faster" and rows["json"]["verdict"] == "slower"
     df = result.run.df
     json_rows = df[(df["arm"] == "ngram") & (df["category"] == "json")]
@@ -97,7 +97,7 @@ def test_a_category_measured_in_one_launch_is_low_n(tmp_path: Path) -> None:
     run = _rewrite(make_run(tmp_path / "run", plan), lambda r: r["category"] != "code" or r["repeat"] == 0)
     rows = {r["category"]: r for r in analyse_dir(run).categories.speedups.to_dict("records")}
     assert rows["code"]["verdict"] == "undetermined (LOW_N: 1 launch)" and math.isnan(rows["code"]["ci_low"])
-    assert rows["chat"]["verdict"] == "faster" and rows["chat"]["family"] == 1  # LOW_N is not in the family
+    assert rows["chat"]["verdict"] == "faster" and rows["chat"]["family"] == 2  # LOW_N is not in the family
 
 
 # -- multiplicity: Holm across arms ---------------------------------------------------------------------
@@ -128,13 +128,16 @@ def test_holm_steps_down_and_each_interval_is_the_level_its_verdict_was_read_at(
 
 
 def test_with_two_arms_the_run_carries_a_family_wise_rate_and_says_so(split: Path, tmp_path: Path) -> None:
-    plan = Plan(arms={"baseline": Arm(decode_tok_s=30), "fast": spec(45), "slow": spec(20)})
+    # One category: the arms alone are the family (categories join it: test_multiplicity.py).
+    plan = Plan(
+        arms={"baseline": Arm(decode_tok_s=30), "fast": spec(45), "slow": spec(20)}, categories=("chat",)
+    )
     result = analyse_dir(make_run(tmp_path / "run", plan))
     for c in result.comparisons.values():
         assert c.family == 2 and c.confidence == pytest.approx(0.975)
         assert "Holm over 2 comparisons" in stats.error_rate_text(c)
-    single = analyse_dir(split).comparisons["ngram"]  # one arm: the usual 95 %, no family
-    assert single.family == 1 and single.confidence == pytest.approx(0.95)
+    single = analyse_dir(split).comparisons["ngram"]  # one arm: the usual 95 %, shared with its categories
+    assert single.family == 3 and single.confidence == pytest.approx(0.95)
 
 
 # -- 27.6 / 28: one interval per speedup, everywhere ----------------------------------------------------

@@ -105,21 +105,31 @@ def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.C
 
 
 def _arm_comparisons(df: pd.DataFrame, run: RunData, metric: str) -> dict[str, stats.Comparison]:
-    """Each measured arm in ``df`` vs the baseline, the arms one Holm family (a run's chance of any
-    false verdict stays 1 − run.confidence); an arm or baseline with too few values is LOW_N."""
+    """Each measured arm in ``df`` vs the baseline, one family with ``df``'s categories (a run's
+    chance of any false verdict, arms and categories together, stays 1 − run.confidence:
+    :func:`specbench.analysis.multiplicity.judge`); an arm or baseline with too few values is LOW_N."""
+    return _judged(df, run, metric)[0]
+
+
+def _judged(
+    df: pd.DataFrame, run: RunData, metric: str
+) -> tuple[dict[str, stats.Comparison], dict[tuple[str, str], stats.Comparison]]:
+    key = ("judged", metric)
+    if df is run.df and key in run._fits:  # the arms' and the categories' share one fit
+        return run._fits[key]  # type: ignore[no-any-return]
     arms = [a for a in run.measured_arms if a != run.baseline and (df["arm"] == a).any()]
-
-    def fit(arm: str, confidence: float) -> stats.Comparison:
-        return stats.speedup(df, arm, run.baseline, metric, confidence=confidence)
-
-    return multiplicity.holm(arms, fit, 1 - run.confidence)
+    out = multiplicity.judge(df, arms, run.baseline, metric, 1 - run.confidence)
+    if df is run.df:
+        run._fits[key] = out
+    return out
 
 
 def category_comparisons(
     run: RunData, metric: str = "decode_tok_s"
 ) -> dict[tuple[str, str], stats.Comparison]:
     """(category, arm) → the arm's speedup over the baseline on that category's requests only:
-    paired, launch-level, one Holm family of every (category, arm) of the run (issue 27.5)."""
+    paired, launch-level, in one family with the arms (issue 27.5; a category is judged once its
+    arm's verdict is decided, :func:`specbench.analysis.multiplicity.gatekeeping`)."""
     key = ("category_comparisons", metric)
     if key not in run._fits:
         run._fits[key] = _category_comparisons(run, metric)
@@ -127,21 +137,9 @@ def category_comparisons(
 
 
 def _category_comparisons(run: RunData, metric: str) -> dict[tuple[str, str], stats.Comparison]:
-    df = run.df[run.df["category"].notna()]
-    if run.baseline not in run.measured_arms or df.empty:
+    if run.baseline not in run.measured_arms or run.df["category"].notna().sum() == 0:
         return {}
-    groups = {str(c): sub for c, sub in df.groupby(df["category"].astype(str), sort=True)}
-    keys = [
-        (cat, arm)
-        for cat, sub in groups.items()
-        for arm in run.measured_arms
-        if arm != run.baseline and (sub["arm"] == arm).any()
-    ]
-
-    def fit(key: tuple[str, str], confidence: float) -> stats.Comparison:
-        return stats.speedup(groups[key[0]], key[1], run.baseline, metric, confidence=confidence)
-
-    return multiplicity.holm(keys, fit, 1 - run.confidence)
+    return _judged(run.df, run, metric)[1]
 
 
 def arm_summary(run: RunData) -> pd.DataFrame:

@@ -152,6 +152,12 @@ class Comparison:
     too_few: bool = False
     family: int = 1
     family_alpha: float = math.nan
+    # How the family shares ``family_alpha`` when it is not plain Holm over ``family`` comparisons
+    # (arms and their categories: :func:`specbench.analysis.multiplicity.gatekeeping`).
+    family_name: str = ""
+    # A category comparison never tested: its arm's own verdict is undetermined, and a category is
+    # judged only once its arm is (gatekeeping). No interval: none was tested.
+    gated: bool = False
 
     @property
     def low_n(self) -> bool:
@@ -209,6 +215,8 @@ def error_rate_text(c: Comparison) -> str:
     false verdict among them" (docs/statistics.md, Multiplicity)."""
     alpha = c.family_alpha if math.isfinite(c.family_alpha) else 1 - c.confidence
     pct = f"{alpha * 100:.3g} %"
+    if c.family_name:
+        return f"{ci_label(c)} CI; {c.family_name}: ≤ {pct} chance of any false verdict among them"
     if c.family <= 1:
         return f"{ci_label(c)} CI: ≤ {pct} chance of a false verdict"
     return (
@@ -220,6 +228,8 @@ def verdict_text(c: Comparison) -> str:
     """The verdict as printed: an undetermined one says why and what would settle it."""
     if c.verdict != "undetermined":
         return c.verdict
+    if c.gated:
+        return "undetermined (not tested: the arm's own verdict is undetermined)"
     if c.too_few:
         return f"undetermined (LOW_N: {c.n_b} {c.baseline} / {c.n_a} {c.arm} values)"
     if c.low_n:

@@ -182,8 +182,9 @@ def _categories(cats: Categories, baseline: str, level: int = 2) -> list[Block]:
     level_text = "/".join(f"{v * 100:.3g} %" for v in levels) or "95 %"
     caption = (
         f"decode speedup vs {baseline} on each category's requests: paired by prompt inside launch "
-        f"pairs, {level_text} CI; the categories' verdicts are one Holm family of {family} "
-        "comparisons (docs/statistics.md); drafted / accepted: the arm's draft tokens there"
+        f"pairs, {level_text} CI; the categories share the run's error rate with the arms, one "
+        f"family of {family} comparisons in which a category is judged once its arm's verdict is "
+        "(docs/statistics.md); drafted / accepted: the arm's draft tokens there"
     )
     blocks: list[Block] = [Heading("Per prompt category", level), Table(table, caption)]
     return [*blocks, Bullets(tuple(cats.splits))] if cats.splits else blocks

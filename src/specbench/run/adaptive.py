@@ -138,14 +138,11 @@ def observed(runner: CellJob) -> pd.DataFrame:
 def verdicts(
     df: pd.DataFrame, arms: Iterable[str], baseline: str, alpha: float
 ) -> dict[str, stats.Comparison]:
-    """Every non-baseline arm vs ``baseline`` on :data:`METRIC`, one Holm family at ``alpha``:
+    """Every non-baseline arm vs ``baseline`` on :data:`METRIC`, one family at ``alpha`` (Holm,
+    with the categories when the run has several: :func:`specbench.analysis.multiplicity.judge`):
     the report's reading (:func:`specbench.analysis.run.comparisons` at confidence 1 − α′).
     Arms without data are in it too, but undecidable, so they do not widen anyone's interval."""
-
-    def fit(arm: str, level: float) -> stats.Comparison:
-        return stats.speedup(df, arm, baseline, METRIC, confidence=level)
-
-    return multiplicity.holm([a for a in arms if a != baseline], fit, alpha)
+    return multiplicity.judge(df, list(arms), baseline, METRIC, alpha)[0]
 
 
 def _evidence(c: stats.Comparison) -> str:
