@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.metamorphic import design
+from tests.support import design
 
 
 @pytest.fixture(scope="session")

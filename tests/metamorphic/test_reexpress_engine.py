@@ -19,7 +19,7 @@ import pytest
 
 from specbench.analysis import analyse_dir
 from specbench.importer import import_file
-from tests.metamorphic import design
+from tests.support import design
 
 pytestmark = pytest.mark.engine
 

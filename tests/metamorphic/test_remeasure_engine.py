@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import ConfigError
-from specbench.runcompat import merge_checked
-from tests.metamorphic import design
+from specbench.report.compat import merge_checked
+from tests.support import design
 
 pytestmark = pytest.mark.engine
 

@@ -18,14 +18,13 @@ launch) are not in the family: they can make no false claim, and counting them w
 everyone else's interval.
 
 Per-category verdicts are claims too. As a second Holm family at α they let a run's chance of
-some false verdict reach about 2α; :func:`gatekeeping` makes the arms and their categories one
-family at α instead (a category is judged once its arm's verdict is), and :func:`judge` is where
+some false verdict reach about 2α; :func:`arms_and_categories` makes the arms and their categories one
+family at α instead (each arm's α shared with its categories), and :func:`judge` is where
 the analysis and the ``repeats: auto`` looks both read their verdicts.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar
@@ -76,8 +75,8 @@ def rates_text(rates: Sequence[str]) -> str:
     return f"{'; '.join(families)} (CIs at {', '.join(dict.fromkeys(levels))})"
 
 
-# -- arms and their categories: one family, gatekeeping ----------------------------------------
-def gatekeeping(
+# -- arms and their categories: one family, α shared ------------------------------------------
+def arms_and_categories(
     arms: Sequence[str],
     categories: Mapping[str, Sequence[Category]],
     fit: Callable[[str | Category, float], Comparison],
@@ -87,10 +86,10 @@ def gatekeeping(
     any false verdict, arms and categories together, stays ≤ α (two families at α each allowed up
     to 2α). A sequentially rejective Bonferroni procedure (Bretz et al. 2009's graphs; Holm is the
     special case without categories), each open comparison tested at α·w with the weights of
-    :func:`_weights`: an arm first (its share of α, α/arms); once it reaches a verdict its share
-    goes to its categories; once those are all decided it goes on to the arms still open, as
-    Holm's does. With one arm the arm reads exactly as before (95 %); a category of an arm whose
-    verdict stays undetermined is never tested (``gated``: no interval, "not tested")."""
+    :func:`shares`: each arm's share of α (α/arms) is split half to the arm, half to its
+    categories, so a category is judged even while its arm is not (where the actionable answer
+    usually is: n-gram wins on copy prompts and loses elsewhere); a decided comparison's share
+    moves to its open relatives, then to the other open arms, as Holm's does."""
     keys: list[str | Category] = [*arms, *(k for a in arms for k in categories.get(a, ()))]
     first = {k: fit(k, 1 - alpha) for k in keys}
     open_ = {k for k in keys if first[k].decidable}
@@ -104,19 +103,18 @@ def gatekeeping(
     }
     roots = [a for a in arms if a in open_]
     while open_:
-        w = _weights(roots, categories, open_, arms)
+        w = shares(roots, categories, open_, arms)
         tested = {k: first[k] if w[k] >= 1 else fit(k, 1 - alpha * w[k]) for k in open_ if w[k] > 0}
         decided = {k for k, c in tested.items() if c.verdict != "undetermined"}
         for k in decided if decided else open_:
-            c = tested[k] if k in tested else _untested(first[k])
-            out[k] = replace(c, family=family, family_alpha=alpha, family_name=name)
+            out[k] = replace(tested[k], family=family, family_alpha=alpha, family_name=name)
         if not decided:
             break
         open_ -= decided
     return {k: out[k] for k in keys}
 
 
-def _weights(
+def shares(
     roots: Sequence[str],
     categories: Mapping[str, Sequence[Category]],
     open_: set[str | Category],
@@ -124,20 +122,21 @@ def _weights(
 ) -> dict[str | Category, float]:
     """Each open comparison's share of α, a function of which are open only, never smaller when
     fewer are open (the monotone weights that make the shortcut a closed test, Hommel, Bretz and
-    Maurer 2007): every decidable arm holds 1/len(roots); an arm decided passes its share to its
-    open categories, equally; an arm whose categories are all decided frees it, and freed shares go
-    to the open arms, equally, or, with none open, to every open category (a LOW_N arm's too)."""
+    Maurer 2007): every decidable arm's share is 1/len(roots), half to the arm and half to its open
+    categories equally (all of it to whichever side is still open); an arm decided with all its
+    categories frees its share, and freed shares go to the open arms, equally, or, with none
+    open, to every open category (a LOW_N arm's too). Every open comparison has a share > 0."""
     w: dict[str | Category, float] = dict.fromkeys(open_, 0.0)
     free = 0.0 if roots else 1.0
     for a in roots:
         share = 1 / len(roots)
         kids = [k for k in categories.get(a, ()) if k in open_]
         if a in open_:
-            w[a] += share
-        elif kids:
+            w[a] += share / 2 if kids else share
+        if kids:
             for k in kids:
-                w[k] += share / len(kids)
-        else:
+                w[k] += (share / 2 if a in open_ else share) / len(kids)
+        elif a not in open_:
             free += share
     if free:
         targets: list[str | Category] = [a for a in arms if a in open_] or list(open_)
@@ -146,17 +145,13 @@ def _weights(
     return w
 
 
-def _untested(c: Comparison) -> Comparison:
-    return replace(c, verdict="undetermined", ci_low=math.nan, ci_high=math.nan, gated=True)
-
-
 def _family_name(n_arms: int, n_categories: int) -> str:
     arms = f"{n_arms} arm{'s' if n_arms != 1 else ''}"
     cats = f"{n_categories} category comparison{'s' if n_categories != 1 else ''}"
-    return f"one family of {arms} and {cats}, each category judged once its arm is"
+    return f"one family of {arms} and {cats}, α shared between each arm and its categories"
 
 
-def gated(df: pd.DataFrame) -> bool:
+def categories_in_family(df: pd.DataFrame) -> bool:
     """Whether ``df``'s categories are judged with its arms: two or more categories, one workload
     (several workloads show no run-wide per-category table; each workload is its own family)."""
     cats = df["category"].dropna() if "category" in df else pd.Series(dtype=object)
@@ -168,12 +163,12 @@ def judge(
     df: pd.DataFrame, arms: Sequence[str], baseline: str, metric: str, alpha: float
 ) -> tuple[dict[str, Comparison], dict[Category, Comparison]]:
     """Every arm in ``arms`` (the baseline excluded) vs ``baseline`` on ``metric``, and, when
-    :func:`gated`, every (category, arm) on that category's requests, as one family at ``alpha``
-    (:func:`gatekeeping`); otherwise the arms alone, Holm. The analysis and the ``repeats: auto``
-    looks both read verdicts from here, so the one announced is the one reported."""
+    :func:`categories_in_family`, every (category, arm) on that category's requests, as one family
+    at ``alpha`` (:func:`arms_and_categories`); otherwise the arms alone, Holm. The analysis and the
+    ``repeats: auto`` looks both read verdicts from here, so the one announced is the one reported."""
     arms = [a for a in arms if a != baseline]
     groups: dict[str, pd.DataFrame] = {}
-    if gated(df):
+    if categories_in_family(df):
         rows = df[df["category"].notna()]
         groups = {str(c): sub for c, sub in rows.groupby(rows["category"].astype(str), sort=True)}
 
@@ -185,6 +180,6 @@ def judge(
     if not groups:
         return holm(arms, fit, alpha), {}
     cats = {a: [(c, a) for c, sub in groups.items() if (sub["arm"] == a).any()] for a in arms}
-    out = gatekeeping(arms, cats, fit, alpha)
+    out = arms_and_categories(arms, cats, fit, alpha)
     arm_out = {k: c for k, c in out.items() if isinstance(k, str)}
     return arm_out, {k: c for k, c in out.items() if isinstance(k, tuple)}

@@ -128,8 +128,8 @@ def category_comparisons(
     run: RunData, metric: str = "decode_tok_s"
 ) -> dict[tuple[str, str], stats.Comparison]:
     """(category, arm) → the arm's speedup over the baseline on that category's requests only:
-    paired, launch-level, in one family with the arms (issue 27.5; a category is judged once its
-    arm's verdict is decided, :func:`specbench.analysis.multiplicity.gatekeeping`)."""
+    paired, launch-level, in one family with the arms (issue 27.5; each arm's α shared half with its
+    categories, :func:`specbench.analysis.multiplicity.arms_and_categories`)."""
     key = ("category_comparisons", metric)
     if key not in run._fits:
         run._fits[key] = _category_comparisons(run, metric)

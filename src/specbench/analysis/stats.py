@@ -153,11 +153,8 @@ class Comparison:
     family: int = 1
     family_alpha: float = math.nan
     # How the family shares ``family_alpha`` when it is not plain Holm over ``family`` comparisons
-    # (arms and their categories: :func:`specbench.analysis.multiplicity.gatekeeping`).
+    # (arms and their categories: :func:`specbench.analysis.multiplicity.arms_and_categories`).
     family_name: str = ""
-    # A category comparison never tested: its arm's own verdict is undetermined, and a category is
-    # judged only once its arm is (gatekeeping). No interval: none was tested.
-    gated: bool = False
 
     @property
     def low_n(self) -> bool:
@@ -228,8 +225,6 @@ def verdict_text(c: Comparison) -> str:
     """The verdict as printed: an undetermined one says why and what would settle it."""
     if c.verdict != "undetermined":
         return c.verdict
-    if c.gated:
-        return "undetermined (not tested: the arm's own verdict is undetermined)"
     if c.too_few:
         return f"undetermined (LOW_N: {c.n_b} {c.baseline} / {c.n_a} {c.arm} values)"
     if c.low_n:

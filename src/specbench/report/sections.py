@@ -183,7 +183,7 @@ def _categories(cats: Categories, baseline: str, level: int = 2) -> list[Block]:
     caption = (
         f"decode speedup vs {baseline} on each category's requests: paired by prompt inside launch "
         f"pairs, {level_text} CI; the categories share the run's error rate with the arms, one "
-        f"family of {family} comparisons in which a category is judged once its arm's verdict is "
+        f"family of {family} comparisons, each arm's α shared half with its categories "
         "(docs/statistics.md); drafted / accepted: the arm's draft tokens there"
     )
     blocks: list[Block] = [Heading("Per prompt category", level), Table(table, caption)]
