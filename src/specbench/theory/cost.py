@@ -59,6 +59,12 @@ class Efficiency:
     vocab_s    host time per vocabulary entry per sampled position (see :func:`sampling_time`)
     drafted_s  host time per drafted token a round verifies (batch entry, sampling and accept
                of its position, KV bookkeeping), beyond the forward passes (theory/engines.py)
+    draft_pass_s  host time per drafting pass beyond its forward pass (the engine's proposer
+               loop between two drafter passes; theory/engines.py)
+    query_context_share  share of a decode step's cost per context position that each further
+               token of a pass pays again (attention scores and weighted sums per query); the
+               rest, the K/V read, is paid once per pass. Used with a measured step context
+               slope (predict's ``step_context_slope_s``); 0: unknown (theory/engines.py)
     """
 
     bandwidth: float = 0.6
@@ -68,13 +74,21 @@ class Efficiency:
     round_s: float = 1.0e-4
     vocab_s: float = 1.5e-9
     drafted_s: float = 0.0
+    draft_pass_s: float = 0.0
+    query_context_share: float = 0.0
 
     def __post_init__(self) -> None:
         if not (0.0 < self.bandwidth <= 1.0 and 0.0 < self.compute <= 1.0):
             raise ConfigError("efficiency bandwidth and compute must be within (0, 1]")
-        if min(self.kernel_s, self.forward_s, self.round_s, self.vocab_s, self.drafted_s) < 0.0:
+        if not 0.0 <= self.query_context_share <= 1.0:
+            raise ConfigError("efficiency query_context_share must be within [0, 1]")
+        if (
+            min(self.kernel_s, self.forward_s, self.round_s, self.vocab_s, self.drafted_s, self.draft_pass_s)
+            < 0.0
+        ):
             raise ConfigError(
-                "efficiency latencies (kernel_s, forward_s, round_s, vocab_s, drafted_s) must not be negative"
+                "efficiency latencies (kernel_s, forward_s, round_s, vocab_s, drafted_s, draft_pass_s)"
+                " must not be negative"
             )
 
 

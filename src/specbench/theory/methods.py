@@ -82,8 +82,10 @@ class DraftCost:
     """One round's drafting: γ drafter passes, the catch-up pass, and the state the round keeps.
 
     ``round_s`` is the γ drafting passes, ``catchup_s`` the pass over the verified batch,
-    ``launch_s`` the fixed-latency share of both; ``target_state``/``draft_state`` are the
-    recurrent-state bytes per sequence of the target and of a hybrid draft model.
+    ``launch_s`` the fixed-latency share of both, ``host_s`` the engine's host work between the
+    drafting passes (part of ``round_s``, ``Efficiency.draft_pass_s`` per pass);
+    ``target_state``/``draft_state`` are the recurrent-state bytes per sequence of the target
+    and of a hybrid draft model.
     """
 
     round_s: float
@@ -93,6 +95,7 @@ class DraftCost:
     draft_state: int = 0
     catchup_s: float = 0.0
     launch_s: float = 0.0
+    host_s: float = 0.0
 
     @property
     def state_bytes(self) -> int:
@@ -192,7 +195,11 @@ def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
     catchup_s = catchup_time(s, gpu, eff, s.gamma + 1)  # the accepted path, not the whole tree
     fixed = step.kernels * eff.kernel_s + eff.forward_s
     own_state = recurrent_state_bytes(arch) if s.method == "draft" else 0
-    return DraftCost(passes * step_s, step_s, step, target_state, own_state, catchup_s, (passes + 1) * fixed)
+    host_s = passes * eff.draft_pass_s  # the engine's proposer loop, once per drafting pass
+    launch_s = (passes + 1) * fixed
+    return DraftCost(
+        passes * step_s + host_s, step_s, step, target_state, own_state, catchup_s, launch_s, host_s
+    )
 
 
 def catchup_time(s: DraftSetup, gpu: Gpu, eff: Efficiency, tokens: float) -> float:

@@ -94,6 +94,8 @@ class Breakdown:
     checkpoint_draft_s: float = 0.0
     launch_s: float = 0.0  # fixed-latency share of draft_s + catchup_s (not added again)
     drafted_s: float = 0.0  # the engine's host work per drafted token verified (theory/engines.py)
+    draft_host_s: float = 0.0  # the engine's host work per drafting pass, part of draft_s (engines.py)
+    verify_context_s: float = 0.0  # the verify's further tokens over the context, part of verify_s
 
 
 @dataclass(frozen=True)
@@ -233,11 +235,15 @@ def predict_architecture(
     draft_host_sampling: bool = False,
     accepted_length: float | None = None,
     tree: Tree | None = None,
+    step_context_slope_s: float = 0.0,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
     ``target_pass(T)``, when given, is the measured time of one target pass over T tokens (see
     :mod:`specbench.run.probe`); it replaces the roofline for the baseline step and the verify pass.
+    The probe's passes run at an empty context; ``step_context_slope_s`` (seconds per context
+    position of one measured decode step, from the baseline's requests) lets the verify's further
+    tokens pay their share of it (:func:`verify_context_time`).
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
@@ -263,7 +269,7 @@ def predict_architecture(
     tau = accepted_length or (tree_tokens_per_round(a, draft_max, tree.top_k) if tree else None)
     eff = efficiency or Efficiency()
     gpu = gpu.for_weights(target.quant)
-    bd = _breakdown(setup, gpu, eff, a, acc, target_pass, tau)
+    bd = _breakdown(setup, gpu, eff, a, acc, target_pass, tau, step_context_slope_s)
     base = concurrency / bd.target_step_s
     spec = concurrency * bd.tokens_per_round / bd.round_s
     return Prediction(
@@ -291,6 +297,7 @@ def _breakdown(
     acc: float,
     target_pass: TargetPass | None,
     tau_given: float | None = None,
+    context_slope_s: float = 0.0,
 ) -> Breakdown:
     width = s.verify_width  # γ + 1 for a chain, the tree's draft tokens + 1
     step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
@@ -312,6 +319,10 @@ def _breakdown(
         # ... and compute one LM-head row where the verify computes γ+1 per sequence (cost.py)
         t_verify += (t_verify - extra_samples - t_step) * head_share(s.target, s.context)
         bounds = ("measured", "measured")
+    t_context = (
+        verify_context_time(s.seqs * (width - 1), s.context, context_slope_s, eff) if target_pass else 0.0
+    )
+    t_verify += t_context
     ckpt_target, ckpt_draft = checkpoint_time(drafting, s, alpha, gpu)
     t_snap = snapshot_time(s, gpu, eff)
     t_replay = _replay_time(s, gpu, eff, alpha, target_pass)
@@ -356,7 +367,17 @@ def _breakdown(
         checkpoint_draft_s=ckpt_draft,
         launch_s=drafting.launch_s,
         drafted_s=t_drafted,
+        draft_host_s=drafting.host_s,
+        verify_context_s=t_context,
     )
+
+
+def verify_context_time(further_tokens: float, context: int, slope_s: float, eff: Efficiency) -> float:
+    """What a measured verify misses at the run's context: the forward probe's prefills attend to
+    an empty cache, and the measured step pays its context once. Each of the pass's further tokens
+    pays ``query_context_share`` of the step's cost per context position again (its own scores and
+    weighted sums; the K/V read is shared), ``further · context · slope · share``."""
+    return further_tokens * context * max(0.0, slope_s) * eff.query_context_share
 
 
 def _replay_time(

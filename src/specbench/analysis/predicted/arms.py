@@ -32,6 +32,7 @@ from specbench.analysis.predicted.setup import RunSetup, calibrate_setup, run_se
 from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
+from specbench.theory.engines import method_efficiency
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.predict import Prediction, predict_architecture
@@ -169,9 +170,10 @@ def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficienc
         draft=draft,
         concurrency=setup.concurrency,
         context=setup.context,
-        efficiency=eff,
+        efficiency=method_efficiency(setup.engine, setup.gpu, eff, spec.method),
         target_pass=setup.curve,
         replay=setup.replays,
+        step_context_slope_s=setup.context_slope_s,
     )
 
 

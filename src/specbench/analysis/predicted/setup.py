@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from specbench import analysis
@@ -33,6 +34,7 @@ from specbench.theory.hardware import Gpu
 from specbench.theory.passcurve import PassCurve
 
 DEFAULT_CONTEXT = 512
+MIN_CONTEXT_SPAN = 32  # positions the baseline requests must span to fit a context slope
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,17 @@ class RunSetup:
     roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
     base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
     run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
+    context_slope_s: float = 0.0  # the baseline step's seconds per context position (_context_slope)
 
     @property
     def replays(self) -> bool:
         """llama.cpp re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
-        return _engine(self.run) == "llamacpp"
+        return self.engine == "llamacpp"
+
+    @property
+    def engine(self) -> str:
+        """The run's engine name (theory/engines.py keys its host costs by it)."""
+        return _engine(self.run)
 
 
 def _engine(run: RunData) -> str:
@@ -98,9 +106,37 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     gpu = device_from_run(run_dir)
     ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
     curve = _pass_curve(run, level, rate)
+    slope = _context_slope(base) if curve is not None else 0.0
     return RunSetup(
-        run, models, ceiling.gpu, level, context, rate, curve, ceiling.note, ceiling.efficiency, run_dir
+        run,
+        models,
+        ceiling.gpu,
+        level,
+        context,
+        rate,
+        curve,
+        ceiling.note,
+        ceiling.efficiency,
+        run_dir,
+        slope,
     )
+
+
+def _context_slope(base: pd.DataFrame) -> float:
+    """Seconds per context position of the baseline's decode step: the least-squares slope of
+    each request's step (1 / decode rate) on its context (prompt + half the output). The forward
+    probe runs at an empty context, so this is what tells the verify what the context costs
+    (theory/predict.py ``verify_context_time``). 0 when the requests span too little context
+    (under MIN_CONTEXT_SPAN positions, or fewer than 3 requests) to fit a slope, or it is negative."""
+    rows = base[(base["decode_tok_s"] > 0) & base["prompt_tokens"].notna()]
+    if len(rows) < 3:
+        return 0.0
+    ctx = (rows["prompt_tokens"] + rows["output_tokens"] / 2).to_numpy(dtype=float)
+    if ctx.max() - ctx.min() < MIN_CONTEXT_SPAN:
+        return 0.0
+    step = 1.0 / rows["decode_tok_s"].to_numpy(dtype=float)
+    slope = float(np.polyfit(ctx, step, 1)[0])
+    return max(0.0, slope) if math.isfinite(slope) else 0.0
 
 
 def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
