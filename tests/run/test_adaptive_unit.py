@@ -17,7 +17,7 @@ from scipy import stats as sps
 from specbench.analysis import sequential
 from specbench.analysis import stats as S
 from specbench.analysis.launches import POSITION
-from specbench.analysis.run import RunData, comparisons
+from specbench.analysis.rundata import RunData, comparisons
 from specbench.executors.base import CellJob
 from specbench.matrix.config import Cell
 from specbench.run import adaptive

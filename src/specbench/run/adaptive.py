@@ -139,7 +139,7 @@ def verdicts(
     df: pd.DataFrame, arms: Iterable[str], baseline: str, alpha: float
 ) -> dict[str, stats.Comparison]:
     """Every non-baseline arm vs ``baseline`` on :data:`METRIC`, one Holm family at ``alpha``:
-    the report's reading (:func:`specbench.analysis.run.comparisons` at confidence 1 − α′).
+    the report's reading (:func:`specbench.analysis.rundata.comparisons` at confidence 1 − α′).
     Arms without data are in it too, but undecidable, so they do not widen anyone's interval."""
 
     def fit(arm: str, level: float) -> stats.Comparison:

@@ -237,7 +237,7 @@ def predict_architecture(
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
     ``target_pass(T)``, when given, is the measured time of one target pass over T tokens (see
-    :mod:`specbench.run.probe`); it replaces the roofline for the baseline step and the verify pass.
+    :mod:`specbench.run.forwardprobe`); it replaces the roofline for the baseline step and the verify pass.
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
