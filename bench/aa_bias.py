@@ -198,7 +198,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the hogs live with the tests
     from tests.support.load import controlled_load
 
-    if args.plain_abba:  # what specbench did before the counterbalanced order (runorder.py)
+    if args.plain_abba:  # what specbench did before the counterbalanced order (run/order.py)
         runner.Runner._order_cells = lambda self: None  # type: ignore[method-assign]
     binary = ensure_llama_server(None)
     pair = cached_pair(LabSpec(arch="dense", alpha=0.8), lab_dir())

@@ -63,7 +63,7 @@ async def specbench_load(url: str, c: int, n: int, tokens: int, out: Path, trans
     if transport == "poll":  # stamps at the loop's poll, as on a platform without kernel stamps
         readstamps.KERNEL_STAMPS = False
     session_cm: Any
-    if transport.startswith("procs"):  # client_processes: N (clientpool.py)
+    if transport.startswith("procs"):  # client_processes: N (client/pool.py)
         session_cm = StreamerPool(int(transport[5:]), 600, c, None)
     else:
         session_cm = open_streamer(600, c)

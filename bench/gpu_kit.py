@@ -97,7 +97,7 @@ def pinned_source() -> Path:
     sys.path.insert(0, str(REPO / "src"))
     from specbench.engines import install
 
-    return install._fetch_source(install.install_root() / "src")
+    return install.fetch_source(install.install_root() / "src")
 
 
 def download_wheels(dest: Path) -> int:

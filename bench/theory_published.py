@@ -29,8 +29,8 @@ from typing import Any
 from specbench.theory import alpha_from_acceptance, calibrate_efficiency, predict
 from specbench.theory.engines import engine_efficiency
 from specbench.theory.formulas import alpha_from_tokens_per_round
-from specbench.theory.predict import Tree
 from specbench.theory.presets import get_gpu
+from specbench.theory.speedup import Tree
 from specbench.theory.stopping import predict_stopped
 
 THC_3090 = "https://hackmd.io/ODXuOQNzSiyUITz7g9mtBw"  # llama.cpp, one RTX 3090, batch 1, greedy

@@ -8,6 +8,10 @@ The public API is re-exported here lazily (PEP 562), so ``import specbench`` and
     run = specbench.load_run(out)
     specbench.comparisons(run), specbench.analysis.findings(run), specbench.decision_table(run)
     result = specbench.analyse(run, out)  # everything the report shows, as one Analysis
+
+The packages follow one request (README, "Layout"): matrix → workloads → run → executors →
+engines → transport → client → store → analysis (theory) → report; each package's ``__init__``
+says what it takes in, what it hands on and which step comes next.
 """
 
 from __future__ import annotations

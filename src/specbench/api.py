@@ -194,7 +194,7 @@ def tune(
     observe: Observer | None = None,
 ) -> list[WorkloadResult]:
     """``specbench tune``: race the matrix's tune block per workload (:mod:`specbench.tune.execute`)."""
-    from specbench.tune.execute import tune as run_tune
+    from specbench.tune.execute import run_tune
 
     return run_tune(matrix_path, out, resume=resume, llama_server=llama_server, say=say, observe=observe)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specbench.analysis.sources import _source, acceptance_artefact
+from specbench.analysis.sources import acceptance_artefact, make_source
 
 
 def _frame(tokens_per_chunk: float) -> pd.DataFrame:
@@ -25,9 +25,9 @@ def _frame(tokens_per_chunk: float) -> pd.DataFrame:
 
 
 def _sources() -> dict[str, dict[str, object]]:
-    metrics = _source(1152.0, 1152.0, "counter deltas over the measured requests of 3 cell(s)", False)
+    metrics = make_source(1152.0, 1152.0, "counter deltas over the measured requests of 3 cell(s)", False)
     metrics["mean_accepted_length"] = 1 + 1152.0 / 384.0  # 4.00 tokens per verification step
-    return {"timings": _source(1152.0, 1152.0, "12 measured requests", False), "metrics": metrics}
+    return {"timings": make_source(1152.0, 1152.0, "12 measured requests", False), "metrics": metrics}
 
 
 def test_a_stream_that_shows_the_counters_steps_makes_the_100_percent_info() -> None:

@@ -111,7 +111,7 @@ def test_unstable_names_the_clients_lag_when_client_behind_fires_on_the_arm() ->
 
 
 def test_the_judge_passes_client_behind_on_to_unstable(tmp_path: Path) -> None:
-    # A synthetic run (tests/report/synth.py) with noisy repeats and a late client loop on the baseline.
+    # A synthetic run (tests/support/synth.py) with noisy repeats and a late client loop on the baseline.
     run = make_run(tmp_path / "run", Plan({"baseline": Arm(), "fast": spec(60)}, noise=0.5))
     cells = [json.loads(line) for line in (run / "cells.jsonl").read_text().splitlines()]
     for cell in cells:

@@ -17,7 +17,7 @@ import pytest
 from specbench.analysis import checks
 from specbench.analysis.judge import findings
 from specbench.analysis.metrics import frame
-from specbench.analysis.run import RunData, load_run
+from specbench.analysis.rundata import RunData, load_run
 from specbench.engines import argstore, engine_for
 from specbench.engines.argtable import ArgTable
 from specbench.engines.helpparse import parse_llama_help

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis import busy, evidence, metrics
-from specbench.run import machine
+from specbench.run import machineload
 
 
 def stalled_record() -> dict[str, Any]:
@@ -79,10 +79,10 @@ def test_a_busy_box_is_named_and_a_quiet_one_is_not() -> None:
     assert busy.busy_reason({"cpus": 2, "load_end": 1.0, "steal_share": 0.2}) is not None
 
 
-def test_a_cells_machine_probe_records_load_cpus_and_threads() -> None:
+def test_a_cells_machine_load_records_load_cpus_and_threads() -> None:
     import os
 
-    got = machine.MachineProbe().finish(os.getpid(), machine.threads_arg(["-c", "2048", "-t", "1"]))
+    got = machineload.MachineLoad().finish(os.getpid(), machineload.threads_arg(["-c", "2048", "-t", "1"]))
     assert got["cpus"] == os.cpu_count() and got["engine_threads"] == "1"
     assert got["load_end"] >= 0 and got["engine_os_threads"] >= 1
 

@@ -1,5 +1,5 @@
 """Goodput against SLOs, its launch-level interval, the rate-sweep builder and the load
-crossover, on records built by hand (the engine run is tests/test_goodput_engine.py); the
+crossover, on records built by hand (the engine run is tests/analysis/test_goodput_engine.py); the
 matrix's SLO and rate fields and their one-line errors."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from scipy import stats as sps
 from specbench.analysis import launches as L
 from specbench.analysis import stats as S
 from specbench.analysis.multiplicity import arms_and_categories, holm, shares
-from specbench.analysis.run import RunData, category_comparisons, comparisons
+from specbench.analysis.rundata import RunData, category_comparisons, comparisons
 
 LAUNCHES, PROMPTS = 4, 6
 

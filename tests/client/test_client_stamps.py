@@ -13,22 +13,22 @@ import pytest
 
 from specbench.client import readstamps
 from specbench.client.readstamps import StampingConnector, cut, select_clock
-from specbench.client.stream import _aiohttp_stream, _Recorder, chat_body, open_streamer
+from specbench.client.stream import Recorder, chat_body, open_streamer, stream_into
 
 STREAMS = 8
 _SENT = re.compile(rb"@(\d+)")
 
 
-def _stream_with_a_stall(url: str) -> tuple[list[_Recorder], tuple[int, int], bool]:
+def _stream_with_a_stall(url: str) -> tuple[list[Recorder], tuple[int, int], bool]:
     """STREAMS streams at once; once they flow, the loop is blocked for 50 ms (as a GC pause or
     another job would), so every stream's next chunks wait in its socket. Returns the records,
     the stall's start and end, and whether the connections were stamping ones."""
 
-    async def go() -> tuple[list[_Recorder], tuple[int, int], bool]:
+    async def go() -> tuple[list[Recorder], tuple[int, int], bool]:
         body = chat_body([{"role": "user", "content": "hi"}], 200, 0.0, 0, {"ignore_eos": True})
         async with open_streamer(30, STREAMS) as session:
-            recs = [_Recorder() for _ in range(STREAMS)]
-            tasks = [asyncio.create_task(_aiohttp_stream(session, url, body, 30, r)) for r in recs]
+            recs = [Recorder() for _ in range(STREAMS)]
+            tasks = [asyncio.create_task(stream_into(session, url, body, 30, r)) for r in recs]
             while any(r.t_headers is None for r in recs):  # every stream flowing (a busy box is slow)
                 await asyncio.sleep(0.01)
             await asyncio.sleep(0.02)
@@ -42,7 +42,7 @@ def _stream_with_a_stall(url: str) -> tuple[list[_Recorder], tuple[int, int], bo
     return asyncio.run(go())
 
 
-def _reads(rec: _Recorder) -> list[tuple[int, list[int]]]:
+def _reads(rec: Recorder) -> list[tuple[int, list[int]]]:
     """Each read as (its stamp on the shared clock, the server's send times of the events in it)."""
     assert rec.error is None and rec.pieces
     return [(rec.t0 + t, [int(x) for x in _SENT.findall(data)]) for t, data in rec.pieces]
@@ -109,9 +109,9 @@ def _read_while_the_loop_is_blocked() -> tuple[list[Reads], list[list[int]], int
     async def go() -> tuple[list[Reads], int]:
         body = chat_body([{"role": "user", "content": "hi"}], 2, 0.0, 0, {})
         async with open_streamer(30, 2) as session:
-            recs = [_Recorder(), _Recorder()]
+            recs = [Recorder(), Recorder()]
             tasks = [
-                asyncio.create_task(_aiohttp_stream(session, url, body, 30, rec))
+                asyncio.create_task(stream_into(session, url, body, 30, rec))
                 for (url, _), rec in zip(servers, recs, strict=True)
             ]
             while not all(g.is_set() for g in got):  # both requests out (a busy box is slow)

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from specbench import SCHEMA_VERSION
-from specbench.client.stream import _Recorder, chat_body, open_streamer, sse_events, stream_chat
+from specbench.client.stream import Recorder, chat_body, open_streamer, sse_events, stream_chat
 from specbench.errors import StoreError
 from specbench.store.recordwriter import RecordWriter
 from specbench.store.rundir import RunStore
@@ -49,7 +49,7 @@ def test_a_finished_stream_is_parsed_without_holding_the_loop() -> None:
     while the others' reads wait to be stamped: the parse hands the loop back between slices."""
     token = {"choices": [{"index": 0, "delta": {"content": "t"}, "finish_reason": None}]}
     wire = f"data: {json.dumps(token)}\n\n".encode() * 256
-    rec = _Recorder()
+    rec = Recorder()
     rec.pieces = [(i, wire[i * 64 : (i + 1) * 64]) for i in range(len(wire) // 64 + 1)]
     turns = 0
 

@@ -1,4 +1,4 @@
-"""Client worker processes (clientpool.py) against bench/stream_server.py: requests streamed by
+"""Client worker processes (client/pool.py) against bench/stream_server.py: requests streamed by
 workers come back whole and stamped, every worker takes its share, and no worker outlives its pool
 or its parent, however the parent ends."""
 

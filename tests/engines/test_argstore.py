@@ -47,7 +47,7 @@ def test_a_new_run_stores_the_table_its_flags_were_checked_against(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
-    helptext._help_text.cache_clear()
+    helptext.cached_help_text.cache_clear()
     (tmp_path / "m.gguf").write_bytes(b"\0" * 1024)
     binary = fake_llama_server(tmp_path)
     (tmp_path / "m.yaml").write_text(

@@ -13,7 +13,7 @@ import pytest
 
 from specbench import api
 from specbench.analysis import checks
-from specbench.analysis.run import load_run
+from specbench.analysis.rundata import load_run
 from tests.support.lab import Pair
 from tests.support.matrices import write_matrix
 

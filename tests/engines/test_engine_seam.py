@@ -17,7 +17,7 @@ import pytest
 
 from specbench.analysis import checks
 from specbench.analysis.predicted.models import arm_method
-from specbench.analysis.run import RunData
+from specbench.analysis.rundata import RunData
 from specbench.engines import ENGINES, engine_for, request_draft_counts
 from specbench.engines.base import Engine
 from specbench.engines.openai import AttachedEngine

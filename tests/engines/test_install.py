@@ -42,7 +42,7 @@ def test_second_install_returns_the_cached_binary_at_once(
     binary = install.cached_binary(BuildOptions())
     binary.parent.mkdir(parents=True)
     binary.write_text("")
-    monkeypatch.setattr(install, "_fetch_source", lambda _d: pytest.fail("must not fetch"))
+    monkeypatch.setattr(install, "fetch_source", lambda _d: pytest.fail("must not fetch"))
     assert install_llamacpp(BuildOptions()) == binary
 
 
@@ -66,9 +66,9 @@ class _Usage:
 
 
 def test_build_failures_are_summarised() -> None:
-    assert "disk is full" in install._failure_line("x\nNo space left on device\n")
+    assert "disk is full" in install.failure_line("x\nNo space left on device\n")
     assert (
-        install._failure_line("ok\nfoo.cpp:1: error: bad thing\nninja: stopped")
+        install.failure_line("ok\nfoo.cpp:1: error: bad thing\nninja: stopped")
         == "foo.cpp:1: error: bad thing"
     )
 

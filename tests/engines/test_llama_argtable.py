@@ -104,10 +104,10 @@ def test_the_help_is_read_once_per_build_and_kept_beside_it(tmp_path: Path, cach
     first = LlamaCppEngine(binary).arg_table()
     assert first is not None and first.knows("--spec-type") and calls(build / "bin") == 1
     assert (build / "specbench-help.json").is_file()
-    helptext._help_text.cache_clear()  # a new process: read from the file, not run again
+    helptext.cached_help_text.cache_clear()  # a new process: read from the file, not run again
     assert LlamaCppEngine(binary).arg_table() is not None and calls(build / "bin") == 1
     binary.write_text(binary.read_text() + "# rebuilt\n")  # another build: read again
-    helptext._help_text.cache_clear()
+    helptext.cached_help_text.cache_clear()
     assert LlamaCppEngine(binary).arg_table() is not None and calls(build / "bin") == 2
 
 
@@ -121,7 +121,7 @@ def test_a_help_that_is_not_llama_servers_gives_no_table(tmp_path: Path) -> None
     false.write_text(f'#!/bin/sh\necho x >> "{refuses}/calls"\nexit 1\n')
     false.chmod(0o755)
     assert LlamaCppEngine(false).arg_table() is None
-    helptext._help_text.cache_clear()  # a new process: the refusal is kept, not asked again
+    helptext.cached_help_text.cache_clear()  # a new process: the refusal is kept, not asked again
     assert LlamaCppEngine(false).arg_table() is None and calls(refuses) == 1
 
 

@@ -24,7 +24,7 @@ from specbench import api
 from specbench.analysis import checks, metrics
 from specbench.analysis.finding import Finding
 from specbench.analysis.judge import findings
-from specbench.analysis.run import load_run
+from specbench.analysis.rundata import load_run
 from specbench.engines import engine_for
 from specbench.engines.base import Engine, parse_metrics
 from specbench.engines.install_vllm import find_vllm, install_vllm

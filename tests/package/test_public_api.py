@@ -25,11 +25,27 @@ def test_all_is_the_documented_api_and_every_name_resolves() -> None:
         assert getattr(specbench, name) is not None
 
 
-def test_importing_the_package_loads_no_heavy_dependency() -> None:
+# What ``specbench run`` loads before the first engine starts, and ``--help``: none of these may
+# pay for the analysis stack (a theory/__init__ that imported its model eagerly loaded SciPy
+# into the runner through store/machineprobe -> theory.hardware).
+LIGHT = ["specbench", "specbench.run.runner", "specbench.store.machineprobe"]
+
+
+@pytest.mark.parametrize("module", LIGHT)
+def test_importing_a_light_entry_point_loads_no_heavy_dependency(module: str) -> None:
     heavy = "('pandas', 'scipy', 'matplotlib')"
-    code = f"import sys, specbench; print(sorted(m for m in {heavy} if m in sys.modules))"
+    code = f"import sys, {module}; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_theory_package_resolves_every_name_lazily() -> None:
+    import specbench.theory as theory
+    import specbench.theory.speedup  # the module that defines predict() no longer shares its name
+
+    for name in theory.__all__:
+        assert getattr(theory, name) is not None
+    assert theory.predict is specbench.theory.speedup.predict
 
 
 def _module(path: Path) -> str:
@@ -76,6 +92,20 @@ def test_no_import_cycle_between_modules() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == [], cycles
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    """A name a test or another module needs is public (issue 30: one seam, not a back door)."""
+    found = []
+    for folder in ("src", "tests", "bench"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("specbench"):
+                    private = [
+                        a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                    ]
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{n}" for n in private]
+    assert found == []
 
 
 def test_no_tracked_file_points_outside_the_repository() -> None:

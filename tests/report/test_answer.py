@@ -196,21 +196,21 @@ def test_findings_are_one_line_per_code_with_the_arms_it_names() -> None:
 def test_the_advice_names_the_unsettled_categories_and_never_says_none_is_settled() -> None:
     """Seen on the demo: five categories faster and two undetermined read "no category's verdict
     is settled"; the advice names the open ones instead."""
-    from specbench.analysis.answer import CategoryAnswer, _advice
+    from specbench.analysis.answer import CategoryAnswer, category_advice
 
     nan = float("nan")
     cats = [
         CategoryAnswer("chat", 1.6, 0.99, 2.58, "undetermined (about 1 more launch, 1–3)", nan, nan),
         CategoryAnswer("coding", 1.62, 1.1, 2.36, "faster", nan, nan),
     ]
-    advice = _advice("draft4", cats, shipped=True)
+    advice = category_advice("draft4", cats, shipped=True)
     assert advice == "chat: not settled yet (more launches would tell)"
 
 
 def test_the_console_says_the_family_guarantee_once_with_the_levels_it_used() -> None:
-    from specbench.analysis.multiplicity import rates_text as _error_rates
+    from specbench.analysis.multiplicity import rates_text
 
     holm = "Holm over 3 comparisons: ≤ 5 % chance of any false verdict among them"
     rates = [f"98.3 % CI; {holm}", f"97.5 % CI; {holm}", f"98.3 % CI; {holm}"]
-    assert _error_rates(rates) == f"{holm} (CIs at 98.3 %, 97.5 %)"
-    assert _error_rates(["95 % CI"]) == "95 % CI"
+    assert rates_text(rates) == f"{holm} (CIs at 98.3 %, 97.5 %)"
+    assert rates_text(["95 % CI"]) == "95 % CI"

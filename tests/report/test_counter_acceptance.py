@@ -1,5 +1,5 @@
 """Acceptance from /metrics counter deltas when the server gives no per-request counts (vLLM
-without --per-request-spec-decode-metrics): SYNTHETIC run directories (tests/report/synth.py) with
+without --per-request-spec-decode-metrics): SYNTHETIC run directories (tests/support/synth.py) with
 the per-request counts taken out, the cells' counter deltas kept. Regression for the #15 audit:
 the report's per-arm table showed "—", the predicted-vs-measured section said "no drafted tokens
 were measured", while the acceptance-by-source section held the counters."""

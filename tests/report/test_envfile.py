@@ -1,5 +1,5 @@
 """BENCHMARK_ENV.md never states what was not recorded: a missing env.json (or a field of it)
-reads "unknown", not "none detected" or "None / None". Runs are SYNTHETIC (tests/report/synth.py)."""
+reads "unknown", not "none detected" or "None / None". Runs are SYNTHETIC (tests/support/synth.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The rendered-prompts section (issue 15, item 6) on SYNTHETIC run directories: the cells carry
-renderings written here the way the runner stores them (tests/test_runner_engine.py reads them
+renderings written here the way the runner stores them (tests/run/test_runner_engine.py reads them
 from a real llama-server)."""
 
 from __future__ import annotations

@@ -57,20 +57,20 @@ def _boxes(ax: object) -> list[Line2D]:
 
 @pytest.mark.parametrize(("n", "box", "notched"), [(3, False, False), (6, True, False), (40, True, True)])
 def test_box_suits_the_number_of_points(n: int, box: bool, notched: bool) -> None:
-    fig = plots._figure(4, 3)
+    fig = plots.new_figure(4, 3)
     ax = fig.add_subplot()
     d = np.random.default_rng(0).normal(30, 1, n)
-    plots._box(ax, 1, d, median_ci(d))
+    plots.draw_box(ax, 1, d, median_ci(d))
     lines = _boxes(ax)
     assert bool(lines) == box
     assert any(len(ln.get_xdata()) == 11 for ln in lines) == notched
 
 
 def test_three_points_draw_a_median_bar_not_a_bow_tie() -> None:
-    fig = plots._figure(4, 3)
+    fig = plots.new_figure(4, 3)
     ax = fig.add_subplot()
     d = np.array([29.0, 30.0, 35.0])
-    plots._box(ax, 1, d, median_ci(d))
+    plots.draw_box(ax, 1, d, median_ci(d))
     assert not _boxes(ax) and len(ax.collections) == 1  # the hlines at the median
     assert ax.collections[0].get_segments()[0][0][1] == 30.0
 
@@ -105,7 +105,7 @@ def test_without_a_cjk_font_the_report_says_so(demo_like: Path, monkeypatch: pyt
     from specbench.report import sections
 
     monkeypatch.setattr(fonts, "cjk_family", lambda: None)
-    (note,) = sections._font_note(analysis.load_run(demo_like))
+    (note,) = sections.font_note(analysis.load_run(demo_like))
     assert "fonts-noto-cjk" in note.text  # type: ignore[union-attr]
 
 

@@ -17,7 +17,7 @@ from scipy import stats as sps
 from specbench.analysis import sequential
 from specbench.analysis import stats as S
 from specbench.analysis.launches import POSITION
-from specbench.analysis.run import RunData, comparisons
+from specbench.analysis.rundata import RunData, comparisons
 from specbench.executors.base import CellJob
 from specbench.matrix.config import Cell
 from specbench.run import adaptive
@@ -82,7 +82,7 @@ def run_adaptive(
 
 
 def report_verdicts(job: FakeJob) -> dict[str, S.Comparison]:
-    """What the report says on the same data (analysis.run.comparisons, Holm at α′)."""
+    """What the report says on the same data (analysis.rundata.comparisons, Holm at α′)."""
     manifest = {
         "matrix": {"baseline": job.matrix.baseline, "arms": dict(job.matrix.arms)},
         "adaptive": job.store.data["adaptive"],

@@ -16,7 +16,7 @@ import pytest
 from specbench import SCHEMA_VERSION, api
 from specbench.analysis.predicted.setup import forward_curve
 from specbench.engines import process
-from specbench.run.probe import DEFAULT_REPS, DEFAULT_SIZES
+from specbench.run.forwardprobe import DEFAULT_REPS, DEFAULT_SIZES
 from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, llama_servers_for, planned, write_matrix

@@ -21,8 +21,8 @@ from specbench.theory.engines import (
 from specbench.theory.hardware import Gpu
 from specbench.theory.inputs import Weights
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.predict import Breakdown, predict_architecture
 from specbench.theory.presets import get_gpu
+from specbench.theory.speedup import Breakdown, predict_architecture
 
 H100 = get_gpu("H100 SXM")
 CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=0.2, memory_gb=8.0, unified=True, host_link_gbs=20.0)

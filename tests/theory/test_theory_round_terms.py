@@ -20,8 +20,8 @@ from specbench.theory.hardware import Gpu
 from specbench.theory.hf_config import architecture_from_hf
 from specbench.theory.inputs import Weights
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.predict import Tree, predict_architecture
 from specbench.theory.presets import get_gpu, gpus
+from specbench.theory.speedup import Tree, predict_architecture
 
 CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=0.2, memory_gb=8.0, unified=True, host_link_gbs=20.0)
 # Gemma 3 270M's shape: a 262,144 x 640 head (168M) over a 100M-parameter body

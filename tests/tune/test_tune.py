@@ -309,14 +309,14 @@ def test_the_command_served_is_the_baseline_unless_a_candidate_wins() -> None:
 
     from specbench.engines.llamacpp import LlamaCppEngine
     from specbench.matrix.config import Matrix
-    from specbench.tune.execute import _command
+    from specbench.tune.execute import served_command
 
     matrix = Matrix(model="/m/t.gguf", common_args=("-c", "2048"), arms={"baseline": ("--temp", "0")})
     runner: Any = SimpleNamespace(matrix=matrix, engine=LlamaCppEngine(Path("/bin/llama-server")))
-    baseline = _command(runner, None)
+    baseline = served_command(runner, None)
     assert baseline[:3] == ["/bin/llama-server", "-m", "/m/t.gguf"]
     assert "--temp" in baseline and not any(a.startswith("--spec") for a in baseline)
-    winner = _command(runner, {"draft_model": "/m/d.gguf", "draft_n_max": 4})
+    winner = served_command(runner, {"draft_model": "/m/d.gguf", "draft_n_max": 4})
     assert winner[winner.index("--spec-draft-n-max") + 1] == "4" and "--temp" not in winner
 
 

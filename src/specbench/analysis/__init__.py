@@ -1,16 +1,18 @@
 """From a run directory to conclusions, apart from how they are rendered.
 
-Step 8 of the flow matrix → workloads → run → executors → engines → client → store → analysis
-(theory) → report: takes in a run directory (``store``) and hands one ``Analysis`` to ``report``.
+Step 8 of the flow matrix → workloads → run → executors → engines → transport → client → store →
+analysis (theory) → report: takes in a run directory (``store``) and hands one ``Analysis`` to
+``report``.
 
-:mod:`run` loads a run directory (:class:`RunData`) and computes per-arm summaries and speedups,
-:mod:`judge` gathers every finding, :mod:`decision` says what to run per workload, and
-:mod:`result` gathers all of it, with the report's tables (:mod:`frames`, :mod:`crossover`)
-and the theory's prediction, into one :class:`Analysis` (``analyse(run)``).
-:mod:`compare` compares two runs. The statistics
-(:mod:`stats`, :mod:`launches`, :mod:`stability`, :mod:`bimodality`), the per-request metrics
-(:mod:`metrics`), the checks (:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`,
-:mod:`stalls`) and the length crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
+:mod:`rundata` loads a run directory (:class:`RunData`) and computes per-arm summaries and
+speedups, :mod:`judge` gathers every finding, :mod:`decision` says what to run per workload,
+:mod:`predicted` puts the theory (``specbench.theory``) to the run, and :mod:`result` gathers all
+of it, with the report's tables (:mod:`frames`, :mod:`crossover`) and the theory's prediction,
+into one :class:`Analysis` (``analyse(run)``), which the next step, ``report``, renders.
+:mod:`compare` compares two runs. The statistics (:mod:`stats`, :mod:`launches`,
+:mod:`stability`, :mod:`bimodality`), the per-request metrics (:mod:`metrics`), the checks
+(:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`, :mod:`stalls`) and the length
+crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
 """
 
 from __future__ import annotations
@@ -52,31 +54,31 @@ if TYPE_CHECKING:
     from specbench.analysis.result import (
         analyse_dir as analyse_dir,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         ByWorkload as ByWorkload,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         RunData as RunData,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         arm_acceptance as arm_acceptance,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         arm_summary as arm_summary,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         comparisons as comparisons,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         detail_frame as detail_frame,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         load_run as load_run,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         pooled_acceptance as pooled_acceptance,
     )
-    from specbench.analysis.run import (
+    from specbench.analysis.rundata import (
         workload_comparisons as workload_comparisons,
     )
 
@@ -94,15 +96,15 @@ _EXPORTS = {
     "Analysis": "specbench.analysis.result",
     "analyse": "specbench.analysis.result",
     "analyse_dir": "specbench.analysis.result",
-    "ByWorkload": "specbench.analysis.run",
-    "RunData": "specbench.analysis.run",
-    "arm_acceptance": "specbench.analysis.run",
-    "arm_summary": "specbench.analysis.run",
-    "comparisons": "specbench.analysis.run",
-    "detail_frame": "specbench.analysis.run",
-    "load_run": "specbench.analysis.run",
-    "pooled_acceptance": "specbench.analysis.run",
-    "workload_comparisons": "specbench.analysis.run",
+    "ByWorkload": "specbench.analysis.rundata",
+    "RunData": "specbench.analysis.rundata",
+    "arm_acceptance": "specbench.analysis.rundata",
+    "arm_summary": "specbench.analysis.rundata",
+    "comparisons": "specbench.analysis.rundata",
+    "detail_frame": "specbench.analysis.rundata",
+    "load_run": "specbench.analysis.rundata",
+    "pooled_acceptance": "specbench.analysis.rundata",
+    "workload_comparisons": "specbench.analysis.rundata",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -112,7 +112,7 @@ def answer(
     return Answer(
         decision.workload, decision.arm, c.arm, c.ratio, c.ci_low, c.ci_high, stats.verdict_text(c),
         stats.error_rate_text(c), decision.reason, cats if differ else [],
-        _advice(c.arm, cats, decision.arm is not None) if differ else "",
+        category_advice(c.arm, cats, decision.arm is not None) if differ else "",
     )  # fmt: skip
 
 
@@ -149,7 +149,7 @@ def _categories(speedups: pd.DataFrame, arm: str) -> list[CategoryAnswer]:
     ]
 
 
-def _advice(arm: str, cats: list[CategoryAnswer], shipped: bool) -> str:
+def category_advice(arm: str, cats: list[CategoryAnswer], shipped: bool) -> str:
     slower = [c.category for c in cats if _word(c.verdict) == "slower"]
     faster = [c.category for c in cats if _word(c.verdict) == "faster"]
     parts = []

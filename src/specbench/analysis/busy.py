@@ -1,7 +1,7 @@
 """BUSY_MACHINE: a cell that ran on an oversubscribed or stolen-from box.
 
 Each cell records what the box looked like at its start and end (``cells.jsonl``
-``machine_load``, written by :mod:`specbench.run.machine`); a busy cell's timings measure the box
+``machine_load``, written by :mod:`specbench.run.machineload`); a busy cell's timings measure the box
 as much as the arm.
 """
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specbench.analysis import RunData, detail_frame, stats
-from specbench.analysis.run import for_workload, workload_names
+from specbench.analysis.rundata import for_workload, workload_names
 
 
 def _crossover_terms(

@@ -10,7 +10,7 @@ import numpy as np
 from specbench.analysis import stability, stats
 from specbench.analysis.checks import Finding
 from specbench.analysis.judge import findings
-from specbench.analysis.run import RunData, workload_comparisons
+from specbench.analysis.rundata import RunData, workload_comparisons
 
 # -- decision table ---------------------------------------------------------------------------
 KEEP_OFF = "keep speculation off"

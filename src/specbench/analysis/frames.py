@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import bimodality, checks, stalls, stats
-from specbench.analysis.run import (
+from specbench.analysis.rundata import (
     RunData,
     arm_acceptance,
     category_comparisons,

@@ -6,7 +6,7 @@ from specbench.analysis import busy, checks, evidence, launches, stability, stal
 from specbench.analysis.checks import Finding
 from specbench.analysis.clientlag import client_lag_findings, schedule_findings
 from specbench.analysis.finding import SEVERITY_ORDER
-from specbench.analysis.run import RunData, comparisons
+from specbench.analysis.rundata import RunData, comparisons
 
 
 def findings(run: RunData) -> list[Finding]:

@@ -19,7 +19,7 @@ from specbench.analysis.finding import Finding
 from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
 from specbench.analysis.predicted.arms import RunTheory, theory_or_reason
-from specbench.analysis.run import (
+from specbench.analysis.rundata import (
     RunData,
     arm_summary,
     comparisons,

@@ -39,7 +39,7 @@ def acceptance_sources(
     if drafted > 0:
         accepted = float(sub["draft_accepted"].fillna(0).sum())
         n = int(sub["draft_n"].notna().sum())
-        out["timings"] = _source(drafted, accepted, f"{n} measured requests (warm-ups excluded)", False)
+        out["timings"] = make_source(drafted, accepted, f"{n} measured requests (warm-ups excluded)", False)
     metrics = _metrics_source(mine)
     if metrics:
         out["metrics"] = metrics
@@ -49,7 +49,7 @@ def acceptance_sources(
     return out
 
 
-def _source(drafted: float, accepted: float, coverage: str, partial: bool) -> Source:
+def make_source(drafted: float, accepted: float, coverage: str, partial: bool) -> Source:
     return {
         "drafted": drafted,
         "accepted": accepted,
@@ -66,7 +66,7 @@ def _metrics_source(cells: Sequence[Mapping[str, Any]]) -> Source | None:
         return None
     missing = len(cells) - len(deltas)
     coverage = f"counter deltas over the measured requests of {len(deltas)} cell(s)"
-    src = _source(tot["draft_tokens"], tot["accepted"], coverage, missing > 0)
+    src = make_source(tot["draft_tokens"], tot["accepted"], coverage, missing > 0)
     if missing:
         src["coverage"] += f"; {missing} cell(s) without a scrape"
     src["mean_accepted_length"] = 1 + tot["accepted"] / tot["drafts"] if tot["drafts"] else np.nan
@@ -85,9 +85,11 @@ def _log_source(cells: Sequence[Mapping[str, Any]], sub: pd.DataFrame, engine: E
     if gen <= 0:
         return None
     if engine.log_acceptance_scope != "request":
-        return _source(gen, acc, "periodic aggregate lines over time windows, not the cell's requests", True)
+        return make_source(
+            gen, acc, "periodic aggregate lines over time windows, not the cell's requests", True
+        )
     coverage = "one line per measured drafting request"
-    return _source(gen, acc, coverage + (f"; {', '.join(sorted(set(gaps)))}" if gaps else ""), bool(gaps))
+    return make_source(gen, acc, coverage + (f"; {', '.join(sorted(set(gaps)))}" if gaps else ""), bool(gaps))
 
 
 def _log_gaps(cell: Mapping[str, Any], lines: int, sub: pd.DataFrame, engine: Engine) -> list[str]:

@@ -138,7 +138,7 @@ def write_real_matrix(folder: Path, model: RealModel, gguf: Path, repeats: int) 
     (folder / "matrix.yaml").write_text(yaml.safe_dump(matrix, sort_keys=False))
 
 
-def run_matrix(folder: Path, run_dir: Path, name: str, binary: Path) -> Path:
+def measure_demo_matrix(folder: Path, run_dir: Path, name: str, binary: Path) -> Path:
     resume = (run_dir / "manifest.json").exists()
     api.run_matrix(
         folder / "matrix.yaml",
@@ -165,7 +165,7 @@ def run_real(out: Path, binary: Path, repeats: int) -> Path | None:
     folder = out / "matrices" / name
     folder.mkdir(parents=True, exist_ok=True)
     write_real_matrix(folder, GEMMA3_270M, gguf, repeats)
-    return run_matrix(folder, out / name, f"{name} (real text)", binary)
+    return measure_demo_matrix(folder, out / name, f"{name} (real text)", binary)
 
 
 def run_demo(out: Path, llama_server: str | None = None, repeats: int = 3, real: bool = True) -> list[Path]:
@@ -178,7 +178,7 @@ def run_demo(out: Path, llama_server: str | None = None, repeats: int = 3, real:
         folder.mkdir(parents=True, exist_ok=True)
         write_prompts(folder / "prompts.jsonl", json.loads((pair / "truth.json").read_text()))
         write_matrix(folder / "matrix.yaml", pair, repeats)
-        runs.append(run_matrix(folder, out / name, name, binary))
+        runs.append(measure_demo_matrix(folder, out / name, name, binary))
     if real:
         found = run_real(out, binary, repeats)
         runs += [found] if found else []

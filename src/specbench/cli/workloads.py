@@ -74,7 +74,7 @@ def workloads_load(
 
 
 @app.command("predict")
-def predict(
+def predict_command(
     model: Annotated[
         str | None, typer.Option(help="model preset or path to a Hugging Face config.json")
     ] = None,

@@ -22,7 +22,7 @@ installed (a loop without a selector) the stamp is taken in ``data_received``.
 Neither asyncio nor aiohttp offers a public hook for this: the loop's ``_selector``, the
 connector's protocol factory (``_factory``) and the handler's current payload (``_payload``) are
 private attributes, as are the reader's protocol (``_protocol``, for a body that came whole) and
-the transport's socket (``TransportSocket._sock``). tests/test_client_stamps.py checks the hooks
+the transport's socket (``TransportSocket._sock``). tests/client/test_client_stamps.py checks the hooks
 are in place, so a library that moves them fails a test instead of quietly falling back to later
 stamps.
 

@@ -125,7 +125,7 @@ def sse_events(pieces: Pieces) -> list[tuple[int, str]]:
     return list(iter_events(pieces))
 
 
-class _Recorder:
+class Recorder:
     """Accumulates one response; a plain object so partial results survive an error."""
 
     def __init__(self) -> None:
@@ -195,7 +195,7 @@ def _error(exc: BaseException, timeout: float) -> dict[str, Any]:
 
 
 async def _refused(
-    rec: _Recorder, status: int, content_type: str | None, read: Callable[[], Awaitable[bytes]]
+    rec: Recorder, status: int, content_type: str | None, read: Callable[[], Awaitable[bytes]]
 ) -> bool:
     """Record why a response is not a stream to time (an HTTP error, another content type); False
     when it is one."""
@@ -212,14 +212,14 @@ async def _refused(
 
 async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
     """POST ``body`` and record the stream. Never raises for HTTP or protocol failures."""
-    rec = _Recorder()
-    await _aiohttp_stream(session, url, body, timeout, rec)
+    rec = Recorder()
+    await stream_into(session, url, body, timeout, rec)
     await rec.parse()
     return rec.result()
 
 
-async def _aiohttp_stream(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: float, rec: _Recorder
+async def stream_into(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], timeout: float, rec: Recorder
 ) -> None:
     for attempt in range(2):
         try:
@@ -236,7 +236,7 @@ async def _aiohttp_stream(
 
 
 async def _aiohttp_once(
-    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rec: _Recorder
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], rec: Recorder
 ) -> None:
     perf, t0, keep = time.perf_counter_ns, rec.t0, rec.pieces.append
     async with session.post(url, json=body) as resp:

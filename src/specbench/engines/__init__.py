@@ -1,9 +1,10 @@
 """Inference engines behind one small seam (:class:`specbench.engines.base.Engine`).
 
-Step 5 of the flow matrix → workloads → run → executors → engines → client → store → analysis
-(theory) → report: takes in an arm's flags and hands on a running server (its command line,
+Step 5 of the flow matrix → workloads → run → executors → engines → transport → client → store →
+analysis (theory) → report: takes in an arm's flags and hands on a running server (its command line,
 environment, readiness, /metrics, logs) and what the engine says about speculation, for the run and
-for the analysis.
+for the analysis. Next, ``client`` streams each request to that server, through ``transport``
+(the one HTTP seam, which the engines' own control-plane calls use too).
 
 :data:`ENGINES` is the one registry of engine kinds (a matrix's ``engine`` field, a run's
 recorded engine) and :func:`engine_for` the one way to get an engine for reading a run's flags,

@@ -270,7 +270,7 @@ class Engine(ABC):
 
     def forward_probe_request(self, tokens: list[int]) -> tuple[str, dict[str, Any]] | None:
         """(path, JSON body) prefilling exactly ``tokens`` uncached with one output token, for
-        :mod:`specbench.run.probe`; None when the server cannot time its own prefill."""
+        :mod:`specbench.run.forwardprobe`; None when the server cannot time its own prefill."""
         return None
 
     def forward_probe_result(self, response: dict[str, Any]) -> dict[str, Any]:

@@ -50,11 +50,11 @@ def help_text(
     except OSError:
         return None
     env_key = tuple(sorted((env or {}).items()))
-    return _help_text(str(binary), tuple(argv), stat.st_size, stat.st_mtime_ns, timeout, env_key)
+    return cached_help_text(str(binary), tuple(argv), stat.st_size, stat.st_mtime_ns, timeout, env_key)
 
 
 @functools.lru_cache(maxsize=16)
-def _help_text(
+def cached_help_text(
     binary: str,
     argv: tuple[str, ...],
     size: int,

@@ -92,7 +92,7 @@ def install_llamacpp(
     if binary.is_file():
         return binary
     _check_prerequisites(options)
-    source = _fetch_source(install_root() / "src")
+    source = fetch_source(install_root() / "src")
     build_dir = install_root() / options.key / "build"
     _configure(source, build_dir, options)
     _build(build_dir, jobs or os.cpu_count() or 2, progress)
@@ -116,7 +116,7 @@ def _check_prerequisites(options: BuildOptions) -> None:
         raise InstallError("--cuda: nvcc not found; install the CUDA toolkit or drop --cuda")
 
 
-def _fetch_source(dest: Path) -> Path:
+def fetch_source(dest: Path) -> Path:
     tree = dest / f"llama_cpp_python-{LLAMA_CPP_PYTHON_VERSION}"
     if (tree / "vendor" / "llama.cpp" / "CMakeLists.txt").is_file():
         return tree / "vendor" / "llama.cpp"
@@ -151,7 +151,7 @@ def _configure(source: Path, build_dir: Path, options: BuildOptions) -> None:
     cmd = ["cmake", "-S", str(source), "-B", str(build_dir), *generator, *options.cmake_args()]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise InstallError(f"cmake configure failed: {_failure_line(done.stdout + done.stderr)}")
+        raise InstallError(f"cmake configure failed: {failure_line(done.stdout + done.stderr)}")
 
 
 _STEP = re.compile(r"^\[\s*(\d+)/(\d+)\]|^\[\s*(\d+)%\]")
@@ -169,10 +169,10 @@ def _build(build_dir: Path, jobs: int, progress: Progress | None) -> None:
             done, total = (int(match[1]), int(match[2])) if match[1] else (int(match[3]), 100)
             progress(done, total, line.strip())
     if proc.wait() != 0:
-        raise InstallError(f"building llama-server failed: {_failure_line(chr(10).join(tail))}")
+        raise InstallError(f"building llama-server failed: {failure_line(chr(10).join(tail))}")
 
 
-def _failure_line(output: str) -> str:
+def failure_line(output: str) -> str:
     if "No space left" in output:
         return "the disk is full; free some space or set SPECBENCH_CACHE to a larger disk"
     errors = [ln for ln in output.splitlines() if "error" in ln.lower()]

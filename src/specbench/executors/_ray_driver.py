@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
-from specbench.executors._ray_cell import RemoteObserver, probe_node, reap_servers, run_cell_remote
+from specbench.executors._ray_cell import RemoteObserver, node_environment, reap_servers, run_cell_remote
 from specbench.executors._ray_common import node_clock, node_name, node_table, pinned, start_inbox
 from specbench.executors._ray_resources import (
     accelerator_pin,
@@ -87,7 +87,7 @@ class Driver:
             r.target_tokens and r.prompt_id not in job.fitted for c in cells for r in c.requests
         )
         self.pin: dict[str, float] | None = None if self._may_pin() else {}
-        self.nodes: dict[str, dict[str, Any]] = {}  # node id → name, Ray description, probe, env
+        self.nodes: dict[str, dict[str, Any]] = {}  # node id → name, Ray description, env task, env
         self.cells_per_node: Counter[str] = Counter()
         self.reaps: dict[Any, _Task] = {}
         self.stats: Counter[str] = Counter()
@@ -292,11 +292,11 @@ class Driver:
             if node_id not in self.table:
                 self.table = node_table()
             model = self.matrix.model if self.ex.hash_models and self.matrix.engine == "llamacpp" else None
-            probe = ray.remote(probe_node).options(num_cpus=0, scheduling_strategy=pinned(node_id))
+            env_task = ray.remote(node_environment).options(num_cpus=0, scheduling_strategy=pinned(node_id))
             self.nodes[node_id] = {
                 "name": node_name(node["host"], node_id),
                 "ray": self.table.get(node_id, {"resources": {}, "labels": {}}),
-                "probe": probe.remote(self.remote.engine, model),
+                "env_task": env_task.remote(self.remote.engine, model),
                 "env": None,
             }
         return str(self.nodes[node_id]["name"])
@@ -306,7 +306,7 @@ class Driver:
         node = self.nodes[node_id]
         if node["env"] is None:
             try:
-                env = ray.get(node["probe"], timeout=timeout)
+                env = ray.get(node["env_task"], timeout=timeout)
                 env["clock"] = node_clock(node_id)
             except ray.exceptions.RayError as exc:
                 env = {"error": f"{type(exc).__name__}: {exc}"[:500]}

@@ -5,6 +5,8 @@ spreadsheets, not from specbench. Importing them into the run-directory layout l
 analysis (speedup with CI, SILENT_FALLBACK, ACCEPTANCE_ARTEFACT, CONFOUND, LOW_N, BIMODAL) judge
 them. Nothing here measures: every value comes from the file, converted to specbench's units, and
 each record says which file row it came from. See ``docs/import.md`` for the full contract.
+Beside the flow: it stands in for matrix → … → store, taking in another harness's file and
+handing a run directory on to ``analysis`` and ``report`` like any measured run.
 
 Public API::
 

@@ -1,7 +1,7 @@
 """The matrix file format: what a run is asked to measure.
 
-Step 1 of the flow matrix → workloads → run → executors → engines → client → store → analysis
-(theory) → report.
+Step 1 of the flow matrix → workloads → run → executors → engines → transport → client → store →
+analysis (theory) → report.
 
 Takes in a matrix file (YAML): :mod:`parse` turns its text into data (duplicate keys refused,
 syntax errors with a caret), :mod:`config` validates it into a frozen ``Matrix`` and plans its

@@ -327,7 +327,7 @@ def plan_cells(
 ) -> list[Cell]:
     """Cells in planned order: arms interleaved ABBA across repeats, so slow drift
     (thermal, background load) hits every arm alike instead of the last one. The runner then
-    counterbalances each pair of rounds in a seeded order of the arms (runorder.py)."""
+    counterbalances each pair of rounds in a seeded order of the arms (run/order.py)."""
     arms = list(matrix.arms)
     cells = []
     for repeat in range(matrix.repeats):

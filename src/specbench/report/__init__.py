@@ -2,8 +2,8 @@
 BENCHMARK_ENV.md, each rendered from one :class:`specbench.analysis.result.Analysis`; merging runs
 from several machines; the text form of a run-vs-run comparison.
 
-Step 9, the last of the flow matrix → workloads → run → executors → engines → client → store →
-analysis (theory) → report: takes in an ``Analysis`` and hands on files.
+Step 9, the last of the flow matrix → workloads → run → executors → engines → transport → client →
+store → analysis (theory) → report: takes in an ``Analysis`` and hands on files.
 
 Public API::
 

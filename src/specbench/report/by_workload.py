@@ -2,8 +2,9 @@
 
 Speculation's value flips with the workload (entropy, lengths, concurrency), so a run that names
 ``natural`` and ``single`` answers two questions: each gets its own decision, crossover and
-per-arm table (computed on its requests only, :func:`specbench.analysis.run.only`), and the
-workload-by-arm table shows where an arm helps and where it hurts.
+per-arm table (computed on its requests only,
+:func:`specbench.analysis.rundata.for_workload`), and the workload-by-arm table shows where an
+arm helps and where it hurts.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class Plot:
     draw: Callable[[Analysis], Figure | None]
 
 
-def _figure(width: float, height: float) -> Figure:
+def new_figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
@@ -50,7 +50,7 @@ def _values(df: pd.DataFrame, column: str) -> np.ndarray[Any, np.dtype[np.float6
 BOX_MIN, NOTCH_MIN = 5, 10  # fewer points: no box (quartiles of 3 points mean nothing); no notch
 
 
-def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]], ci: MedianCI) -> None:
+def draw_box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]], ci: MedianCI) -> None:
     """One arm's summary: a median bar under BOX_MIN points, a box from there, and the notch
     (the bootstrap 95 % CI of the median) only from NOTCH_MIN points and only when it stays
     inside the box — a notch wider than the quartiles folds into a bow-tie that reads as data."""
@@ -70,7 +70,7 @@ def _box(ax: Any, position: int, d: np.ndarray[Any, np.dtype[np.float64]], ci: M
 def _distribution(
     ax: Any, df: pd.DataFrame, arms: list[str], baseline: str, cis: dict[str, MedianCI], seed: int = 0
 ) -> None:
-    """A box per arm (see :func:`_box`), the points as a jittered strip, and the baseline's
+    """A box per arm (see :func:`draw_box`), the points as a jittered strip, and the baseline's
     median CI as a band across the axis."""
     data = [_values(df[df["arm"] == a], "decode_tok_s") for a in arms]
     keep = [i for i, d in enumerate(data) if d.size]
@@ -79,7 +79,7 @@ def _distribution(
     data, names = [data[i] for i in keep], [arms[i] for i in keep]
     rng = np.random.default_rng(seed)
     for i, (name, d) in enumerate(zip(names, data, strict=True), 1):
-        _box(ax, i, d, cis[name])
+        draw_box(ax, i, d, cis[name])
         colour = BASE_COLOUR if name == baseline else ARM_COLOUR
         ax.scatter(i + rng.uniform(-0.15, 0.15, d.size), d, s=9, alpha=0.5, color=colour, zorder=3)
     ax.set_xticks(range(1, len(names) + 1), names)
@@ -96,7 +96,7 @@ def decode_distribution(a: Analysis) -> Figure | None:
     run, df = a.run, a.detail
     if not df["decode_tok_s"].notna().any():
         return None
-    fig = _figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
+    fig = new_figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
     ax = fig.add_subplot()
     _distribution(ax, df, run.measured_arms, run.baseline, a.decode_cis[("", "")])
     return fig
@@ -105,7 +105,7 @@ def decode_distribution(a: Analysis) -> Figure | None:
 def _facets(count: int, height: float = 3.2) -> tuple[Figure, list[Any]]:
     cols = min(3, count)
     rows = math.ceil(count / cols)
-    fig = _figure(5.0 * cols, height * rows)
+    fig = new_figure(5.0 * cols, height * rows)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
     for ax in axes[count:]:
         ax.set_visible(False)
@@ -158,7 +158,7 @@ def acceptance(a: Analysis) -> Figure | None:
     sources = sorted({s for r in rates.values() for s in r})
     if not sources:
         return None
-    fig = _figure(max(6.0, 1.2 * len(rates) + 2), 4.0)
+    fig = new_figure(max(6.0, 1.2 * len(rates) + 2), 4.0)
     ax = fig.add_subplot()
     width = 0.8 / len(sources)
     x = np.arange(len(rates))
@@ -177,7 +177,7 @@ def acceptance_by_position(a: Analysis) -> Figure | None:
     frame = a.positions
     if frame.empty:
         return None
-    fig = _figure(7.0, 4.0)
+    fig = new_figure(7.0, 4.0)
     ax = fig.add_subplot()
     for arm, sub in frame.groupby("arm", sort=False):
         ax.plot(sub["position"] + 1, sub["rate"], "o-", label=str(arm))
@@ -196,7 +196,7 @@ def speedup_vs_length(a: Analysis) -> Figure | None:
     if lengths.size < 2 or run.baseline not in run.measured_arms:
         return None
     e2e = df.pivot_table(index="max_tokens", columns="arm", values="e2e_ms", aggfunc="median")
-    fig = _figure(7.5, 4.5)
+    fig = new_figure(7.5, 4.5)
     ax = fig.add_subplot()
     grid = np.geomspace(lengths.min(), lengths.max(), 100)
     base_prefill, base_rate = a.length_model[run.baseline]
@@ -228,7 +228,7 @@ def latency_vs_concurrency(a: Analysis) -> Figure | None:
     run, df = a.run, a.detail
     if df["concurrency"].nunique() < 2:
         return None
-    fig = _figure(11.0, 4.2)
+    fig = new_figure(11.0, 4.2)
     axes = fig.subplots(1, 2)
     for ax, metric in zip(axes, ("ttft_ms", "e2e_ms"), strict=True):
         med = df.pivot_table(index="concurrency", columns="arm", values=metric, aggfunc="median")
@@ -246,7 +246,7 @@ def goodput_vs_rate(a: Analysis) -> Figure | None:
     table = a.goodput.table
     if table.empty:
         return None
-    fig = _figure(11.0, 4.2)
+    fig = new_figure(11.0, 4.2)
     axes = fig.subplots(1, 2)
     for arm, sub in table.groupby("arm", sort=False):
         err = [sub["goodput_req_s"] - sub["goodput_lo"], sub["goodput_hi"] - sub["goodput_req_s"]]

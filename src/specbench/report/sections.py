@@ -228,12 +228,12 @@ def _plots(run: RunData, plots: list[tuple[Plot, Path]]) -> list[Block]:
         return []
     return [
         Heading("Plots"),
-        *_font_note(run),
+        *font_note(run),
         *(Figure(path, plot.title, plot.caption) for plot, path in plots),
     ]
 
 
-def _font_note(run: RunData) -> list[Block]:
+def font_note(run: RunData) -> list[Block]:
     """The stated fallback: without a CJK font, CJK arm names and categories draw as boxes."""
     labels = [*run.measured_arms, *(str(c) for c in run.df["category"].dropna().unique())]
     if fonts.cjk_family() is not None or not any(fonts.has_cjk(label) for label in labels):

@@ -1,7 +1,7 @@
 """Running a matrix: prepare once, plan, then loop over the cells.
 
-Step 3 of the flow matrix → workloads → run → executors → engines → client → store → analysis
-(theory) → report.
+Step 3 of the flow matrix → workloads → run → executors → engines → transport → client → store →
+analysis (theory) → report.
 
 Takes in a ``Matrix`` and its requests: :mod:`prepare` checks everything and opens the run
 directory once (``prepare``; nothing launches), :mod:`plan` says what the run will do and how long
@@ -10,9 +10,9 @@ loops over the cells in a seeded counterbalanced order (:mod:`order`), restarts 
 resumes, :mod:`adaptive` stops arms whose verdict is settled (``repeats: auto``), :mod:`launch`
 starts an arm's server (or :mod:`attach` measures one that runs elsewhere), :mod:`drive` sends one
 cell's requests (warm-ups, concurrency, arrivals, /metrics, the log window via :mod:`serverlog`),
-:mod:`probe` times the target's forward passes and :mod:`machine` records the machine's load.
-:mod:`progress` shows it on the console. Hands cells to ``executors``, requests to ``client`` and
-records to ``store``.
+:mod:`forwardprobe` times the target's forward passes and :mod:`machineload` records the
+machine's load; :mod:`progress` shows it on the console. Hands on: the cells to ``executors``
+(the next step), each request to ``client`` and every record to ``store``.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from specbench.run import adaptive as adaptive
     from specbench.run import attach as attach
     from specbench.run import drive as drive
+    from specbench.run import forwardprobe as forwardprobe
     from specbench.run import launch as launch
-    from specbench.run import machine as machine
+    from specbench.run import machineload as machineload
     from specbench.run import order as order
     from specbench.run import plan as plan
     from specbench.run import planbasis as planbasis
     from specbench.run import prepare as prepare
-    from specbench.run import probe as probe
     from specbench.run import progress as progress
     from specbench.run import runner as runner
     from specbench.run import serverlog as serverlog
@@ -41,13 +41,13 @@ __all__ = [
     "adaptive",
     "attach",
     "drive",
+    "forwardprobe",
     "launch",
-    "machine",
+    "machineload",
     "order",
     "plan",
     "planbasis",
     "prepare",
-    "probe",
     "progress",
     "runner",
     "serverlog",

@@ -140,7 +140,7 @@ def verdicts(
 ) -> dict[str, stats.Comparison]:
     """Every non-baseline arm vs ``baseline`` on :data:`METRIC`, one family at ``alpha`` (Holm,
     with the categories when the run has several: :func:`specbench.analysis.multiplicity.judge`):
-    the report's reading (:func:`specbench.analysis.run.comparisons` at confidence 1 − α′).
+    the report's reading (:func:`specbench.analysis.rundata.comparisons` at confidence 1 − α′).
     Arms without data are in it too, but undecidable, so they do not widen anyone's interval."""
     return multiplicity.judge(df, list(arms), baseline, METRIC, alpha)[0]
 

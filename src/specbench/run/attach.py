@@ -57,10 +57,10 @@ def check_attach_url(url: str) -> str:
 
 def identify_server(url: str) -> tuple[str, dict[str, Any]]:
     """Which engine answers at ``url`` and the version it reports; an error when nothing does."""
-    return asyncio.run(_probe(url.rstrip("/")))
+    return asyncio.run(_identify(url.rstrip("/")))
 
 
-async def _probe(base: str) -> tuple[str, dict[str, Any]]:
+async def _identify(base: str) -> tuple[str, dict[str, Any]]:
     async with open_http(10.0) as client:
         try:
             await client.get(f"{base}/v1/models")

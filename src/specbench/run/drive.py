@@ -28,9 +28,9 @@ from specbench.errors import ClientError
 from specbench.executors.base import Observer
 from specbench.matrix.config import Cell, Matrix, RequestSpec
 from specbench.run import serverlog
+from specbench.run.forwardprobe import forward_probe
 from specbench.run.launch import Server
-from specbench.run.machine import MachineProbe, threads_arg
-from specbench.run.probe import forward_probe
+from specbench.run.machineload import MachineLoad, threads_arg
 from specbench.store.recordwriter import RecordWriter
 from specbench.store.redact import flag_values
 from specbench.store.rundir import now_iso
@@ -65,7 +65,7 @@ class CellDriver:
     observe: Observer
     attach_url: str | None = None
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
-    _writer: RecordWriter | None = None  # records written off the event loop (recordwriter.py)
+    _writer: RecordWriter | None = None  # records written off the event loop (store/recordwriter.py)
     _session: Session | StreamerPool | None = None  # what measured requests stream through
 
     def serve(self, cell: Cell, todo: list[RequestSpec], server: Server, attempt: int) -> None:
@@ -78,7 +78,7 @@ class CellDriver:
             "base_url": server.base_url,
             "pid": server.process.pid if server.process else None,
         }
-        probe = MachineProbe()  # the box's load and steal are evidence too (machine.py)
+        load = MachineLoad()  # the box's load and steal are evidence too (machineload.py)
         # Only a sink that batches is written from a thread; one that relays records elsewhere
         # (the Ray executor's) keeps its own synchronous append_record.
         self._writer = RecordWriter(self.sink) if self.sink.batches else None
@@ -89,7 +89,7 @@ class CellDriver:
             if writer is not None:
                 writer.close()
         pid = server.process.pid if server.process else None
-        info["machine_load"] = probe.finish(pid, threads_arg(cell.args))
+        info["machine_load"] = load.finish(pid, threads_arg(cell.args))
         info["ended_at"] = now_iso()
         info["alive_at_end"] = server.alive()
         info["log_lines"] = self._new_log_lines(cell.arm, server)

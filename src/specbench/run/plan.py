@@ -132,11 +132,11 @@ def make_plan(
     out: Path,
     commands: dict[str, list[str]] | None = None,
     probe: bool = True,
-    engine_probes: bool = True,
+    forward_probe: bool = True,
     warnings: list[str] | None = None,
 ) -> Plan:
     """Count ``cells`` and estimate their wall time (see the module docstring); ``probe`` False
-    skips the bandwidth probe, ``engine_probes`` False: the engine has no forward probe."""
+    skips the bandwidth probe, ``forward_probe`` False: the engine has no forward probe."""
     first = cells[0] if cells else None
     requests: tuple[RequestSpec, ...] = first.requests if first else ()
     tokens = sum(sum(r.max_tokens for r in (*c.requests, *c.warmup)) for c in cells)
@@ -150,7 +150,7 @@ def make_plan(
         concurrency=first.concurrency if first else 1,
         max_tokens=sorted({r.max_tokens for r in requests}),
         prompts=_by_category(requests),
-        forward_probe=engine_probes and matrix.forward_probe and matrix.baseline in matrix.arms,
+        forward_probe=forward_probe and matrix.forward_probe and matrix.baseline in matrix.arms,
         output_tokens=tokens,
         estimate=_cells_estimate(matrix, cells, out, probe),
         commands=commands or {},

@@ -271,7 +271,7 @@ def plan_for(matrix: Matrix, engine: Engine, cells: list[Cell], out: Path, probe
     probes = engine.forward_probe_request([1]) is not None
     warnings = _arm_warnings(matrix, engine) + _cut_warnings(cells, out)
     return make_plan(
-        matrix, cells, out, commands(matrix, engine), probe, engine_probes=probes, warnings=warnings
+        matrix, cells, out, commands(matrix, engine), probe, forward_probe=probes, warnings=warnings
     )
 
 

@@ -167,8 +167,9 @@ def serve_cell(
     observe: Observer,
     launched: Callable[[int], None],
 ) -> bool:
-    """Serve one cell on this machine for an executor elsewhere (:class:`cellwork.ServeCell`):
-    every line goes to ``sink``; returns whether the arm has failed."""
+    """Serve one cell on this machine for an executor elsewhere (it is the executors'
+    :class:`~specbench.executors.base.ServeCell`): every line goes to ``sink``; returns whether
+    the arm has failed."""
     runner = Runner(
         matrix=remote.matrix,
         engine=remote.engine,

@@ -1,7 +1,7 @@
 """The run directory and everything specbench keeps on disk.
 
-Step 7 of the flow matrix → workloads → run → executors → engines → client → store → analysis
-(theory) → report.
+Step 7 of the flow matrix → workloads → run → executors → engines → transport → client → store →
+analysis (theory) → report.
 
 Takes in records, cells, the manifest and the environment: :mod:`rundir` is the run directory
 (``RunStore``: the one record writer, environment, model SHA-256), :mod:`schema` its

@@ -11,7 +11,7 @@ machine then runs nothing of ours), and writes ``machine_probe.json``::
 ``report`` and ``predict --calibrate`` only read it back (:func:`stored_cpu`); a run directory
 without it (older specbench, an imported run) gets a ConfigError saying so, never a probe of
 the machine that renders the report. A resumed run keeps its first probe. The forward probe
-(verify cost) is stored per baseline cell in ``cells.jsonl`` (:mod:`specbench.run.probe`).
+(verify cost) is stored per baseline cell in ``cells.jsonl`` (:mod:`specbench.run.forwardprobe`).
 """
 
 from __future__ import annotations

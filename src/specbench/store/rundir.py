@@ -68,7 +68,7 @@ _GROWING = ("arms", "baseline")
 
 
 class RunStore:
-    batches = True  # records may be appended in batches from a writer thread (cellwork.RecordSink)
+    batches = True  # records may be appended in batches from a writer thread (store/sink.py: RecordSink)
 
     def __init__(self, root: Path, redactor: Redactor | None = None) -> None:
         self.root = root

@@ -64,7 +64,7 @@ class RequestRecord(TypedDict, total=False):
     wall_start: float | None
     concurrency: int
     request: dict[str, Any]  # the request's echo (config.RequestSpec.echo)
-    # response (client.py)
+    # response (client/stream.py)
     t_headers_ns: int | None
     t_end_ns: int | None
     t_done_ns: int
@@ -81,7 +81,7 @@ class RequestRecord(TypedDict, total=False):
     scheduled_s: float
     lateness_ms: float
     cap_wait_ms: float
-    # client worker processes (clientpool.py): which one streamed it, and the hand-off's delay
+    # client worker processes (client/pool.py): which one streamed it, and the hand-off's delay
     client_process: int
     dispatch_us: float
     # Ray executor and load generator

@@ -21,22 +21,47 @@ See docs/theory.md for the model, its assumptions and its limits.
 
 from __future__ import annotations
 
-from specbench.theory.calibrate import calibrate_efficiency
-from specbench.theory.cost import Efficiency
-from specbench.theory.formulas import (
-    acceptance_from_alpha,
-    alpha_from_acceptance,
-    experts_touched,
-    saturation_tokens,
-    tokens_per_round,
-)
-from specbench.theory.hardware import Gpu
-from specbench.theory.methods import METHODS
-from specbench.theory.predict import Breakdown, Prediction, Tree, predict
-from specbench.theory.predicttext import format_prediction
-from specbench.theory.presets import list_presets
-from specbench.theory.stopping import StoppedPrediction, predict_stopped
+import importlib
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:  # the names below, for type checkers; at run time they load on first use
+    from specbench.theory.calibrate import calibrate_efficiency
+    from specbench.theory.cost import Efficiency
+    from specbench.theory.formulas import (
+        acceptance_from_alpha,
+        alpha_from_acceptance,
+        experts_touched,
+        saturation_tokens,
+        tokens_per_round,
+    )
+    from specbench.theory.hardware import Gpu
+    from specbench.theory.methods import METHODS
+    from specbench.theory.predicttext import format_prediction
+    from specbench.theory.presets import list_presets
+    from specbench.theory.speedup import Breakdown, Prediction, Tree, predict
+    from specbench.theory.stopping import StoppedPrediction, predict_stopped
+
+# Lazy (PEP 562), as specbench/__init__: the runner needs theory.hardware (the machine probe)
+# and must not load SciPy with it. A name -> the module that defines it.
+_EXPORTS = {
+    "METHODS": "methods",
+    "Breakdown": "speedup",
+    "Efficiency": "cost",
+    "Gpu": "hardware",
+    "Prediction": "speedup",
+    "StoppedPrediction": "stopping",
+    "Tree": "speedup",
+    "acceptance_from_alpha": "formulas",
+    "alpha_from_acceptance": "formulas",
+    "calibrate_efficiency": "calibrate",
+    "experts_touched": "formulas",
+    "format_prediction": "predicttext",
+    "list_presets": "presets",
+    "predict": "speedup",
+    "predict_stopped": "stopping",
+    "saturation_tokens": "formulas",
+    "tokens_per_round": "formulas",
+}
 __all__ = [
     "METHODS",
     "Breakdown",
@@ -56,3 +81,10 @@ __all__ = [
     "saturation_tokens",
     "tokens_per_round",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'specbench.theory' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"specbench.theory.{module}"), name)

@@ -5,7 +5,7 @@ The baseline decodes one token for each of C sequences per step::
     baseline tok/s = C / (t(target, C × 1; η_bw) + t_sample)
 
 and brentq finds the η_bw ∈ (0, 1] that makes it the measured rate; the other efficiency fields
-(fixed latencies, round overhead) are kept. :mod:`specbench.theory.predict` then predicts with it.
+(fixed latencies, round overhead) are kept. :mod:`specbench.theory.speedup` then predicts with it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A measured target-pass curve in place of the roofline, for calibrating on a run.
 
-The forward probe (:mod:`specbench.run.probe`) times the baseline server's prefill of T tokens. The
+The forward probe (:mod:`specbench.run.forwardprobe`) times the baseline server's prefill of T tokens. The
 theory needs the time of a *decode* pass over T tokens, t(T). A prefill request carries fixed
 costs of its own (request handling, sampling setup), which a difference cancels, and a decode
 step's context-long KV read is paid once however many tokens the pass verifies. So the curve's

@@ -1,9 +1,9 @@
-"""A :class:`~specbench.theory.predict.Prediction` as the text ``specbench predict`` prints:
+"""A :class:`~specbench.theory.speedup.Prediction` as the text ``specbench predict`` prints:
 the two rates, the speedup, and where a round's time and bytes go."""
 
 from __future__ import annotations
 
-from specbench.theory.predict import Prediction
+from specbench.theory.speedup import Prediction
 
 
 def _bound(bound: str) -> str:

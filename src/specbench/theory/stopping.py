@@ -15,7 +15,7 @@ sequences are not combined.) The speedup is the ratio of expectations over D::
 
     speedup = t_step · Σ P(d)·tokens(d) / Σ P(d)·time(d)
 
-with tokens(d), time(d) the round of :func:`specbench.theory.predict` at K = d. The usual input
+with tokens(d), time(d) the round of :func:`specbench.theory.speedup.predict` at K = d. The usual input
 is c = α: a calibrated drafter is sure about the tokens it gets right. That is an assumption, not
 a measurement; on a run, the *replayed* column uses the drafted lengths the server counted.
 """
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.errors import ConfigError
-from specbench.theory.predict import predict
+from specbench.theory.speedup import predict
 
 
 @dataclass(frozen=True)

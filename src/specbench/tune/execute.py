@@ -217,7 +217,7 @@ def tune_workloads(matrix: Matrix, spec: TuneSpec, base: Path) -> dict[str, Work
     return out
 
 
-def tune(
+def run_tune(
     matrix_path: Path,
     out: Path,
     *,
@@ -298,14 +298,14 @@ def _tune_workload(
     state = executor.state
     save(state)
     ans = answer(state)
-    best = _command(runner, ans.best.values) if ans.best else []
-    command = best if not ans.serves_baseline else _command(runner, None)
+    best = served_command(runner, ans.best.values) if ans.best else []
+    command = best if not ans.serves_baseline else served_command(runner, None)
     log["workloads"][name].update(command=command, best_command=best)
     _write(out / "tune.json", log)
     return WorkloadResult(name, run_dir, state, ans, command, best)
 
 
-def _command(runner: Runner, values: Candidate | None) -> list[str]:
+def served_command(runner: Runner, values: Candidate | None) -> list[str]:
     """The engine command serving a candidate (None: the baseline, speculation off)."""
     m = runner.matrix
     own = candidate_args(m.engine, values) if values is not None else m.arms[m.baseline]

@@ -1,5 +1,5 @@
 """A baseline above the roofline names both bandwidths it speaks of, so a reader can reconcile
-the probe's figure with the one the calibration uses (runs are SYNTHETIC, tests/report/synth.py)."""
+the probe's figure with the one the calibration uses (runs are SYNTHETIC, tests/support/synth.py)."""
 
 from __future__ import annotations
 

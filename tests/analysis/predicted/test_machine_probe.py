@@ -1,5 +1,5 @@
 """The theory's machine inputs are stored with the run and only read back: the same run directory
-gives the same prediction on any day. Runs here are SYNTHETIC (tests/report/synth.py); the probe
+gives the same prediction on any day. Runs here are SYNTHETIC (tests/support/synth.py); the probe
 itself is the real one (a small copy and matmul on this machine)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The theory on run directories: arm parsing, models and device from a run, calibration, per-arm
-predictions. Every run here is SYNTHETIC (tests/report/synth.py); the CPU is a fixed fake device
+predictions. Every run here is SYNTHETIC (tests/support/synth.py); the CPU is a fixed fake device
 (FAKE, in place of the machine probe a real run stores) so the numbers are reproducible."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from specbench.theory.arch import Architecture, kv_cache_bytes, linear_conv_chan
 from specbench.theory.cost import forward_cost, head_share, sampling_time
 from specbench.theory.formulas import tokens_per_round
 from specbench.theory.hardware import Gpu
-from specbench.theory.predict import predict_architecture
+from specbench.theory.speedup import predict_architecture
 from tests.support.records import write_cells, write_records
 from tests.support.synth import SPEC_ARGS, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 

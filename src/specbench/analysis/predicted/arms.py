@@ -35,7 +35,7 @@ from specbench.theory.cost import Efficiency
 from specbench.theory.engines import method_efficiency
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.predict import Prediction, predict_architecture
+from specbench.theory.speedup import Prediction, predict_architecture
 
 
 @dataclass(frozen=True)

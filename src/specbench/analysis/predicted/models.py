@@ -291,7 +291,8 @@ def gpu_preset(name: str) -> Gpu:
 
 
 def device_from_run(run_dir: Path) -> Gpu:
-    """The run's GPU preset, or for CPU runs the ``cpu`` probe stored while the run ran (machine.py)."""
+    """The run's GPU preset, or for CPU runs the ``cpu`` probe stored while the run ran
+    (store/machineprobe.py)."""
     env = RunStore(run_dir).env()
     devices = env.get("gpus") or []
     build = (env.get("engine") or {}).get("build") or {}

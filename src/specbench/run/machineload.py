@@ -30,7 +30,7 @@ def _steal() -> tuple[float, float] | None:
 
 
 @dataclass
-class MachineProbe:
+class MachineLoad:
     """Started before a cell's requests, finished after them."""
 
     load_start: float = field(default_factory=_load)

@@ -50,7 +50,7 @@ def _announce(runner: Runner) -> None:
 
 
 @app.command("run", epilog=EXIT_CODES)
-def run(
+def run_command(
     matrix: Annotated[Path, typer.Argument(metavar="MATRIX", help="matrix YAML file")],
     out_text: Annotated[str, typer.Option("--out", metavar="PATH", help="run directory")] = "runs/latest",
     # Each switch names only its on form: "--no-dry-run" and the like are offered by typer's
@@ -148,7 +148,7 @@ def _check_attach_flags(attach: str | None, arm: str | None, arm_args: str | Non
 
 
 @app.command("tune", epilog=EXIT_CODES)
-def tune(
+def tune_command(
     matrix: Annotated[Path, typer.Argument(help="matrix YAML file with a tune: block")],
     out_text: Annotated[
         str, typer.Option("--out", metavar="PATH", help="tune.json and a run directory per workload")

@@ -240,10 +240,10 @@ def predict_architecture(
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
     ``target_pass(T)``, when given, is the measured time of one target pass over T tokens (see
-    :mod:`specbench.run.probe`); it replaces the roofline for the baseline step and the verify pass.
-    The probe's passes run at an empty context; ``step_context_slope_s`` (seconds per context
-    position of one measured decode step, from the baseline's requests) lets the verify's further
-    tokens pay their share of it (:func:`verify_context_time`).
+    :mod:`specbench.run.forwardprobe`); it replaces the roofline for the baseline step and the
+    verify pass. The probe's passes run at an empty context; ``step_context_slope_s`` (seconds per
+    context position of one measured decode step, from the baseline's requests) lets the verify's
+    further tokens pay their share of it (:func:`verify_context_time`).
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
