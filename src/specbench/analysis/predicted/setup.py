@@ -51,7 +51,7 @@ class RunSetup:
     roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
     base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
     run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
-    context_slope_s: float = 0.0  # the baseline step's seconds per context position (_context_slope)
+    context_slope_s: float = 0.0  # the baseline step's seconds per context position (context_slope)
 
     @property
     def replays(self) -> bool:
@@ -106,7 +106,7 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     gpu = device_from_run(run_dir)
     ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
     curve = _pass_curve(run, level, rate)
-    slope = _context_slope(base) if curve is not None else 0.0
+    slope = context_slope(base) if curve is not None else 0.0
     return RunSetup(
         run,
         models,
@@ -122,7 +122,7 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     )
 
 
-def _context_slope(base: pd.DataFrame) -> float:
+def context_slope(base: pd.DataFrame) -> float:
     """Seconds per context position of the baseline's decode step: the least-squares slope of
     each request's step (1 / decode rate) on its context (prompt + half the output). The forward
     probe runs at an empty context, so this is what tells the verify what the context costs
