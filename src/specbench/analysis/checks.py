@@ -19,6 +19,7 @@ import pandas as pd
 
 from specbench.analysis import settings, sources
 from specbench.analysis.finding import Finding
+from specbench.analysis.packed import packed
 from specbench.analysis.sources import SOURCE_TOLERANCE, Source
 from specbench.analysis.speculation import FALLBACK_SHARE, spec_deltas, speculation_state
 from specbench.engines.argstore import StoredArgs
@@ -259,7 +260,8 @@ def output_drift(texts: pd.DataFrame, arms: Sequence[str], baseline: str) -> lis
 def tool_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
     """Reassemble streamed tool calls: deltas carry ``index``, a name once, argument fragments."""
     calls: dict[int, dict[str, Any]] = {}
-    for chunk in chunks(record):
+    found = packed(record)  # packed: only its few rows with extras can carry tool calls
+    for chunk in found.extra_rows() if found is not None else chunks(record):
         for delta in chunk.tool_calls or []:
             call = calls.setdefault(int(delta.get("index", 0)), {"name": "", "arguments": ""})
             fn = delta.get("function") or {}

@@ -15,6 +15,7 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.packed import packed
 from specbench.engines import request_draft_counts
 from specbench.store.schema import Chunk, chunks
 
@@ -25,6 +26,7 @@ NS_PER_MS = 1e6
 #: Where :func:`frame` keeps a record's token chunks, found once: a dozen metrics read them, and
 #: filtering every record's chunks a dozen times was most of the end-of-run summary (issue 15).
 TOKENS_KEY, ANSWER_KEY = "_token_chunks", "_answer_chunks"
+GAPS_KEY = "_token_gaps_ms"
 
 
 def _token_chunks(rec: Record, answer_only: bool = False) -> list[Chunk]:
@@ -180,7 +182,17 @@ def chunk_tokens(rec: Record) -> list[int] | None:
 def _token_gaps_ms(rec: Record) -> np.ndarray:
     """Per-token inter-token intervals: a chunk carrying k tokens after a gap g counts as k
     intervals of g/k (a speculative step delivers several tokens at once). Without per-chunk
-    counts, every chunk is assumed to carry the request's mean tokens per chunk."""
+    counts, every chunk is assumed to carry the request's mean tokens per chunk. Found once per
+    record of :func:`frame` (its median and its p99 are both columns)."""
+    found: np.ndarray | None = rec.get(GAPS_KEY)
+    if found is None:
+        found = _gaps_ms(rec)
+        if TOKENS_KEY in rec:  # the frame's own copy of the record (with_token_chunks): keep them
+            rec[GAPS_KEY] = found
+    return found
+
+
+def _gaps_ms(rec: Record) -> np.ndarray:
     tokens = _token_chunks(rec)
     if len(tokens) < 2:
         return np.array([])
@@ -274,7 +286,8 @@ def acceptance(rec: Record) -> float:
 
 def output_text(rec: Record) -> str:
     """The answer: all content deltas joined."""
-    return "".join(c.content for c in chunks(rec) if c.content)
+    found = packed(rec)
+    return found.text if found is not None else "".join(c.content for c in chunks(rec) if c.content)
 
 
 def finish_reason(rec: Record) -> str | None:
@@ -327,17 +340,25 @@ KEYS = ("arm", "workload", "category", "prompt_id", "repeat", "seq", "warmup")
 
 def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
     """One row per successful request: identity columns then every metric."""
-    rows = []
-    for rec in records:
-        if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
-            continue
-        row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
-        rec = with_token_chunks(rec)  # named and filtered once here, not in every metric
-        row.update({name: m.fn(rec) for name, m in METRICS.items()})
-        # Records imported from other tools have no raw chunks: they carry the values they had.
-        row.update(
-            {k: float(v) for k, v in (rec.get("imported") or {}).items() if k in METRICS and v is not None}
-        )
-        row["stopped_early"] = stopped_early(rec)
-        rows.append(row)
+    return frame_of([row for rec in records if (row := frame_row(rec, include_warmup)) is not None])
+
+
+def frame_row(rec: Record, include_warmup: bool = False) -> dict[str, Any] | None:
+    """The request's row of :func:`frame` (None: an error, or a warmup left out), computed from
+    its raw chunks: a run is loaded one record at a time (issue 31), each measured as it is read."""
+    if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
+        return None
+    row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
+    rec = with_token_chunks(rec)  # named and filtered once here, not in every metric
+    row.update({name: m.fn(rec) for name, m in METRICS.items()})
+    # Records imported from other tools have no raw chunks: they carry the values they had.
+    row.update(
+        {k: float(v) for k, v in (rec.get("imported") or {}).items() if k in METRICS and v is not None}
+    )
+    row["stopped_early"] = stopped_early(rec)
+    return row
+
+
+def frame_of(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The frame of rows made by :func:`frame_row`."""
     return pd.DataFrame(rows, columns=[*KEYS, *METRICS, "stopped_early"])

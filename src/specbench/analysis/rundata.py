@@ -9,8 +9,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import checks, launchorder, multiplicity, sequential, sources, stability, stats
+from specbench.analysis import (
+    checks,
+    launchorder,
+    metrics,
+    multiplicity,
+    sequential,
+    sources,
+    stability,
+    stats,
+)
 from specbench.analysis.launches import POSITION
+from specbench.analysis.packed import pack
 from specbench.engines import argstore, engine_for
 from specbench.engines.base import Engine
 from specbench.store.rundir import RunStore
@@ -68,10 +78,17 @@ class RunData:
 
 def load_run(root: Path) -> RunData:
     store = RunStore(root)
-    records, manifest, cells = store.records(), store.manifest(), store.cells()
+    manifest, cells = store.manifest(), store.cells()
+    # One pass over the records (issue 31): each is measured from its raw chunks as it is read,
+    # then kept with its chunks packed into arrays (packed.py), never the whole file as lists.
+    records, rows = [], []
+    for rec in store.iter_records():
+        if (row := metrics.frame_row(rec)) is not None:
+            rows.append(row)
+        records.append(pack(rec))
     # Each row carries its launch's place in the round: the speedups weight the two launch orders
     # of a pair by who actually ran first (launchorder.py), as repeats: auto's looks did.
-    df = launchorder.ordered_frame(records, manifest, cells)
+    df = launchorder.with_positions(metrics.frame_of(rows), launchorder.positions(manifest, cells))
     return RunData(
         manifest=manifest,
         records=records,

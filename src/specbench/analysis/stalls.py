@@ -35,6 +35,7 @@ from specbench.analysis._arrays import FloatArray
 from specbench.analysis.busy import busy_cells
 from specbench.analysis.finding import Finding
 from specbench.analysis.metrics import BURST_GAP_MS, NS_PER_MS
+from specbench.analysis.packed import PackedChunks, packed
 from specbench.store.schema import RequestRecord, chunks
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median step gap is a pause, not a step
@@ -82,13 +83,40 @@ def stream(rec: RequestRecord | Mapping[str, Any]) -> Stream | None:
     """The request's :class:`Stream`; None with fewer than three timed chunks. Tokens per chunk:
     the server's running count where every token chunk has it (several per chunk on vLLM), else
     one, as :func:`specbench.analysis.metrics.chunk_tokens` counts them."""
+    found = packed(rec)
+    if found is None:
+        return _stream(*_columns(rec))
+    if "stream" not in found.memo:  # three checks read every stream: shaped once per record
+        found.memo["stream"] = _stream(*_packed_columns(found))
+    return found.memo["stream"]  # type: ignore[no-any-return]
+
+
+Columns = tuple[FloatArray, FloatArray, "npt.NDArray[np.float64] | None"]
+
+
+def _columns(rec: RequestRecord | Mapping[str, Any]) -> Columns:
+    """(stamp in ms, token chunk 1.0 / 0.0, running-count steps or None) of the rows that carry
+    a token or a finish reason."""
     rows = [c for c in chunks(rec) if c.content or c.reasoning or c.tool_calls or c.finish_reason]
     carries = [bool(c.content or c.reasoning or c.tool_calls) for c in rows]
     running = [c.tokens for c, tok in zip(rows, carries, strict=True) if tok]
-    steps = np.diff([0, *running]) if None not in running else None
-    ones = np.asarray(carries, dtype=np.float64)
-    tokens = ones if steps is None or (steps < 0).any() else _spread(ones, steps)
+    steps = np.diff([0, *running]).astype(np.float64) if None not in running else None
     t = np.asarray([c.t_ns for c in rows], dtype=np.float64) / NS_PER_MS
+    return t, np.asarray(carries, dtype=np.float64), steps
+
+
+def _packed_columns(found: PackedChunks) -> Columns:
+    """:func:`_columns` from the packed arrays (the same values, no row objects)."""
+    carries, finish = found.flags()
+    rows = carries | finish
+    running = found.tokens[rows][carries[rows]].astype(np.float64)
+    steps = None if np.isnan(running).any() else np.diff(np.r_[0.0, running])
+    t = found.t_ns[rows].astype(np.float64) / NS_PER_MS
+    return t, carries[rows].astype(np.float64), steps
+
+
+def _stream(t: FloatArray, ones: FloatArray, steps: npt.NDArray[np.float64] | None) -> Stream | None:
+    tokens = ones if steps is None or (steps < 0).any() else _spread(ones, steps)
     keep = np.isfinite(t)  # an imported row may hold no time
     t, tokens = t[keep], tokens[keep]
     if t.size < 3:
@@ -110,7 +138,7 @@ def stream(rec: RequestRecord | Mapping[str, Any]) -> Stream | None:
     )
 
 
-def _spread(ones: FloatArray, steps: npt.NDArray[np.int_]) -> FloatArray:
+def _spread(ones: FloatArray, steps: npt.NDArray[np.float64]) -> FloatArray:
     """The per-token-chunk counts put where the token chunks are (the finish chunk carries none)."""
     out = np.zeros_like(ones)
     out[ones > 0] = steps

@@ -27,7 +27,7 @@ import os
 import platform
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -237,6 +237,15 @@ class RunStore:
     def records(self) -> list[dict[str, Any]]:
         return self._read(self.records_path, _RECORD_KEYS)
 
+    def iter_records(self) -> Iterator[dict[str, Any]]:
+        """The records one at a time, as :meth:`records` reads them (``skipped`` is set once the
+        file has been read through): a reader that keeps less than the whole line need not hold
+        every line at once (issue 31)."""
+        bad = [0]
+        yield from _iter_jsonl(self.records_path, _RECORD_KEYS, bad)
+        if bad[0]:
+            self.skipped[self.records_path.name] = bad[0]
+
     def cells(self) -> list[dict[str, Any]]:
         return self._read(self.cells_path, _CELL_KEYS)
 
@@ -303,19 +312,26 @@ _CELL_KEYS: dict[str, type | tuple[type, ...]] = {"arm": str, "repeat": int}
 def _read_jsonl(path: Path, keys: dict[str, type | tuple[type, ...]]) -> tuple[list[dict[str, Any]], int]:
     """Rows that are JSON objects holding ``keys`` (of those types), and how many lines were not
     (torn, edited by hand)."""
+    bad = [0]
+    rows = list(_iter_jsonl(path, keys, bad))
+    return rows, bad[0]
+
+
+def _iter_jsonl(
+    path: Path, keys: dict[str, type | tuple[type, ...]], bad: list[int]
+) -> Iterator[dict[str, Any]]:
+    """:func:`_read_jsonl`'s rows one at a time, counting the unreadable lines in ``bad[0]``."""
     if not path.is_file():
-        return [], 0
-    rows, bad = [], 0
+        return
     with path.open("rb") as fh:
         for raw in fh:
             if not raw.strip():
                 continue
             row = _row(raw)
             if row is None or any(not isinstance(row.get(k), t) for k, t in keys.items()):
-                bad += 1
+                bad[0] += 1
                 continue
-            rows.append(row)
-    return rows, bad
+            yield row
 
 
 def _row(raw: bytes) -> dict[str, Any] | None:

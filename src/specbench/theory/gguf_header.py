@@ -18,6 +18,7 @@ milliseconds; the ``gguf`` package's reader decodes everything and takes seconds
 
 from __future__ import annotations
 
+import functools
 import mmap
 import struct
 from pathlib import Path
@@ -66,10 +67,21 @@ class _Cursor:
             return [self.value(etype) for _ in range(n)]
         if etype in _SCALARS:
             self.pos += n * struct.calcsize(_SCALARS[etype])
+        elif etype == _STRING:
+            self._skip_strings(n)
         else:
             for _ in range(n):
                 self.value(etype)
         return _Count(n)
+
+    def _skip_strings(self, n: int) -> None:
+        """Step over ``n`` strings reading only their lengths (a vocabulary: 262k for Gemma 3)."""
+        buf, pos, length = self.buf, self.pos, struct.Struct("<Q").unpack_from
+        for _ in range(n):
+            pos += 8 + length(buf, pos)[0]
+        if pos > len(buf):
+            raise ValueError("string array runs past the end of the file")
+        self.pos = pos
 
 
 class _Count(int):
@@ -106,8 +118,24 @@ def _int(value: Any) -> int:
 
 
 def architecture_from_gguf(path: str | Path) -> Architecture:
-    """The Architecture a GGUF file's header describes (see the module docstring)."""
+    """The Architecture a GGUF file's header describes (see the module docstring). Read once
+    per file and process: a report asks for it several times (issue 31); a file replaced since
+    (another size or mtime) is read again."""
     p = Path(path)
+    try:
+        stat = p.stat()
+    except OSError as err:
+        raise ConfigError(f"{p}: cannot read the GGUF header ({err})") from None
+    return _cached_architecture(str(p.resolve()), stat.st_size, stat.st_mtime_ns, str(path))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_architecture(resolved: str, size: int, mtime_ns: int, given: str) -> Architecture:
+    del resolved, size, mtime_ns  # the cache key: the file's identity, not its name alone
+    return _architecture_from_file(Path(given))
+
+
+def _architecture_from_file(p: Path) -> Architecture:
     meta, tensors = read_header(p)
     arch = str(meta.get("general.architecture", ""))
 
