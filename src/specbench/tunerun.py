@@ -33,6 +33,8 @@ from specbench.safeio import write_atomic
 from specbench.store import RunStore, now_iso
 from specbench.theory.formulas import leviathan_speedup
 from specbench.tune import Answer, RaceState, answer, initial_state, race, unmeasured
+from specbench.tunescreen import screens
+from specbench.tunescreenrun import screen_from_run, screen_lines, start_screening, theory_errors
 from specbench.tunespec import Candidate, TuneSpec
 
 if TYPE_CHECKING:
@@ -97,7 +99,9 @@ class _TuneExecutor(LocalExecutor):
         runner = cast("Runner", job)  # installed only on the tune's own Runner (run_tune)
         measure = _Measure(runner, cells[0], runner.matrix)
         prompts = len(cells[0].requests) + len(cells[0].warmup)
-        self.state = race(self.spec, self.state, measure, prompts, self._save(runner), self.say)
+        store = runner.store
+        screen = screen_from_run(self.spec, store.records, store.cells, runner.matrix.model, self.say)
+        self.state = race(self.spec, self.state, measure, prompts, self._save(runner), self.say, screen)
 
     def _save(self, runner: Runner) -> Callable[[RaceState], None]:
         def save(state: RaceState) -> None:
@@ -256,6 +260,8 @@ def _tune_workload(
     state = (
         RaceState.from_dict(saved) if saved else initial_state(spec, matrix.baseline, predictor(matrix, spec))
     )
+    if not saved and screens(spec):
+        start_screening(state, spec.grid())  # round 0 measures a few, the theory predicts the rest
     if not saved:
         say(f"order: {state.order_reason}")
     run_dir = out / name
@@ -281,6 +287,7 @@ def _tune_workload(
     if resume:
         _align_arms(run_dir, state)
     runner = api.prepare_run(gen, run_dir, resume=resume, llama_server=llama_server, observe=observe)
+    runner.spec_probe = state.stage == "screen"
     executor = _TuneExecutor(spec, state, save, say)
     runner.executor = executor
     if executor.state.stage != "done":
@@ -317,6 +324,10 @@ def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]
             "not_measured": [e.name for e in unmeasured(s)],
             "runner_up": ans.runner_up.name if ans.runner_up else None,
             "runner_up_why": ans.runner_up.reason if ans.runner_up else None,
+            "theory_errors": [
+                {"candidate": n, "predicted": p, "measured": m, "screened": screened}
+                for n, p, m, screened in theory_errors(s)
+            ],
         },
         "candidates": [
             {
@@ -329,6 +340,7 @@ def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]
                 "dropped_round": e.dropped_round,
                 "reason": e.reason,
                 "joined": e.joined,
+                "screen": e.screen,
             }
             for e in s.entries
         ],
@@ -348,6 +360,7 @@ def answer_lines(r: WorkloadResult) -> list[str]:
         why = ru.reason or "still racing when the tune stopped (not separated from the best)"
         lines.append(f"  runner-up {ru.name}: ×{ru.measured['ratio']:.3f}; {why}")
     lines.append(f"  rounds {r.state.rounds}, stopped: {r.state.stop_reason}")
+    lines += screen_lines(r.state)
     lines += unmeasured_lines(r.state)
     if r.command and not r.answer.serves_baseline:
         lines.append(f"  serve it: {shlex.join(r.command)}")
