@@ -40,7 +40,7 @@ def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp
             },
             "workloads": {"short": {**workload, "max_tokens": 12}, "long": {**workload, "max_tokens": 32}},
             "budget": {"launches": LAUNCHES},
-            "max_rounds": 3,
+            "max_rounds": 5,  # room for the two screening rounds and a verdict after them
         },
     }
     path = tmp_path / "matrix.yaml"
@@ -70,6 +70,13 @@ def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp
         else:
             assert "--spec-draft-n-max" not in w["command"]
             assert "serve the baseline (speculation off): " + " ".join(w["command"]) in done.stdout
+        # screening: round 1 measured the largest K (p-min off) and the theory predicted the rest
+        assert [c["name"] for c in w["candidates"] if c["screen"] and c["screen"]["basis"] == c["name"]] == [
+            "dmdraft-k4-p0_0"
+        ]
+        assert all(c["screen"] for c in w["candidates"])
+    # the pinned build compiles per-request speculative settings out: the probe sees them ignored
+    assert "per-request speculative settings: ignored by this server" in done.stdout
     # two workloads tuned separately: the long one's records never mix with the short one's
     assert {r["request"]["max_tokens"] for r in RunStore(out / "long").records()} == {32}
 

@@ -44,7 +44,7 @@ def _tune_matrix(tmp_path: Path, **tune: object) -> Path:
 
 
 def test_dry_run_shows_candidates_what_the_budget_admits_and_launches_nothing(tmp_path: Path) -> None:
-    matrix, out = _tune_matrix(tmp_path), tmp_path / "runs" / "tune"
+    matrix, out = _tune_matrix(tmp_path, screen=False), tmp_path / "runs" / "tune"  # the budget's rule alone
     result = CliRunner().invoke(app, ["tune", str(matrix), "--out", str(out), "--dry-run"])
     assert result.exit_code == 0, result.output
     text = result.output
@@ -62,7 +62,7 @@ def test_dry_run_shows_candidates_what_the_budget_admits_and_launches_nothing(tm
 
 
 def test_dry_run_times_the_range_from_an_earlier_run(tmp_path: Path) -> None:
-    matrix = _tune_matrix(tmp_path, budget={"launches": 40}, refine=False, max_rounds=4)
+    matrix = _tune_matrix(tmp_path, budget={"launches": 40}, refine=False, max_rounds=4, screen=False)
     out = tmp_path / "runs" / "tune"
     old = out / "earlier"  # beside the workload's run directory (runs/tune/natural)
     old.mkdir(parents=True)
@@ -97,3 +97,16 @@ def test_dry_run_refuses_an_existing_tune_without_resume(tmp_path: Path) -> None
     with pytest.raises(StoreError, match="already holds a tune: pass --resume"):
         api.plan_tune(matrix, out, probe=False)
     assert api.plan_tune(matrix, out, probe=False, resume=True).workloads
+
+
+def test_dry_run_says_what_the_screening_round_measures_and_that_each_candidate_is_a_launch(
+    tmp_path: Path,
+) -> None:
+    plan = api.plan_tune(_tune_matrix(tmp_path, budget={"launches": 40}), tmp_path / "tune", probe=False)
+    (w,) = plan.workloads
+    assert w.screening == ("dmdraft-k8-p0_0",)  # the largest K, p-min off
+    text = "\n".join(plan.lines())
+    assert "screening: rounds 1–2 measure the baseline (with the forward probe) and dmdraft-k8-p0_0" in text
+    assert "each candidate needs its own launch" in text
+    assert sum("predicted after round 2" in ln for ln in text.splitlines()) == 5
+    assert w.launches[0] == 2 * 2 + 1 * 3  # rounds 1–2 (baseline + 1), then leader and runner-up

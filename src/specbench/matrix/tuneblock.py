@@ -66,6 +66,10 @@ class TuneSpec(_Frozen):
     budget: Budget = Budget()
     max_rounds: int = Field(8, ge=3, le=100, description="launch rounds per stage (a verdict needs 3)")
     refine: bool = Field(True, description="after the race, try values between the leader and its neighbours")
+    screen: bool = Field(
+        True,
+        description="measure the largest K per draft model or method first, skip what the theory rules out",
+    )
     acceptance: float | None = Field(
         None, ge=0, le=1, description="expected per-token acceptance α for the theory's ordering"
     )

@@ -24,6 +24,7 @@ from specbench.client.pool import StreamerPool, stream_request
 from specbench.client.readstamps import combined_stamps, stamps_of
 from specbench.client.stream import Session, chat_body, open_streamer
 from specbench.engines.base import Engine, parse_metrics
+from specbench.engines.specprobe import per_request_probe
 from specbench.errors import ClientError
 from specbench.executors.base import Observer
 from specbench.matrix.config import Cell, Matrix, RequestSpec
@@ -65,6 +66,7 @@ class CellDriver:
     observe: Observer
     attach_url: str | None = None
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
+    spec_probe: bool = False  # tune's screening: do per-request speculative settings work? (specprobe.py)
     _writer: RecordWriter | None = None  # records written off the event loop (store/recordwriter.py)
     _session: Session | StreamerPool | None = None  # what measured requests stream through
 
@@ -138,6 +140,8 @@ class CellDriver:
             # baseline more than the other arms (an A/A run on the tiny lab model read ×0.57).
             if warm and self._probes(cell) and server.alive():
                 info["forward_probe"] = await self._safe(forward_probe(client, self.engine, server.base_url))
+            if warm and self._spec_probes(cell) and server.alive():
+                info["spec_probe"] = await self._safe(per_request_probe(client, self.engine, server.base_url))
 
     async def _client_lag(self, lag: LoopLag) -> dict[str, Any]:
         """The worst loop lag over the cell's loop and its client workers (whose loops stamp the
@@ -154,6 +158,10 @@ class CellDriver:
             stamps, extra = stamps_of(self._session), {}
         worst = max(lags, key=lambda one: float(one.get("p99_ms", -1.0)))
         return {**worst, "stamps": stamps, **extra}
+
+    def _spec_probes(self, cell: Cell) -> bool:
+        """A tune's screening round asks each speculative launch whether per-request settings work."""
+        return self.spec_probe and cell.repeat == 0 and cell.arm != self.matrix.baseline
 
     def _probes(self, cell: Cell) -> bool:
         """Probe the verify-cost curve once per baseline launch (the target alone is served there)."""

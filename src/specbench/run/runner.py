@@ -48,6 +48,7 @@ class Runner:
     api_key: str | None = None  # sent as a bearer token (--api-key-env); else the arm's --api-key
     relay: RecordSink | None = None  # where a cell's lines go instead of ``store`` (a Ray worker's)
     launched: Callable[[int], None] = field(default=lambda pid: None)  # each engine pid started
+    spec_probe: bool = False  # probe per-request speculative settings (tune's screening; specprobe.py)
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
 
@@ -149,7 +150,7 @@ class Runner:
         """Serving one cell (drive.py), sharing this run's fitted prompts and record numbering."""
         return CellDriver(
             self.matrix, self.engine, self.sink, self._fitted, self.next_seq, self.observe,
-            self.attach_url, self.api_key,
+            self.attach_url, self.api_key, self.spec_probe,
         )  # fmt: skip
 
     def _fail_arm(self, cell: Cell, reason: str, tail: str) -> None:

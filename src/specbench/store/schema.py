@@ -121,6 +121,7 @@ class CellInfo(TypedDict, total=False):
     alive_at_end: bool
     hung: str
     forward_probe: dict[str, Any]
+    spec_probe: dict[str, Any]  # per-request speculative settings honoured? (engines/specprobe.py)
     rendered_prompts: list[dict[str, Any]]  # one request per category as the server templated it
     # Ray executor
     lost: bool

@@ -36,6 +36,8 @@ from specbench.store.rundir import RunStore, now_iso
 from specbench.store.safeio import write_atomic
 from specbench.theory.formulas import leviathan_speedup
 from specbench.tune.race import Answer, RaceState, answer, initial_state, race, unmeasured
+from specbench.tune.screen import screens
+from specbench.tune.screenrun import screen_from_run, screen_lines, start_screening, theory_errors
 
 if TYPE_CHECKING:
     from specbench.executors.base import CellJob, Observer
@@ -99,7 +101,9 @@ class _TuneExecutor(LocalExecutor):
         runner = cast("Runner", job)  # installed only on the tune's own Runner (run_tune)
         measure = _Measure(runner, cells[0], runner.matrix)
         prompts = len(cells[0].requests) + len(cells[0].warmup)
-        self.state = race(self.spec, self.state, measure, prompts, self._save(runner), self.say)
+        store = runner.store
+        screen = screen_from_run(self.spec, store.records, store.cells, runner.matrix.model, self.say)
+        self.state = race(self.spec, self.state, measure, prompts, self._save(runner), self.say, screen)
 
     def _save(self, runner: Runner) -> Callable[[RaceState], None]:
         def save(state: RaceState) -> None:
@@ -260,6 +264,8 @@ def _tune_workload(
     state = (
         RaceState.from_dict(saved) if saved else initial_state(spec, matrix.baseline, predictor(matrix, spec))
     )
+    if not saved and screens(spec):
+        start_screening(state, spec.grid())  # round 0 measures a few, the theory predicts the rest
     if not saved:
         say(f"order: {state.order_reason}")
     run_dir = out / name
@@ -289,6 +295,7 @@ def _tune_workload(
         _align_arms(run_dir, state)
     options = RunOptions(resume=resume, llama_server=llama_server)
     runner = prepare(resolved, gen, run_dir, options, text=text, observe=observe)
+    runner.spec_probe = state.stage == "screen"
     executor = _TuneExecutor(spec, state, save, say)
     runner.executor = executor
     if executor.state.stage != "done":
@@ -325,6 +332,10 @@ def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]
             "not_measured": [e.name for e in unmeasured(s)],
             "runner_up": ans.runner_up.name if ans.runner_up else None,
             "runner_up_why": ans.runner_up.reason if ans.runner_up else None,
+            "theory_errors": [
+                {"candidate": n, "predicted": p, "measured": m, "screened": screened}
+                for n, p, m, screened in theory_errors(s)
+            ],
         },
         "candidates": [
             {
@@ -337,6 +348,7 @@ def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]
                 "dropped_round": e.dropped_round,
                 "reason": e.reason,
                 "joined": e.joined,
+                "screen": e.screen,
             }
             for e in s.entries
         ],
@@ -356,6 +368,7 @@ def answer_lines(r: WorkloadResult) -> list[str]:
         why = ru.reason or "still racing when the tune stopped (not separated from the best)"
         lines.append(f"  runner-up {ru.name}: ×{ru.measured['ratio']:.3f}; {why}")
     lines.append(f"  rounds {r.state.rounds}, stopped: {r.state.stop_reason}")
+    lines += screen_lines(r.state)
     lines += unmeasured_lines(r.state)
     if r.command and not r.answer.serves_baseline:
         lines.append(f"  serve it: {shlex.join(r.command)}")

@@ -23,10 +23,11 @@ from specbench.engines.base import Engine
 from specbench.engines.tuning import candidate_args
 from specbench.errors import StoreError
 from specbench.matrix.config import Matrix, RequestSpec, WorkloadSpec
-from specbench.matrix.tuneblock import NUMERIC, Budget, Candidate, TuneSpec
+from specbench.matrix.tuneblock import NUMERIC, Budget, Candidate, TuneSpec, candidate_name
 from specbench.run.plan import Estimate, estimate, prompt_tokens
 from specbench.store.redact import mask_args
 from specbench.tune.race import RaceState, admitted_at_start, confidence, initial_state
+from specbench.tune.screen import SCREEN_ROUNDS, screen_picks, screening_lines, screens
 from specbench.workloads.suites import build_requests
 
 
@@ -52,6 +53,7 @@ class WorkloadPlan:
     refine: str  # what the refinement stage may add, or why there is none
     estimate: Estimate
     resumed_rounds: int = 0  # rounds a --resume finds already done
+    screening: tuple[str, ...] = ()  # the candidates round 1 measures before the theory predicts the rest
 
     def lines(self) -> list[str]:
         n, admitted = len(self.candidates), set(self.admitted)
@@ -63,9 +65,13 @@ class WorkloadPlan:
         for i, c in enumerate(self.candidates, 1):
             predicted = f"×{c.predicted:.2f} predicted" if c.predicted is not None else "no prediction"
             start = "races from round 1" if c.name in admitted else "waits (budget)"
+            if self.screening:
+                start = "screened in rounds 1–2" if c.name in self.screening else "predicted after round 2"
             out.append(f"    {i}. {c.name} ({predicted}; {start}): {shlex.join(c.args)}")
         waiting = [c.name for c in self.candidates if c.name not in admitted]
-        if waiting:
+        if self.screening:
+            out += screening_lines(list(self.screening), n)
+        elif waiting:
             out.append(
                 f"  the budget admits {len(self.admitted)} of {n} candidates at the start (a verdict is "
                 f"{MIN_LAUNCHES} rounds with the baseline); waiting, measured only if drops free launches: "
@@ -130,6 +136,9 @@ def plan_workload(
     numeric = sum(1 for d in spec.dimensions if d in NUMERIC)
     refine_most = spec.max_rounds * (2 + 2 * numeric) if spec.refine and numeric else 0
     most = _capped(spec.budget, race_most + refine_most, per_launch)
+    screened = tuple(candidate_name(c) for c in screen_picks(spec.grid())) if screens(spec) else ()
+    if screened:  # the screening rounds: baseline + screened; then a leader and a runner-up
+        least = SCREEN_ROUNDS * (len(screened) + 1) + (MIN_LAUNCHES - SCREEN_ROUNDS) * 3
     least = min(least, most)
     return WorkloadPlan(
         workload=name,
@@ -148,6 +157,7 @@ def plan_workload(
             wl_matrix, spec.budget, (least, most), arms, (requests, warmup), out / name, probe
         ),
         resumed_rounds=saved.rounds if saved else 0,
+        screening=screened,
     )
 
 

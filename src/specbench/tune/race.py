@@ -62,6 +62,7 @@ class Entry:
     dropped_round: int | None = None
     reason: str = ""
     measured: dict[str, Any] | None = None  # last comparison with the baseline
+    screen: dict[str, Any] | None = None  # the screening round's prediction (specbench.tune.screen)
 
 
 @dataclass
@@ -69,7 +70,7 @@ class RaceState:
     baseline: str
     entries: list[Entry]
     rounds: int = 0
-    stage: str = "race"  # race | refine | done
+    stage: str = "race"  # screen (the first rounds: specbench.tune.screen) | race | refine | done
     stage_start: int = 0
     stop_reason: str = ""
     minutes: float = 0.0
@@ -125,11 +126,22 @@ def race(
     prompts: int,
     save: Callable[[RaceState], None] = lambda s: None,
     say: Callable[[str], None] = lambda s: None,
+    screen: Callable[[RaceState], None] | None = None,
 ) -> RaceState:
-    """Run (or resume) the race until it stops; ``save`` is called after every round and decision."""
+    """Run (or resume) the race until it stops; ``save`` is called after every round and decision.
+    A state in stage ``screen`` runs its screening rounds first (``screen`` is called after each and
+    says when it has enough), then ``screen`` predicts and skips
+    (:func:`specbench.tune.screenrun.apply_screen`) and the race goes on with the survivors."""
     started, spent_before = time.monotonic(), state.minutes
     conf = confidence(spec)
     while state.stage != "done":
+        if state.stage == "screen" and state.rounds:
+            if screen is None:
+                state.stage = "race"
+            else:
+                screen(state)  # moves the race on once it has its screening rounds
+            if state.stage != "screen":
+                save(state)
         _admit(state, _afford(spec, state, measure, prompts), say)
         racing = state.racing()
         stop = _stop_reason(spec, state)
