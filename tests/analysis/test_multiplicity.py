@@ -4,6 +4,7 @@ false verdict at α (issue 27, multiplicity)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -172,3 +173,28 @@ def test_shares_move_to_what_is_still_open() -> None:
     assert shares(["a"], cats, every - {"a"}, ["a"]) == {("x", "a"): 0.5, ("y", "a"): 0.5}
     assert shares(["a"], cats, {"a"}, ["a"]) == {"a": 1.0}
     assert shares(["a"], cats, {("y", "a")}, ["a"]) == {("y", "a"): 1.0}
+
+
+def test_a_low_n_arm_beside_a_decidable_one_is_read_and_its_categories_are_low_n(tmp_path: Path) -> None:
+    """Arm B lost its third launch (interrupted or failed): B is LOW_N beside A. Its categories
+    (one prompt per launch: two pairs each) were once read as a two-against-two ratio of medians,
+    "faster", and, holding no share of α while A was open, crashed the family with a KeyError."""
+    import json
+
+    from specbench.analysis.rundata import load_run
+    from tests.support import synth
+
+    plan = synth.Plan(
+        arms={"base": synth.Arm(decode_tok_s=30), "A": synth.spec(30.5), "B": synth.spec(45)},
+        prompts_per_category=1, repeats=3,
+    )  # fmt: skip
+    root = synth.make_run(tmp_path / "run", plan)
+    for name in ("records.jsonl", "cells.jsonl"):
+        rows = [json.loads(x) for x in (root / name).read_text().splitlines()]
+        keep = [r for r in rows if not (r.get("arm") == "B" and r.get("repeat") == 2)]
+        (root / name).write_text("".join(json.dumps(r) + "\n" for r in keep))
+    run = load_run(root)
+    b = comparisons(run)["B"]
+    assert b.verdict == "undetermined" and b.low_n
+    cats = [c for (_, arm), c in category_comparisons(run).items() if arm == "B"]
+    assert cats and all(c.verdict == "undetermined" and c.low_n and c.paired for c in cats)

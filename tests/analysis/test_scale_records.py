@@ -19,7 +19,7 @@ from specbench.analysis.packed import PackedChunks
 from specbench.analysis.rundata import load_run
 from specbench.store.rundir import RunStore
 from specbench.store.schema import chunks
-from tests.report.test_stalls import _run_with_stalls
+from tests.support.stalls import run_with_stalls
 
 
 def _schema2(rec: dict[str, Any], i: int) -> None:
@@ -28,7 +28,7 @@ def _schema2(rec: dict[str, Any], i: int) -> None:
     if not rows:
         return
     for k, row in enumerate(rows):
-        row.append(2 * (k + 1) if row[1] else None)
+        row[5:] = [2 * (k + 1) if row[1] else None]  # the running count, set or replaced
     rows.insert(0, [rows[0][0] - 1000, None, "thinking", None, None, 0])
     if i % 5 == 0:
         call = [{"index": 0, "function": {"name": "f", "arguments": '{"a": 1}'}}]
@@ -36,7 +36,7 @@ def _schema2(rec: dict[str, Any], i: int) -> None:
 
 
 def _run(root: Path) -> Path:
-    run = _run_with_stalls(root)
+    run = run_with_stalls(root)
     lines = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
     for i, rec in enumerate(lines):
         if rec["arm"] == "baseline":

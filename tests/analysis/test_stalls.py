@@ -12,33 +12,12 @@ import pytest
 from specbench import analysis
 from specbench.analysis import frames, stalls
 from tests.support.records import write_records
+from tests.support.stalls import PAUSE_NS, run_with_stalls, stall
 from tests.support.synth import Arm, Plan, make_run, spec
-
-PAUSE_NS = 1_500_000_000
-
-
-def _stall(rec: dict) -> None:  # type: ignore[type-arg]
-    """One 1.5 s gap after the fifth token, and the server's decode rate that goes with it."""
-    for chunk in rec["chunks"][6:]:
-        chunk[0] += PAUSE_NS
-    rec["timings"]["predicted_per_second"] = 5.0
-    rec["timings"]["predicted_ms"] = rec["timings"]["predicted_n"] / 5.0 * 1000
-    rec["t_end_ns"] += PAUSE_NS
-
-
-def _run_with_stalls(root: Path) -> Path:
-    plan = Plan(arms={"baseline": Arm(decode_tok_s=30), "fast": spec(45)}, repeats=4, prompts_per_category=3)
-    run = make_run(root, plan)
-    lines = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
-    hit = [r for r in lines if r["arm"] == "fast" and r["category"] == "code" and not r.get("warmup")][:6]
-    for rec in hit:
-        _stall(rec)
-    write_records(run / "records.jsonl", lines)
-    return run
 
 
 def test_stalled_requests_are_named_and_make_no_category_split(tmp_path: Path) -> None:
-    run = analysis.load_run(_run_with_stalls(tmp_path / "r"))
+    run = analysis.load_run(run_with_stalls(tmp_path / "r"))
     found = analysis.findings(run)
     (stall,) = [f for f in found if f.code == "STALLED"]
     assert stall.arms == ("fast",) and "6 of 36 requests stalled" in stall.evidence
@@ -154,7 +133,7 @@ def test_rounds_stay_in_the_checks_and_a_true_pause_without_speculation_is_still
     for rec in [r for r in _measured(lines, "ngram") if r["category"] == "code"]:
         _round(rec)
     for rec in [r for r in _measured(lines, "baseline") if r["category"] == "chat"][:3]:
-        _stall(rec)  # 1.5 s, then one token at a time: the server's time holds it
+        stall(rec)  # 1.5 s, then one token at a time: the server's time holds it
     run_dir = tmp_path / "r"
     write_records(run_dir / "records.jsonl", lines)
     run = analysis.load_run(run_dir)

@@ -28,6 +28,8 @@ def specbench(*args: str) -> subprocess.CompletedProcess[str]:
         ),
         (("predict", "--model", "qwen3-8b", "--gpu", "h100", "--method", "mtp"), "--acceptance"),
         (("run", "matrix.yaml", "--bogus"), "--bogus"),
+        (("predict", "--calibrate", "{tmp}", "--tensor-parallel", "2"), "--tensor-parallel"),
+        (("predict", "--calibrate", "{tmp}", "--model", "Llama-3.1-8B"), "--model"),
     ],
 )
 def test_a_wrong_flag_is_one_line_naming_it_and_exit_2(

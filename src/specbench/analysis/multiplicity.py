@@ -101,7 +101,9 @@ def arms_and_categories(
         for k, c in first.items()
         if k not in open_
     }
-    roots = [a for a in arms if a in open_]
+    # An arm is a root when it or any of its categories can reach a verdict: a category of a LOW_N
+    # arm still holds a share (else it would get none while other arms are open).
+    roots = [a for a in arms if a in open_ or any(k in open_ for k in categories.get(a, ()))]
     while open_:
         w = shares(roots, categories, open_, arms)
         tested = {k: first[k] if w[k] >= 1 else fit(k, 1 - alpha * w[k]) for k in open_ if w[k] > 0}
@@ -122,10 +124,11 @@ def shares(
 ) -> dict[str | Category, float]:
     """Each open comparison's share of α, a function of which are open only, never smaller when
     fewer are open (the monotone weights that make the shortcut a closed test, Hommel, Bretz and
-    Maurer 2007): every decidable arm's share is 1/len(roots), half to the arm and half to its open
-    categories equally (all of it to whichever side is still open); an arm decided with all its
-    categories frees its share, and freed shares go to the open arms, equally, or, with none
-    open, to every open category (a LOW_N arm's too). Every open comparison has a share > 0."""
+    Maurer 2007): every root's share (a root: an arm that, or one of whose categories, can reach a
+    verdict) is 1/len(roots), half to the arm and half to its open categories equally (all of it
+    to whichever side is still open); an arm decided with all its categories frees its share, and
+    freed shares go to the open arms, equally, or, with none open, to every open category (a LOW_N
+    arm's too). Every open comparison has a share > 0."""
     w: dict[str | Category, float] = dict.fromkeys(open_, 0.0)
     free = 0.0 if roots else 1.0
     for a in roots:

@@ -362,14 +362,17 @@ def _launch_estimate(pairs: pd.DataFrame, confidence: float, threshold: float) -
     )  # fmt: skip
 
 
-def _single_launch_estimate(pairs: pd.DataFrame) -> _Estimate:
-    """One launch pair: the geometric mean ratio and the range of the paired ratios, no verdict —
-    launch-to-launch noise cannot be told from the effect with one launch (LOW_N)."""
+def _range_estimate(pairs: pd.DataFrame, n_launches: int) -> _Estimate:
+    """One launch pair, or fewer than MIN_PAIRS pairs: the geometric mean ratio and the range of
+    the paired ratios, no verdict (LOW_N) — launch-to-launch noise cannot be told from the effect
+    with one launch, and two requests against two are no evidence. Never a ratio of medians where
+    the design pairs prompts (a category with one prompt per launch once read "faster" so)."""
     d = pairs["d"].to_numpy(np.float64)
-    n, est = int(d.size), "geometric mean of paired ratios; one launch: range of the pairs, no CI"
+    n = int(d.size)
+    est = f"geometric mean of paired ratios; {n} pair{'s' if n != 1 else ''}: range of the pairs, no CI"
     return _Estimate(
-        float(np.mean(d)), float(d.min()), float(d.max()), _wilcoxon_p(d), n, n, n, est, 1, None, False,
-        (float(d.min()), float(d.max())),
+        float(np.mean(d)), float(d.min()), float(d.max()), _wilcoxon_p(d), n, n, n, est,
+        max(n_launches, 1), None, False, (float(d.min()), float(d.max())),
     )  # fmt: skip
 
 
@@ -409,8 +412,8 @@ def speedup(
     n_launches = int(pairs["launch"].nunique())
     if len(pairs) >= MIN_PAIRS and n_launches >= 2:
         e = _launch_estimate(pairs, confidence, threshold)
-    elif len(pairs) >= MIN_PAIRS:
-        e = _single_launch_estimate(pairs)
+    elif len(pairs):  # one launch pair, or too few pairs for a CI: the pairs' range, LOW_N
+        e = _range_estimate(pairs, n_launches)
     else:
         e = _unpaired_estimate(a[metric].to_numpy(np.float64), b[metric].to_numpy(np.float64), boot)
     sign = 1.0 if hib else -1.0

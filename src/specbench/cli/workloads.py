@@ -127,6 +127,14 @@ def predict_command(
         _print_presets()
         return
     if calibrate is not None:
+        ignored = {"--model": model, "--gpu": gpu, "--method": method, "--baseline-tok-s": baseline_tok_s,
+                   "--bandwidth-gbs": bandwidth_gbs, "--tflops": tflops, "--draft-model": draft_model,
+                   "--tensor-parallel": None if tensor_parallel == 1 else tensor_parallel}  # fmt: skip
+        given = [flag for flag, value in ignored.items() if value is not None]
+        if given:  # the run directory describes model, device and arms; say so rather than ignore
+            raise ConfigError(
+                f"predict: --calibrate takes its model and device from the run; drop {', '.join(given)}"
+            )
         fitted = predicted.run_theory(calibrate, fit_arm=fit_arm)
         print(
             json.dumps(fitted.to_dict(), indent=1)
