@@ -3,6 +3,7 @@ exit 2, as the console entry point (not typer's test runner) really behaves."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +30,22 @@ def specbench(*args: str) -> subprocess.CompletedProcess[str]:
         (("predict", "--model", "qwen3-8b", "--gpu", "h100", "--method", "mtp"), "--acceptance"),
         (("run", "matrix.yaml", "--bogus"), "--bogus"),
         (("predict", "--calibrate", "{tmp}", "--tensor-parallel", "2"), "--tensor-parallel"),
+        (
+            (
+                "predict",
+                "--model",
+                "Llama-3.1-8B",
+                "--gpu",
+                "h100",
+                "--method",
+                "eagle3",
+                "--acceptance",
+                "0.7",
+                "--engine",
+                "lmdeploy",
+            ),
+            "--engine",
+        ),
         (("predict", "--calibrate", "{tmp}", "--model", "Llama-3.1-8B"), "--model"),
     ],
 )
@@ -116,3 +133,12 @@ def test_a_yaml_error_line_holding_an_escape_reaches_the_terminal_escaped(tmp_pa
     assert done.returncode == 2, done.stderr
     assert "\u202e" not in done.stderr
     assert done.stderr.rstrip("\n").splitlines()[-1].strip() == "^"
+
+
+def test_predict_engine_adds_that_engines_named_costs() -> None:
+    """--engine vllm on a GPU adds vLLM's EAGLE-3 per-drafting-pass cost (theory/engines.py): the
+    predicted speedup falls; without --engine no engine-specific cost is assumed."""
+    args = ("predict", "--model", "Llama-3.1-8B", "--gpu", "h100", "--method", "eagle3",
+            "--acceptance", "0.7", "--draft-max", "3", "--format", "json")  # fmt: skip
+    plain, vllm = (json.loads(specbench(*args, *extra).stdout) for extra in ((), ("--engine", "vllm")))
+    assert vllm["speedup"] < plain["speedup"]

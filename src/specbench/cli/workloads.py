@@ -112,6 +112,10 @@ def predict_command(
     tflops: Annotated[
         float | None, typer.Option(help="dense BF16 TFLOPS (overrides --gpu's, or describes a device)")
     ] = None,
+    engine: Annotated[
+        str | None,
+        typer.Option(help="llamacpp, vllm or sglang: add that engine's named host costs (docs/theory.md)"),
+    ] = None,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
     presets: Annotated[
         bool, typer.Option("--presets", help="list the model and GPU presets --model and --gpu take")
@@ -146,6 +150,7 @@ def predict_command(
     if not (model and device and method):
         raise ConfigError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)")
     _check_predict_flags(method, draft_model, acceptance, alpha, accepted_length)
+    efficiency = _engine_costs(engine, device, method)
     result = theory.predict(
         model,
         device,
@@ -162,9 +167,24 @@ def predict_command(
         tensor_parallel=tensor_parallel,
         accepted_length=accepted_length,
         tree=theory.Tree(tree_top_k, tree_tokens or draft_max) if tree_top_k > 1 or tree_tokens else None,
+        efficiency=efficiency,
     )
     _note_gpu_alias(gpu)
     print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+
+
+def _engine_costs(engine: str | None, device: Any, method: str) -> Any:
+    """--engine: the engine's named host costs (theory/engines.py) on this device and method; None
+    without --engine (the model's defaults: no engine-specific cost)."""
+    from specbench.theory.engines import engine_efficiency
+    from specbench.theory.hardware import Gpu
+    from specbench.theory.presets import get_gpu
+
+    if engine is None:
+        return None
+    if engine not in ("llamacpp", "vllm", "sglang"):
+        raise ConfigError(f"--engine: {engine!r} is not one of llamacpp, vllm, sglang")
+    return engine_efficiency(engine, device if isinstance(device, Gpu) else get_gpu(device), method=method)
 
 
 def _device(gpu: str | None, bandwidth_gbs: float | None, tflops: float | None) -> Any:
