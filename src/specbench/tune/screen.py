@@ -52,8 +52,8 @@ LAUNCH_SD = 0.05  # the least launch-to-launch sd of a speedup assumed (two laun
 SCREEN_ROUNDS = 2  # launches of the baseline and the screened candidates before the theory predicts
 MARGIN = 0.03  # the theory's relative error between K values of one group, allowed before a skip
 # The K just below the leader's: how far the constant-α model can under-predict it when acceptance
-# falls with draft position (0.95 falling 0.06–0.10 per position: 12–17 % under at K 4 of 12).
-NEIGHBOUR_MARGIN = 0.15
+# falls with draft position (0.95 falling 0.08 a position: the best, K 4 of 12, read ×0.92 of K 8).
+NEIGHBOUR_MARGIN = 0.10
 BOOT = 300
 LEVEL = 0.95
 UNMODELLED = ("draft_p_min", "draft_n_min", "ngram_n", "ngram_m")
@@ -284,17 +284,19 @@ def predict_all(
 
 
 def _keep_neighbours(grid: Sequence[Candidate], preds: dict[str, Prediction]) -> dict[str, Prediction]:
-    """The K value just below the predicted leader's, in its group, races even when predicted out:
-    the model holds acceptance per position constant at the screened (largest) K, and where
+    """For a draft model, the K just below the predicted leader's, in its group, races even when
+    predicted out: the model holds acceptance per position constant at the screened (largest) K, and where
     acceptance falls with position (the usual case for a draft model) it under-predicts smaller K
     by more than :data:`MARGIN` — so the true best, when it is not the leader, sits below it. Only
     the candidate with the leader's other (unmodelled) values, and only within
     :data:`NEIGHBOUR_MARGIN` of the leader: one launch more where it could matter, none where the
-    prediction is far below (a membound pair's K 4 at ×0.80 of K 8)."""
+    prediction is far below (a membound pair's K 4 at ×0.80 of K 8). Not for n-gram lookup."""
     lead = next((n for n, p in preds.items() if p.decision == "leader"), None)
     if lead is None:
         return preds
     by_name = {candidate_name(c): c for c in grid}
+    if str(by_name[lead].get("method", "")).startswith("ngram"):
+        return preds  # a lookup's drafts are copies, accepted whole or cut at the first miss
     group = [c for c in grid if group_key(c) == group_key(by_name[lead]) and candidate_name(c) in preds]
     ks = sorted({draft_length(c) for c in group})
     at = ks.index(draft_length(by_name[lead]))
