@@ -412,7 +412,9 @@ def speedup(
     n_launches = int(pairs["launch"].nunique())
     if len(pairs) >= MIN_PAIRS and n_launches >= 2:
         e = _launch_estimate(pairs, confidence, threshold)
-    elif len(pairs):  # one launch pair, or too few pairs for a CI: the pairs' range, LOW_N
+    elif len(pairs) >= MIN_PAIRS or (len(pairs) and 2 * len(pairs) >= min(len(a), len(b))):
+        # One launch pair, or a paired design (most rows pair) with too few pairs for a CI: the
+        # pairs' range, LOW_N. Where few rows pair (other prompts), the unpaired estimate below.
         e = _range_estimate(pairs, n_launches)
     else:
         e = _unpaired_estimate(a[metric].to_numpy(np.float64), b[metric].to_numpy(np.float64), boot)
