@@ -13,41 +13,29 @@ from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from specbench.analysis.packed import packed
+from specbench.analysis.tokenrows import MEMO_KEY, TOKENS_KEY, find_tokens, once, token_chunks
 from specbench.engines import request_draft_counts
-from specbench.store.schema import Chunk, chunks
+from specbench.store.schema import chunks
 
 Record = dict[str, Any]
 NS_PER_MS = 1e6
 
 
-#: Where :func:`frame` keeps a record's token chunks, found once: a dozen metrics read them, and
-#: filtering every record's chunks a dozen times was most of the end-of-run summary (issue 15).
-TOKENS_KEY, ANSWER_KEY = "_token_chunks", "_answer_chunks"
+#: Where :func:`frame`'s copy of a record keeps its per-token gaps (two columns read them).
 GAPS_KEY = "_token_gaps_ms"
 
 
-def _token_chunks(rec: Record, answer_only: bool = False) -> list[Chunk]:
-    """Chunks that carry generated text: content, tool calls and (unless answer_only) reasoning.
-    llama.cpp's first role-only chunk (``content: null``) is not a token."""
-    found: list[Chunk] | None = rec.get(ANSWER_KEY if answer_only else TOKENS_KEY)
-    if found is not None:
-        return found
-    if answer_only:
-        return [c for c in chunks(rec) if c.content or c.tool_calls]
-    return [c for c in chunks(rec) if c.carries_token]
-
-
 def with_token_chunks(rec: Record) -> Record:
-    """A copy of ``rec`` with its chunks named and its token chunks found once, for the metrics."""
-    rows = chunks(rec)
-    tokens = [c for c in rows if c.carries_token]
-    answer = [c for c in tokens if c.content or c.tool_calls]
-    return {**rec, "chunks": rows, TOKENS_KEY: tokens, ANSWER_KEY: answer}
+    """A copy of ``rec`` with its token chunks found once, for the metrics (and a place for the
+    metrics that others read again: :func:`specbench.analysis.tokenrows.once`)."""
+    return {**rec, TOKENS_KEY: find_tokens(rec), MEMO_KEY: {}}
 
 
+@once
 def output_tokens(rec: Record) -> float:
     """usage.completion_tokens, else timings.predicted_n (both server-counted)."""
     usage, timings = rec.get("usage") or {}, rec.get("timings") or {}
@@ -71,14 +59,14 @@ def cached_tokens(rec: Record) -> float:
 
 def ttft_ms(rec: Record) -> float:
     """Time to first generated token of any kind (content, reasoning or tool call)."""
-    tokens = _token_chunks(rec)
-    return tokens[0].t_ns / NS_PER_MS if tokens else np.nan
+    t = token_chunks(rec).t_ns
+    return t[0] / NS_PER_MS if t.size else np.nan
 
 
 def ttfa_ms(rec: Record) -> float:
     """Time to first answer token (content or tool call), after any reasoning."""
-    answer = _token_chunks(rec, answer_only=True)
-    return answer[0].t_ns / NS_PER_MS if answer else np.nan
+    first = token_chunks(rec).answer_t_ns
+    return first / NS_PER_MS if first is not None else np.nan
 
 
 def e2e_ms(rec: Record) -> float:
@@ -88,10 +76,11 @@ def e2e_ms(rec: Record) -> float:
 
 def decode_window_ms(rec: Record) -> float:
     """First to last token chunk: the client-side decode window."""
-    tokens = _token_chunks(rec)
-    return (tokens[-1].t_ns - tokens[0].t_ns) / NS_PER_MS if len(tokens) > 1 else np.nan
+    t = token_chunks(rec).t_ns
+    return (t[-1] - t[0]) / NS_PER_MS if t.size > 1 else np.nan
 
 
+@once
 def tpot_ms(rec: Record) -> float:
     """(t_last − t_first) / (output_tokens − 1): the first token is prefill's."""
     n = output_tokens(rec)
@@ -115,17 +104,18 @@ LEAD_BURST_SHARE = 0.5
 BUNCH_SHARE, BUNCH_TTFT_SHARE, BUNCH_TPOT_MS = 0.9, 0.1, 1.0
 
 
+@once
 def bunched(rec: Record) -> float:
     """1.0 when the client's stamps cannot time the decode (see the constants above), 0.0 when
     they can, NaN with fewer than two token chunks."""
-    tokens = _token_chunks(rec)
-    if len(tokens) < 2:
+    stamps = token_chunks(rec).t_ns
+    if stamps.size < 2:
         return np.nan
-    t = np.array([c.t_ns for c in tokens], dtype=float) / NS_PER_MS
+    t = stamps.astype(float) / NS_PER_MS
     n = output_tokens(rec)
     if n > 1 and (t[-1] - t[0]) / (n - 1) < BURST_TPOT_MS:
         return 1.0
-    late = np.flatnonzero(np.diff(t) >= BURST_GAP_MS)
+    late = np.flatnonzero(t[1:] - t[:-1] >= BURST_GAP_MS)  # np.diff, without its overhead
     lead = int(late[0]) + 1 if late.size else t.size  # chunks in the first token's burst
     if lead >= LEAD_BURST_SHARE * t.size:
         return 1.0
@@ -134,6 +124,7 @@ def bunched(rec: Record) -> float:
     return float(span < BUNCH_TTFT_SHARE * t[0] and span < BUNCH_TPOT_MS * (k - 1))
 
 
+@once
 def client_decode_tok_s(rec: Record) -> float:
     """(output_tokens − 1) / (t_last − t_first), measured by the client. When the chunks arrived
     bunched (:func:`bunched`: a tiny model answering in a few ms, a server or client starved of
@@ -148,6 +139,7 @@ def client_decode_tok_s(rec: Record) -> float:
 CLIENT_SERVER_TOLERANCE = 0.25  # client and server decode rates may differ this much (relative)
 
 
+@once
 def decode_disagrees(rec: Record) -> float:
     """1.0 when the client's decode rate and the server's own differ by more than the tolerance
     (a stalled stream: first token late, then every chunk at once), 0.0 when they agree, NaN when
@@ -172,11 +164,21 @@ def decode_tok_s(rec: Record) -> float:
 def chunk_tokens(rec: Record) -> list[int] | None:
     """Tokens in each token chunk, from the server's running count sent with every chunk (schema
     2 rows' sixth field); None when any token chunk lacks it (older records, other servers)."""
-    counts = [c.tokens for c in _token_chunks(rec)]
-    if not counts or any(n is None for n in counts):
+    steps = _chunk_steps(rec)
+    return None if steps is None else [int(n) for n in steps]
+
+
+def _chunk_steps(rec: Record) -> npt.NDArray[Any] | None:
+    """:func:`chunk_tokens` as an array (the gaps read it so, without a list between)."""
+    counts = token_chunks(rec).counts
+    if counts is None or not len(counts):
         return None
-    steps = np.diff([0, *counts])
-    return [int(n) for n in steps] if (steps >= 0).all() else None
+    steps = (
+        np.diff([0, *counts])
+        if isinstance(counts, list)
+        else np.concatenate((counts[:1], counts[1:] - counts[:-1]))
+    )
+    return steps if (steps >= 0).all() else None
 
 
 def _token_gaps_ms(rec: Record) -> np.ndarray:
@@ -193,21 +195,24 @@ def _token_gaps_ms(rec: Record) -> np.ndarray:
 
 
 def _gaps_ms(rec: Record) -> np.ndarray:
-    tokens = _token_chunks(rec)
-    if len(tokens) < 2:
+    t = token_chunks(rec).t_ns
+    if t.size < 2:
         return np.array([])
-    gaps = np.diff([c.t_ns for c in tokens]) / NS_PER_MS
+    gaps: npt.NDArray[np.float64] = (
+        t[1:] - t[:-1]
+    ) / NS_PER_MS  # np.diff's values (issue 31: a tenth of its time)
     if not gaps.any():  # every chunk stamped by one read: no latency was measured, not 0 ms
         return np.array([])
-    counts = chunk_tokens(rec)
+    counts = _chunk_steps(rec)
     if counts is not None:
-        per = np.asarray(counts[1:], dtype=float)
+        # whole tokens, as chunk_tokens gives them (an odd fractional count: truncated, as int())
+        per = counts[1:].astype(np.int64).astype(float)
         keep = per > 0
         return np.repeat(gaps[keep] / per[keep], per[keep].astype(int))
     n = output_tokens(rec)
     if not n > 1:
         return np.array([])
-    return gaps * (len(tokens) - 1) / (n - 1)
+    return gaps * (t.size - 1) / (n - 1)
 
 
 def itl_ms(rec: Record) -> float:
@@ -224,17 +229,18 @@ def itl_p99_ms(rec: Record) -> float:
 
 def chunk_itl_ms(rec: Record) -> float:
     """Median gap between token chunks as they arrived, kept beside the per-token figure."""
-    tokens = _token_chunks(rec)
-    return float(np.median(np.diff([c.t_ns for c in tokens]))) / NS_PER_MS if len(tokens) > 1 else np.nan
+    t = token_chunks(rec).t_ns
+    return float(np.median(np.diff(t))) / NS_PER_MS if t.size > 1 else np.nan
 
 
 def tokens_per_chunk(rec: Record) -> float:
     """Generated tokens per streamed token chunk: 1 for plain decoding, more when a speculative
     step sends several accepted tokens in one chunk (a spec-decode signal of its own)."""
-    tokens, n = _token_chunks(rec), output_tokens(rec)
-    return n / len(tokens) if tokens and n > 0 else np.nan
+    tokens, n = token_chunks(rec).t_ns, output_tokens(rec)
+    return n / tokens.size if tokens.size and n > 0 else np.nan
 
 
+@once
 def server_decode_tok_s(rec: Record) -> float:
     """llama.cpp timings.predicted_per_second: (predicted_n − 1) / predicted_ms; else vLLM's
     per-request ``metrics.mean_itl_ms`` (``--enable-per-request-metrics``); NaN without either."""
@@ -336,6 +342,18 @@ METRICS: dict[str, Metric] = {
     "acceptance": Metric(acceptance, "ratio", None),
 }
 KEYS = ("arm", "workload", "category", "prompt_id", "repeat", "seq", "warmup")
+#: The metrics that are order statistics of a request's gaps: :func:`itl_ms`, :func:`itl_p99_ms`,
+#: :func:`chunk_itl_ms`. A loaded run takes them many requests at a time (rowbatch.py).
+ORDER_STATS = ("itl_ms", "itl_p99_ms", "chunk_itl_ms")
+
+
+class Later(NamedTuple):
+    """A row waiting for its order statistics: its per-token gaps (ms) and its chunk gaps (ns;
+    None with fewer than two token chunks)."""
+
+    row: dict[str, Any]
+    gaps_ms: npt.NDArray[np.float64]
+    chunk_gaps: npt.NDArray[Any] | None
 
 
 def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
@@ -343,14 +361,23 @@ def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
     return frame_of([row for rec in records if (row := frame_row(rec, include_warmup)) is not None])
 
 
-def frame_row(rec: Record, include_warmup: bool = False) -> dict[str, Any] | None:
+def frame_row(
+    rec: Record, include_warmup: bool = False, later: list[Later] | None = None
+) -> dict[str, Any] | None:
     """The request's row of :func:`frame` (None: an error, or a warmup left out), computed from
-    its raw chunks: a run is loaded one record at a time (issue 31), each measured as it is read."""
+    its raw chunks: a run is loaded one record at a time (issue 31), each measured as it is read.
+    ``later``: the row's order statistics (:data:`ORDER_STATS`) are left out and its gaps put
+    there instead, for :mod:`specbench.analysis.rowbatch` to take over many requests at once."""
     if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
         return None
     row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
     rec = with_token_chunks(rec)  # named and filtered once here, not in every metric
-    row.update({name: m.fn(rec) for name, m in METRICS.items()})
+    if later is None:
+        row.update({name: m.fn(rec) for name, m in METRICS.items()})
+    else:
+        row.update({name: m.fn(rec) for name, m in METRICS.items() if name not in ORDER_STATS})
+        t = token_chunks(rec).t_ns
+        later.append(Later(row, _token_gaps_ms(rec), t[1:] - t[:-1] if t.size > 1 else None))
     # Records imported from other tools have no raw chunks: they carry the values they had.
     row.update(
         {k: float(v) for k, v in (rec.get("imported") or {}).items() if k in METRICS and v is not None}

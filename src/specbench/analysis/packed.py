@@ -15,6 +15,8 @@ output checks) read the arrays directly.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any, overload
 
 import numpy as np
@@ -22,7 +24,6 @@ import numpy.typing as npt
 
 from specbench.store.schema import Chunk
 
-_NONE = (None, None, None)
 _I32 = 2**31
 
 
@@ -39,17 +40,21 @@ class PackedChunks(Sequence[Chunk]):
         counts: tuple[Any, ...] = columns[5] if len(columns) > 5 else (None,) * len(content)
         # Counts and text offsets in 32 bits where they fit (they always do in a real stream):
         # a 256-token record is then ~17 bytes a row.
-        exact32 = None not in counts and all(-_I32 < n < _I32 for n in counts)
+        exact32 = None not in counts and _within(counts, _I32)
         self.tokens = np.array(counts, dtype=np.int32 if exact32 else np.float64)  # None → NaN
-        self._has_content = np.fromiter(map(_not_none, content), dtype=bool, count=len(content))
-        text = [c or "" for c in content]
+        # Most streams have text in every row: then no per-row pass is needed for either.
+        full = None not in content
+        self._has_content = (
+            np.ones(len(content), dtype=bool)
+            if full
+            else np.fromiter(map(is_not, content, repeat(None)), dtype=bool, count=len(content))
+        )
+        text = content if full else [c or "" for c in content]
         self._text = "".join(text)
         ends = np.cumsum(np.fromiter(map(len, text), dtype=np.int64, count=len(text)))
         self._ends = ends.astype(np.int32) if ends.size and ends[-1] < _I32 else ends
         # reasoning, tool calls, finish reason: few rows carry any (the last one its finish reason)
-        self._extra = {
-            i: row for i, row in enumerate(zip(reasoning, tool_calls, finish, strict=True)) if row != _NONE
-        }
+        self._extra = _extra_rows(reasoning, tool_calls, finish)
         self.memo: dict[str, Any] = {}  # what readers derived from these rows (the stream's shape)
 
     def __len__(self) -> int:
@@ -84,7 +89,9 @@ class PackedChunks(Sequence[Chunk]):
         return self._text
 
     def content_lengths(self) -> npt.NDArray[np.int64]:
-        return np.diff(self._ends, prepend=0)
+        out = self._ends.astype(np.int64)  # np.diff(ends, prepend=0), without its overhead
+        out[1:] -= self._ends[:-1]
+        return out
 
     def extra_rows(self) -> list[Chunk]:
         """The rows with reasoning, tool calls or a finish reason, in order."""
@@ -100,6 +107,18 @@ class PackedChunks(Sequence[Chunk]):
             finish[i] = bool(reason)
         return (self.content_lengths() > 0) | other, finish
 
+    def token_flags(self) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """(carries a token: content, reasoning or tool calls; carries an answer token: content or
+        tool calls) per row: the rows :func:`specbench.analysis.metrics` times."""
+        content = self.content_lengths() > 0
+        if not self._extra:
+            return content, content
+        carries, answer = content.copy(), content.copy()
+        for i, (reasoning, tool_calls, _) in self._extra.items():
+            carries[i] |= bool(reasoning or tool_calls)
+            answer[i] |= bool(tool_calls)
+        return carries, answer
+
 
 def packed(rec: Mapping[str, Any]) -> PackedChunks | None:
     """The record's chunks when packed, else None (a record read as JSON, not yet measured)."""
@@ -112,7 +131,7 @@ def pack(rec: dict[str, Any]) -> dict[str, Any]:
     would not hold exactly (an edited or odd row: a stamp that is no number, content that is no
     text, a count that is no integer) leave the record as it was read."""
     rows = rec.get("chunks")
-    if not isinstance(rows, list) or not rows or not all(type(r) is list for r in rows):
+    if not isinstance(rows, list) or not rows or set(map(type, rows)) != {list}:
         return rec
     if len(set(map(len, rows))) != 1 or len(rows[0]) not in (5, 6):
         return rec
@@ -121,11 +140,26 @@ def pack(rec: dict[str, Any]) -> dict[str, Any]:
     if not (kinds[0] <= {int, float} and kinds[1] <= {str, type(None)} and kinds[2] <= {int, type(None)}):
         return rec
     t_ns = np.array(columns[0], dtype=np.int64 if kinds[0] == {int} else np.float64)
-    if len(columns) > 5 and any(n is not None and abs(n) >= 2**53 for n in columns[5]):
+    if len(columns) > 5 and not _within(columns[5], 2**53):
         return rec  # a count float64 would not hold exactly
     rec["chunks"] = PackedChunks(t_ns, columns)
     return rec
 
 
-def _not_none(value: Any) -> bool:
-    return value is not None
+def _extra_rows(*columns: tuple[Any, ...]) -> dict[int, tuple[Any, ...]]:
+    """Row → (reasoning, tool calls, finish reason) of the rows where any is set. The columns'
+    set rows are found in C (``count``, ``compress``): a Python loop over every row of every
+    record was a sixth of loading a run (issue 31)."""
+    size = len(columns[0])
+    rows: set[int] = set()
+    for column in columns:
+        if column.count(None) != size:
+            rows.update(compress(range(size), map(is_not, column, repeat(None))))
+    return {i: tuple(c[i] for c in columns) for i in sorted(rows)}
+
+
+def _within(counts: tuple[Any, ...], bound: int) -> bool:
+    """Every count that is there lies strictly within ±``bound`` (min and max run in C: a
+    generator over every row was a fifth of loading a run)."""
+    there = [n for n in counts if n is not None] if None in counts else counts
+    return not there or (-bound < min(there) and max(there) < bound)

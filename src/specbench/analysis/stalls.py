@@ -31,7 +31,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from specbench.analysis import bimodality, metrics, stats
-from specbench.analysis._arrays import FloatArray
+from specbench.analysis._arrays import FloatArray, median_1d
 from specbench.analysis.busy import busy_cells
 from specbench.analysis.finding import Finding
 from specbench.analysis.metrics import BURST_GAP_MS, NS_PER_MS
@@ -110,7 +110,7 @@ def _packed_columns(found: PackedChunks) -> Columns:
     carries, finish = found.flags()
     rows = carries | finish
     running = found.tokens[rows][carries[rows]].astype(np.float64)
-    steps = None if np.isnan(running).any() else np.diff(np.r_[0.0, running])
+    steps = None if np.isnan(running).any() else running - np.concatenate(([0.0], running[:-1]))
     t = found.t_ns[rows].astype(np.float64) / NS_PER_MS
     return t, carries[rows].astype(np.float64), steps
 
@@ -121,13 +121,13 @@ def _stream(t: FloatArray, ones: FloatArray, steps: npt.NDArray[np.float64] | No
     t, tokens = t[keep], tokens[keep]
     if t.size < 3:
         return None
-    diffs = np.diff(t)
+    diffs = t[1:] - t[:-1]  # np.diff's values, without its overhead (issue 31)
     split = BURST_SHARE * diffs.mean()  # closer chunks are tokens of one step, not steps
-    usual = float(np.median(diffs[diffs >= split]))
+    usual = median_1d(diffs[diffs >= split])  # np.median's value, faster
     # A round's tokens come in one read, or reads microseconds apart; on a busy client a little
     # further, but never a step apart.
     new = diffs >= max(BURST_GAP_MS, split)
-    window = np.cumsum(np.r_[False, new])  # read window of each chunk
+    window = np.cumsum(np.concatenate(([False], new)))  # read window of each chunk
     starts = np.flatnonzero(new) + 1
     sent = t[tokens > 0]
     return Stream(
@@ -181,14 +181,26 @@ def _stall(
     speculating: Collection[str] | None = None,
 ) -> float:
     """The longest long gap where neither the stream nor the server's timing shows decoding."""
-    long = (s.gap_ms >= STALL_MIN_MS) & (s.gap_ms >= STALL_FACTOR * max(s.usual_ms, 1e-9))
-    single = long & (s.gap_tokens < ROUND_TOKENS)  # a burst after the gap: a round delivered it
-    for ms in sorted(s.gap_ms[single], reverse=True):
+    for ms in _long_single_gaps(rec, s):
         if rounds is not None and ms <= ROUND_SLACK * rounds and _may_draft(rec, speculating):
             continue  # a rejected draft's round: as long as a round, one token
         if not _server_left_out(rec, float(ms), s.window_ms):
             return float(ms)
     return 0.0
+
+
+def _long_single_gaps(rec: RequestRecord | Mapping[str, Any], s: Stream) -> list[float]:
+    """The stream's long gaps that no burst of tokens ended, longest first: kept with a loaded
+    record's arrays (three checks ask; most requests have none)."""
+    found = packed(rec)
+    if found is not None and found.memo.get("stream") is s and "long_gaps" in found.memo:
+        return found.memo["long_gaps"]  # type: ignore[no-any-return]
+    long = (s.gap_ms >= STALL_MIN_MS) & (s.gap_ms >= STALL_FACTOR * max(s.usual_ms, 1e-9))
+    single = long & (s.gap_tokens < ROUND_TOKENS)  # a burst after the gap: a round delivered it
+    gaps = sorted(s.gap_ms[single], reverse=True)
+    if found is not None and found.memo.get("stream") is s:
+        found.memo["long_gaps"] = gaps
+    return gaps
 
 
 def stall_ms(rec: RequestRecord | Mapping[str, Any], rounds: float | None = None) -> float:
@@ -224,6 +236,24 @@ def stalled(
 ) -> dict[tuple[str, Any], float]:
     """(arm, seq) → stall length in ms, for every measured request that stalled. ``speculating``:
     the arms configured to speculate (None: not known)."""
+    # The findings, the category splits and the decision table each ask for the same run's
+    # stalls: found once per set of loaded records (the very same record objects, issue 31).
+    key = (tuple(map(id, records)), None if speculating is None else frozenset(speculating))
+    if _STALLED and _STALLED[0][0] == key:
+        return dict(_STALLED[0][2])
+    out = _stalled(records, speculating)
+    if all(packed(r) is not None for r in records if r.get("chunks")):  # loaded: read-only arrays
+        _STALLED[:] = [(key, list(records), out)]  # the list keeps the ids from being reused
+    return dict(out)
+
+
+#: The last :func:`stalled` answer: (key, the records it was for, answer).
+_STALLED: list[tuple[Any, list[Any], dict[tuple[str, Any], float]]] = []
+
+
+def _stalled(
+    records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None
+) -> dict[tuple[str, Any], float]:
     streams = [(r, stream(r)) for r in _measured(records)]
     rounds = _arm_rounds(streams)  # an arm with none: no request of it shows one either
     out = {}

@@ -39,7 +39,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from specbench.analysis import launches as L
-from specbench.analysis._arrays import FloatArray, finite_values
+from specbench.analysis._arrays import FloatArray, RankedMedian, finite_values
 from specbench.analysis.metrics import METRICS
 
 Statistic = Callable[..., Any]
@@ -260,7 +260,7 @@ def _pairs(a: pd.DataFrame, b: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def _two_sample_ci(
-    data: tuple[FloatArray, ...], statistic: Statistic, confidence: float, n_resamples: int, seed: int
+    data: tuple[npt.NDArray[Any], ...], statistic: Statistic, confidence: float, n_resamples: int, seed: int
 ) -> tuple[float, float]:
     """Percentile bootstrap CI of ``statistic`` (scipy.stats.bootstrap, each sample resampled
     independently); collapses to the observed value when the data are constant."""
@@ -298,12 +298,24 @@ def median_ci(
     if key not in _MEDIAN_CIS:
         if len(_MEDIAN_CIS) >= 512:
             _MEDIAN_CIS.clear()
-        _MEDIAN_CIS[key] = _two_sample_ci((x,), np.median, confidence, n_resamples, seed)
+        _MEDIAN_CIS[key] = _median_interval(x, confidence, n_resamples, seed)
     low, high = _MEDIAN_CIS[key]
     return med, low, high
 
 
 _MEDIAN_CIS: dict[tuple[str, int, int, float, int], tuple[float, float]] = {}
+
+
+def _median_interval(x: FloatArray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    """:func:`_two_sample_ci` of ``np.median`` on ``x``, resampling ranks (the same draws, the
+    same medians to the bit: :class:`RankedMedian`)."""
+    if (x == 0).any():  # 0.0 and -0.0 tie in ranks but not in print: np.median's own choice
+        return _two_sample_ci((x,), np.median, confidence, n_resamples, seed)
+    if np.ptp(x) == 0:
+        point = float(np.median(x))
+        return point, point
+    ranked = RankedMedian(x)
+    return _two_sample_ci((ranked.ranks,), ranked, confidence, n_resamples, seed)
 
 
 def _log_median_ratio(a: FloatArray, b: FloatArray, axis: int = -1) -> Any:

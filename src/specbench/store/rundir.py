@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from pydantic_core import from_json
 
 from specbench import __version__
 from specbench.errors import StoreError
@@ -335,10 +336,16 @@ def _iter_jsonl(
 
 
 def _row(raw: bytes) -> dict[str, Any] | None:
+    # pydantic's Rust parser (already a dependency) reads a record ~15 % faster than json.loads,
+    # the same values to the bit (issue 31); a line it refuses (a lone surrogate escape, say) is
+    # read as json.loads reads it, so what counts as unreadable is unchanged.
     try:
-        row = json.loads(raw)
+        row = from_json(raw)
     except ValueError:
-        return None
+        try:
+            row = json.loads(raw)
+        except ValueError:
+            return None
     return row if isinstance(row, dict) else None
 
 
