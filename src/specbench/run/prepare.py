@@ -13,11 +13,14 @@ matrix it built itself (no file read back).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from specbench.analysis.predicted.models import run_architectures
+from specbench.analysis.predicted.stored import ARCH_FILE
 from specbench.engines import ENGINES, argstore
 from specbench.engines.argtable import ArgTable, check_flags
 from specbench.engines.base import Engine
@@ -140,6 +143,8 @@ def prepare(
         # The table the flags were checked against: CONFOUND reads it back from the run, never
         # from whatever engine is installed where the report is made (engines/argstore.py).
         store.write_text(argstore.ARGS_FILE, argstore.dumps(table))
+        # The models' shapes, so the theory is recomputed from the run alone (predicted/stored.py).
+        store.write_text(ARCH_FILE, json.dumps(architectures_of(matrix, engine), indent=1))
     if not (out / "matrix.yaml").exists():  # scrubbed; a full disk is exit 5
         store.write_text("matrix.yaml", source.read_text() if text is None else text)
     write_plan(plan_for(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)
@@ -229,6 +234,11 @@ def environment_of(matrix: Matrix, engine: Engine) -> dict[str, object]:
     if matrix.engine == "llamacpp":
         env["arm_files"] = arm_files(matrix)
     return env
+
+
+def architectures_of(matrix: Matrix, engine: Engine) -> dict[str, object]:
+    """The target's and each arm's draft model's shape, read from their files now."""
+    return run_architectures(matrix.model, [matrix.arm_args(arm) for arm in matrix.arms], engine)
 
 
 def _file_record(path: str) -> dict[str, object]:

@@ -5,6 +5,7 @@ Layout::
     manifest.json    resolved matrix, versions, schema_version, host, start/end, arm status
     env.json         hardware, OS, Python, GPU, engine version/commit, model SHA-256
     engine_args.json the engine's argument table the flags were checked against (CONFOUND reads it)
+    architectures.json the models' shapes from their GGUF headers / config.json (the theory reads it)
     records.jsonl    one JSON object per request, appended as one whole line as it completes
     cells.jsonl      one object per served cell: server description, /metrics deltas, exit code
     metrics/         raw /metrics scrapes before and after each cell

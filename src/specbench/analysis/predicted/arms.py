@@ -29,6 +29,7 @@ from specbench.analysis import RunData
 from specbench.analysis.predicted import counts as C
 from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
 from specbench.analysis.predicted.setup import RunSetup, calibrate_setup, run_setup
+from specbench.analysis.predicted.stored import read_stored
 from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
@@ -157,10 +158,10 @@ def _acceptance(run: RunData, arm: str) -> float:
 
 
 def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency) -> Prediction:
-    path = spec.draft_path
+    path, stored = spec.draft_path, read_stored(setup.run_dir, spec.draft_path)
     if path and setup.run_dir is not None:
         path = run_path(setup.run_dir, path)
-    draft = draft_weights(path) if path else None
+    draft = draft_weights(path, stored) if path else None
     return predict_architecture(
         setup.models.target,
         setup.gpu,

@@ -3,6 +3,7 @@
 Target model, first match wins (``matrix.model`` is the served model path or id)::
 
     lab truth.json next to it   shapes from truth["target"], weights at truth["target"]["dtype"]
+    architectures.json entry    the header/config.json shape stored when the run was made (stored.py)
     a .gguf file                its own header (a config.json beside it may describe another file)
     config.json next to it      (or inside it, for a model directory) Hugging Face architecture
     a preset name               the model string (``Qwen/Qwen3.6-27B``) or the longest preset name
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.analysis.predicted.stored import StoredModel, read_stored
 from specbench.engines.base import Engine
 from specbench.errors import ConfigError
 from specbench.matrix.files import matrix_path
@@ -178,14 +180,53 @@ def _preset_model(model: str) -> Architecture | None:
     return models().get(name) if name else None
 
 
-def _architecture(model: str) -> tuple[Architecture, str] | None:
+def _file_architecture(model: str) -> tuple[Architecture, str, str] | None:
+    """What the model's own files say: (shape, kind of source, source with its path)."""
     if model.endswith(".gguf") and Path(model).is_file():
-        return architecture_from_gguf(model), f"GGUF header ({model})"
+        return architecture_from_gguf(model), "GGUF header", f"GGUF header ({model})"
     config = _config_next_to(model)
     if config is not None:
-        return load_hf_config(config), f"config.json ({config})"
+        return load_hf_config(config), "config.json", f"config.json ({config})"
+    return None
+
+
+def _architecture(model: str, stored: StoredModel | None = None) -> tuple[Architecture, str] | None:
+    # The shape stored with the run first: the file may be gone or replaced since (issue 31).
+    if stored is not None:
+        return stored.arch, f"{stored.source} (stored with the run)"
+    found = _file_architecture(model)
+    if found is not None:
+        return found[0], found[2]
     arch = _preset_model(model)
     return (arch, f"preset {arch.name}") if arch else None
+
+
+def describe_model(model: str) -> StoredModel | None:
+    """``model``'s shape from its own GGUF header or config.json, to store with the run
+    (stored.py); None when no file describes it (a hub id, a bad header: the theory says unknown)."""
+    try:
+        found = _file_architecture(model)
+    except (ConfigError, OSError, ValueError):
+        return None
+    if found is None:
+        return None
+    p = Path(model)
+    return StoredModel(found[0], found[1], p.stat().st_size if p.is_file() else None, _hf_dtype(model))
+
+
+def run_architectures(model: str, arms: Sequence[Sequence[str]], engine: Engine) -> dict[str, Any]:
+    """``architectures.json`` of a run: the target ``model`` and every arm's draft model, keyed by
+    the path as the matrix or the arm's flags name it (what the theory later looks up)."""
+    paths = [model]
+    for argv in arms:
+        try:
+            spec = arm_method(argv, engine)
+        except ConfigError:  # a method the theory has no model for: nothing to ask about
+            continue
+        if spec is not None and spec.draft_path:
+            paths.append(spec.draft_path)
+    described = {p: describe_model(p) for p in dict.fromkeys(paths) if p}
+    return {p: d.to_dict() for p, d in described.items() if d is not None}
 
 
 def _hf_dtype(model: str) -> str | None:
@@ -202,31 +243,37 @@ def _hf_dtype(model: str) -> str | None:
     return HF_DTYPES.get(str(raw.get("torch_dtype") or raw.get("dtype") or cfg.get("torch_dtype")))
 
 
-def model_weights(arch: Architecture, model: str, file_bytes: int | None = None) -> Weights:
-    """``arch`` at the bytes per weight of ``model`` (see the module docstring for the order)."""
+def model_weights(
+    arch: Architecture, model: str, file_bytes: int | None = None, stored: StoredModel | None = None
+) -> Weights:
+    """``arch`` at the bytes per weight of ``model`` (see the module docstring for the order);
+    with ``stored`` (the run's architectures.json entry) its size and dtype, not the file's now."""
     quant = longest_contained(quants(), Path(model).name)
     if quant:
         q = quants().get(quant)
         return Weights(arch, q.bytes_per_weight, q.name)
     p = Path(model)
-    size = p.stat().st_size if p.is_file() else file_bytes
+    size = (stored.bytes or file_bytes) if stored else (p.stat().st_size if p.is_file() else file_bytes)
     if size:
         bpw = size / total_params(arch)
         return Weights(arch, bpw, f"{bpw * 8:.2f} bits/weight (file size)")
-    dtype = _hf_dtype(model)
+    dtype = stored.hf_dtype if stored else _hf_dtype(model)
     if dtype:
         q = quants().get(dtype)
         return Weights(arch, q.bytes_per_weight, q.name)
     raise ConfigError(f"cannot tell the weight format of {model!r} (no quant in its name, no file)")
 
 
-def weights_for(model: str, file_bytes: int | None = None) -> tuple[Weights, str] | None:
-    """A non-lab model path or id as Weights, or None when no config.json or preset describes it."""
-    found = _architecture(model)
+def weights_for(
+    model: str, file_bytes: int | None = None, stored: StoredModel | None = None
+) -> tuple[Weights, str] | None:
+    """A non-lab model path or id as Weights, or None when nothing stored with the run, no GGUF
+    header, config.json or preset describes it."""
+    found = _architecture(model, stored)
     if found is None:
         return None
     arch, source = found
-    return model_weights(arch, model, file_bytes), source
+    return model_weights(arch, model, file_bytes, stored), source
 
 
 def run_path(run_dir: Path, value: str) -> str:
@@ -247,32 +294,35 @@ def run_path(run_dir: Path, value: str) -> str:
     return value
 
 
-def _matrix_model(run_dir: Path) -> tuple[str, int | None]:
+def _matrix_model(run_dir: Path) -> tuple[str, str, int | None]:
+    """The model as the matrix names it, as the engine found it, and its size (env.json)."""
     store = RunStore(run_dir)
     model = str((store.manifest().get("matrix") or {}).get("model") or "")
     if not model:
         raise ConfigError("the run's matrix names no model")
     size = (store.env().get("model") or {}).get("bytes")
-    return run_path(run_dir, model), int(size) if isinstance(size, int | float) and size > 0 else None
+    found = run_path(run_dir, model)
+    return model, found, int(size) if isinstance(size, int | float) and size > 0 else None
 
 
 def model_from_run(run_dir: Path) -> RunModels | None:
     """The run's target (and lab draft) for the theory, or None when nothing describes the model."""
-    model, size = _matrix_model(run_dir)
+    named, model, size = _matrix_model(run_dir)
     truth = _truth_next_to(model)
     if truth is not None and "target" in truth:
         draft = lab_weights(truth, "draft") if "draft" in truth else None
         return RunModels(lab_weights(truth, "target"), draft, f"lab truth.json next to {model}")
-    found = weights_for(model, size)
+    found = weights_for(model, size, read_stored(run_dir, named))
     return RunModels(found[0], None, found[1]) if found else None
 
 
-def draft_weights(path: str) -> Weights:
-    """The draft model of an arm (``-md PATH``): a lab draft, a config.json or a preset."""
+def draft_weights(path: str, stored: StoredModel | None = None) -> Weights:
+    """The draft model of an arm (``-md PATH``): a lab draft, the shape stored with the run, its
+    GGUF header, a config.json or a preset."""
     truth = _truth_next_to(path)
     if truth is not None and "draft" in truth:
         return lab_weights(truth, "draft")
-    found = weights_for(path)
+    found = weights_for(path, stored=stored)
     if found is None:
         raise ConfigError(f"draft model {path!r}: no truth.json, config.json or preset describes it")
     return found[0]
