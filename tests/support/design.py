@@ -15,7 +15,8 @@ What "the same judgment" means depends on whether a transformation re-measures:
   speeds, and four launches can leave even a ×0.22 loss ``undetermined`` (seen: 95 % CI
   0.03–1.86). So an arm's two verdicts must be equal or one of them ``undetermined`` (noise can
   only take a verdict away, never turn ``slower`` into ``faster`` or ``equivalent``); the A/A arm
-  is never ``faster``/``slower``; the loser's point estimate stays below ×1; and every finding
+  reads within ×0.8–×1.25 (its verdict is left free: a 95 % family gives a false one in up to 5 %
+  of runs by design); the loser's point estimate stays below ×1; and every finding
   about the experiment's design (code and arms) must be equal. Left out: findings that read the
   machine or the timing distribution of this launch (:data:`NOISE`), which come and go between two
   runs of the very same matrix; those read from the noisy verdict itself (:data:`SPEED`); and
@@ -45,7 +46,6 @@ NOISE = frozenset(
      "STALLED", "LATE_SENDS", "UNTIMED_DECODE"}
 )  # fmt: skip
 SPEED = frozenset({"SPEC_LOSS", "LARGE_LOSS", "KEEP_OFF"})  # follow the speedup's verdict
-NO_DIFFERENCE = frozenset({"undetermined", "equivalent"})
 # -b 2048 is llama-server's default batch size, written out so that the respelled run has a flag
 # no server report confirms (the context, slots and threads are settled by /props and the log).
 COMMON = ["-c", "2048", "-np", "1", "-t", "1", "-b", "2048"]
@@ -111,7 +111,10 @@ def same_judgment(a: Judgment, b: Judgment) -> None:
     assert va.keys() == vb.keys()
     for arm in va:
         assert va[arm] == vb[arm] or "undetermined" in (va[arm], vb[arm]), (arm, va, vb)
-    assert {va["same"], vb["same"]} <= NO_DIFFERENCE, (va, vb)
+    # The A/A arm: a verdict there is a false one, which a 95 % family makes in up to 5 % of runs
+    # by design (seen once in a CI run: "slower"), so no verdict is asserted; a gross error (a
+    # copy of the baseline read as ×0.8 or ×1.25) is. Bias is tests/metamorphic/test_aa_engine's.
+    assert 0.8 < ra["same"] < 1.25 and 0.8 < rb["same"] < 1.25, (ra, rb)
     assert "faster" not in (va["draft8"], vb["draft8"]) and ra["draft8"] < 1 and rb["draft8"] < 1, (ra, rb)
     assert fa == fb
     assert ("SELF_DRAFT", ("self",)) in fa  # the design's own truth, in both
