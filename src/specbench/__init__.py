@@ -19,10 +19,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from specbench.store.schema import SCHEMA_VERSION  # light (typing only); its history is in schema.py
-
 #: name -> module that defines it; the only names ``from specbench import *`` gives.
 _EXPORTS = {
+    "SCHEMA_VERSION": "specbench.store.schema",  # its history is in schema.py
     "run_matrix": "specbench.api",
     "prepare_run": "specbench.api",
     "plan_run": "specbench.api",
@@ -37,7 +36,7 @@ _EXPORTS = {
     "load_matrix": "specbench.matrix.load",
     "SpecbenchError": "specbench.errors",
 }
-__all__ = ["SCHEMA_VERSION", "__version__", *_EXPORTS]
+__all__ = ["SCHEMA_VERSION", "__version__", *(n for n in _EXPORTS if n != "SCHEMA_VERSION")]
 
 __version__ = "0.2.0"
 

@@ -8,13 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from specbench import SCHEMA_VERSION
 from specbench.analysis.metrics import METRICS
 from specbench.importer.mapping import NUMERIC
 from specbench.importer.values import as_int, as_num, str_or
 from specbench.store.rundir import RunStore, now_iso
 from specbench.store.safeio import guarded, write_atomic
-from specbench.store.schema import Chunk, RequestRecord
+from specbench.store.schema import SCHEMA_VERSION, Chunk, RequestRecord
 
 
 def build_records(table: pd.DataFrame, derived: dict[str, list[int]], name: str) -> list[RequestRecord]:
