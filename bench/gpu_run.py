@@ -40,10 +40,11 @@ class Plan:
     cycle_prompts: int
     max_repeats: int
     common_args: tuple[str, ...]
+    arms: str = "demo"  # or "cliff": the dense pair only, ngram-mod at n_max 8, 15 and 16
 
     @property
     def pairs(self) -> tuple[tuple[str, float], ...]:
-        return (("dense", 0.8), ("moe", 0.9))
+        return (("dense", 0.8),) if self.arms == "cliff" else (("dense", 0.8), ("moe", 0.9))
 
 
 # GPU: the lab's largest preset (membound: a 471 MB dense f16 target), 128-token answers, up to 4
@@ -51,11 +52,13 @@ class Plan:
 GPU_PLAN = Plan(
     size=os.environ.get("GPU_LAB_SIZE", "membound"), max_tokens=128, bundled_prompts=4,
     cycle_prompts=2, max_repeats=4, common_args=("-c", "4096", "-np", "1", "-ngl", "99"),
+    arms=os.environ.get("GPU_CHECK_ARMS", "demo"),
 )  # fmt: skip
 # The rehearsal: same arms and flags on tiny models, short answers, the fewest launches auto allows.
 CPU_PLAN = Plan(
     size="tiny", max_tokens=24, bundled_prompts=2, cycle_prompts=1, max_repeats=3,
     common_args=("-c", "1024", "-np", "1", "-ngl", "99", "-t", "2"),
+    arms=os.environ.get("GPU_CHECK_ARMS", "demo"),
 )  # fmt: skip
 
 
@@ -109,7 +112,7 @@ def write_matrix(folder: Path, pair: Path, plan: Plan) -> Path:
         "engine": "llamacpp",
         "model": str(pair / "target.gguf"),
         "common_args": list(plan.common_args),
-        "arms": gpu_arms(pair / "draft.gguf"),
+        "arms": cliff_arms() if plan.arms == "cliff" else gpu_arms(pair / "draft.gguf"),
         "workload": {
             "suite": "natural",
             "max_tokens": plan.max_tokens,
@@ -133,6 +136,14 @@ def gpu_arms(draft: Path) -> dict[str, list[str]]:
 
     arms = demo_arms(draft)
     return {name: [*args, "-ngld", "99"] if "-md" in args else args for name, args in arms.items()}
+
+
+def cliff_arms() -> dict[str, list[str]]:
+    """The verify-cost step of the first H200 lease (docs/gpu.md): a batch of 13 tokens cost 1.4
+    decode steps, 17 cost 3.9. ngram-mod drafts n_max tokens a round when the lab's answer repeats,
+    so n_max 15 and 16 verify 16 and 17 tokens: on either side of a step at 16, if it is there."""
+    base = ["--spec-type", "ngram-mod", "--spec-ngram-mod-n-match", "8", "--spec-ngram-mod-n-min", "4"]
+    return {"baseline": []} | {f"ngram{n}": [*base, "--spec-ngram-mod-n-max", str(n)] for n in (8, 15, 16)}
 
 
 def make_pair(

@@ -117,3 +117,13 @@ def test_merge_defines_joins_flag_variables_instead_of_letting_the_last_win() ->
         "-DCMAKE_CXX_FLAGS=-mno-amx-tile -I/x/include",
         "-DCMAKE_CUDA_FLAGS=-I/x/include",
     ]
+
+
+def test_cliff_plan_runs_the_dense_pair_with_ngram_drafts_either_side_of_a_16_token_verify() -> None:
+    import gpu_run
+
+    plan = gpu_run.Plan(**{**gpu_run.GPU_PLAN.__dict__, "arms": "cliff"})
+    assert plan.pairs == (("dense", 0.8),)
+    arms = gpu_run.cliff_arms()
+    n_max = {name: int(args[args.index("--spec-ngram-mod-n-max") + 1]) for name, args in arms.items() if args}
+    assert arms["baseline"] == [] and sorted(n + 1 for n in n_max.values()) == [9, 16, 17]
