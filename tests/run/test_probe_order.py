@@ -61,3 +61,15 @@ def test_the_probe_runs_after_the_measured_requests_and_the_after_scrape(
     assert events == ["warmup", "scrape before", "request", "request", "scrape after", "probe"]
     (cell,) = store.cells()
     assert cell["forward_probe"] == {"samples": []}
+
+
+def test_the_probe_grid_brackets_the_cuda_kernel_switches() -> None:
+    # The pinned llama.cpp CUDA backend (ggml-cuda.cu, mmf.cu, mmvq.cuh) switches f16 matmuls
+    # from its tensor-core mmf kernel to cuBLAS above 16 tokens and quantized ones from mmvq to
+    # mmq above 8. The H200 run's grid jumped from 13 to 17, so an n-gram arm at n_max 16
+    # (17-token verifies) could not tell which side of the switch 14–16 were on.
+    from specbench.run.forwardprobe import DEFAULT_SIZES
+
+    for switch in (1, 8, 16):
+        assert switch in DEFAULT_SIZES and switch + 1 in DEFAULT_SIZES
+    assert 15 in DEFAULT_SIZES and list(DEFAULT_SIZES) == sorted(set(DEFAULT_SIZES))

@@ -14,6 +14,7 @@ from specbench.analysis.predicted.counts import (
     draft_counts,
     measured_round_s,
     replayed_speedup,
+    round_lengths,
     round_not_measurable,
 )
 
@@ -120,3 +121,35 @@ def test_accepted_tokens_cut_off_by_max_tokens_are_not_counted() -> None:
     counts = draft_counts(pd.DataFrame(rows), [cell("draft", 0, 48)], "draft", k=2)
     assert counts.accepted == 79 and counts.decode_passes == 48
     assert counts.drafting_share <= 1.0
+
+
+def test_each_requests_drafts_are_rounds_at_k_and_one_of_the_remainder() -> None:
+    # The H200 n-gram arm (n_max 16): requests drafting 117, 119 and 23 tokens, 8 + 8 + 2 rounds
+    # counted; llama-server's log says 117 in 8 rounds (mean accepted length 1 + 117/8 = 15.62).
+    rows = [
+        {"arm": "ngram", "output_tokens": 128, "draft_n": d, "draft_accepted": d, "tpot_ms": 1.0}
+        for d in (117, 119, 23)
+    ]
+    counts = draft_counts(pd.DataFrame(rows), [cell("ngram", 0, 18)], "ngram", k=16)
+    assert counts.mean_draft == pytest.approx(259 / 18)  # 14.4: a 15.4-token verify at the mean
+    assert _flat(round_lengths(counts, 16)) == pytest.approx([5, 1 / 18, 7, 2 / 18, 16, 15 / 18])
+
+
+def test_without_per_request_rounds_as_many_as_the_tokens_allow_are_at_k() -> None:
+    # 102 tokens in 7 counted rounds (more than the 6 a single request would need): 6 rounds at
+    # 16 would leave 6 tokens for the seventh; one round of at least one token each is kept
+    c = DraftCounts(tokens=500, drafted=102, accepted=90, rounds=7, rounds_counted=True)
+    assert _flat(round_lengths(c, 16)) == pytest.approx([16, 6 / 7, 6, 1 / 7])
+    # 20 tokens in 10 rounds: 0 rounds can be at 16 (each other round needs one), so the mean
+    c = DraftCounts(tokens=500, drafted=20, accepted=20, rounds=10, rounds_counted=True)
+    assert round_lengths(c, 16) == ((2.0, 1.0),)
+
+
+def test_round_lengths_without_rounds_or_with_estimated_rounds() -> None:
+    assert round_lengths(DraftCounts(tokens=9, drafted=0, accepted=0, rounds=0, rounds_counted=True), 4) == ()
+    estimated = DraftCounts(tokens=90, drafted=30, accepted=20, rounds=7.5, rounds_counted=False)
+    assert round_lengths(estimated, 4) == ((4.0, 1.0),)  # d / K rounds: all at K
+
+
+def _flat(lengths: tuple[tuple[float, float], ...]) -> list[float]:
+    return [x for pair in lengths for x in pair]

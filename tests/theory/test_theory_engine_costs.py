@@ -14,6 +14,7 @@ from specbench.theory.arch import Architecture
 from specbench.theory.cost import Efficiency
 from specbench.theory.engines import (
     LLAMACPP_CPU_QUERY_CONTEXT_SHARE,
+    LLAMACPP_GPU_SPEC_PASS_S,
     VLLM_EAGLE3_DRAFT_PASS_S,
     engine_efficiency,
     method_efficiency,
@@ -91,3 +92,32 @@ def test_a_probed_verify_pays_each_further_token_s_share_of_the_step_s_context_c
     # an engine whose attention behaviour is unknown pays nothing (share 0)
     assert _probed(4, Efficiency(), slope).verify_s == plain.verify_s
     assert engine_efficiency("llamacpp", H100).query_context_share == 0.0
+
+
+def test_llamacpp_on_a_gpu_pays_host_work_per_speculating_pass() -> None:
+    # The H200 GPU-kit run: the n-gram arms' plain passes ran 0.24 / 0.13 ms slower than the
+    # baseline's steps, and the dense draft4 rounds 0.19 ms longer than modelled (the fitted row).
+    eff = engine_efficiency("llamacpp", H100)
+    assert eff.spec_pass_s == LLAMACPP_GPU_SPEC_PASS_S > 0
+    assert engine_efficiency("llamacpp", CPU).spec_pass_s == 0.0  # inside drafted_s there
+    assert engine_efficiency("vllm", H100).spec_pass_s == engine_efficiency("sglang", H100).spec_pass_s == 0.0
+    for method, k in (("ngram", 16), ("eagle3", 3)):
+        plain = predict("Qwen3.5-0.8B", H100, "BF16", method, k, alpha=0.8, context=512).breakdown
+        costed = predict("Qwen3.5-0.8B", H100, "BF16", method, k, alpha=0.8, context=512, efficiency=eff)
+        b = costed.breakdown
+        assert b.round_s - plain.round_s == pytest.approx(LLAMACPP_GPU_SPEC_PASS_S)  # once a round
+        assert b.spec_pass_s == LLAMACPP_GPU_SPEC_PASS_S and b.target_step_s == plain.target_step_s
+
+
+def test_a_speculating_arms_plain_passes_pay_the_pass_cost_in_the_replay() -> None:
+    from specbench.analysis.predicted.counts import DraftCounts, measured_round_s, replayed_speedup
+
+    # 2 rounds and 102 plain passes in a 128-token answer (the H200 n-gram arm's json request)
+    c = DraftCounts(
+        tokens=128, drafted=23, accepted=23, rounds=2, rounds_counted=True, requests=1, window_s=0.11
+    )
+    h = LLAMACPP_GPU_SPEC_PASS_S
+    assert replayed_speedup(c, 0.8e-3, 3e-3, pass_s=h) == pytest.approx(
+        127 * 0.8e-3 / (2 * 3e-3 + 102 * (0.8e-3 + h))
+    )
+    assert measured_round_s(c, 0.8e-3, pass_s=h) == pytest.approx((0.11 - 102 * (0.8e-3 + h)) / 2)

@@ -25,8 +25,14 @@ from specbench.errors import ClientError
 from specbench.transport import Http
 
 PROBE_VERSION = 1
-# K+1 for K = 0..8 and the usual long drafts (12, 16, 24, 32, 48, 64).
-DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 17, 25, 33, 49, 65)
+# K+1 for K = 0..8 and the usual long drafts (12, 16, 24, 32, 48, 64), with both sides of the
+# pinned llama.cpp CUDA backend's kernel switches (ggml-cuda.cu ggml_cuda_mul_mat, by the batch
+# ne11): f16/bf16/f32 weights use the vector kernel (mmvf) at 1 token on Ampere and newer, the
+# tensor-core mmf kernel up to 16 (mmf.cu: src1_ncols > 16 → no), cuBLAS above; quantized
+# weights mmvq up to 8 (MMVQ_MAX_BATCH_SIZE), mmq above. On an H200 the f16 lab pair's pass
+# cost 1.4–1.6 steps from 2 to 13 tokens and 3.9 at 17: without 15 and 16 the step's place was
+# unknown, and an n-gram arm at n_max 16 verifies exactly 17.
+DEFAULT_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 13, 15, 16, 17, 25, 33, 49, 65)
 DEFAULT_REPS = 3
 # Plain prose the tokenizer splits into ordinary tokens; slices of it are the probe prompts.
 _TEXT = (

@@ -61,6 +61,9 @@ class Efficiency:
                of its position, KV bookkeeping), beyond the forward passes (theory/engines.py)
     draft_pass_s  host time per drafting pass beyond its forward pass (the engine's proposer
                loop between two drafter passes; theory/engines.py)
+    spec_pass_s  host time per target pass of a speculating server, beyond the baseline's step:
+               a drafting round pays it once, and so does every pass that tried to draft and
+               found nothing (theory/engines.py)
     query_context_share  share of a decode step's cost per context position that each further
                token of a pass pays again (attention scores and weighted sums per query); the
                rest, the K/V read, is paid once per pass. Used with a measured step context
@@ -75,6 +78,7 @@ class Efficiency:
     vocab_s: float = 1.5e-9
     drafted_s: float = 0.0
     draft_pass_s: float = 0.0
+    spec_pass_s: float = 0.0
     query_context_share: float = 0.0
 
     def __post_init__(self) -> None:
@@ -83,12 +87,20 @@ class Efficiency:
         if not 0.0 <= self.query_context_share <= 1.0:
             raise ConfigError("efficiency query_context_share must be within [0, 1]")
         if (
-            min(self.kernel_s, self.forward_s, self.round_s, self.vocab_s, self.drafted_s, self.draft_pass_s)
+            min(
+                self.kernel_s,
+                self.forward_s,
+                self.round_s,
+                self.vocab_s,
+                self.drafted_s,
+                self.draft_pass_s,
+                self.spec_pass_s,
+            )
             < 0.0
         ):
             raise ConfigError(
-                "efficiency latencies (kernel_s, forward_s, round_s, vocab_s, drafted_s, draft_pass_s)"
-                " must not be negative"
+                "efficiency latencies (kernel_s, forward_s, round_s, vocab_s, drafted_s, draft_pass_s,"
+                " spec_pass_s) must not be negative"
             )
 
 

@@ -29,6 +29,21 @@ half the output). Fitted once on that arm (0.497, kept as 0.5); held out, the sa
 ``ngram-mod``). The rest of the step's per-position cost (the K/V read) is shared by the pass.
 Elsewhere: unknown, 0.
 
+``spec_pass_s`` — llama-server on a GPU, per target pass of a speculating slot, drafting or
+not. Every pass of a slot that may draft builds the drafter's prompt and runs the drafter
+through ``queue_tasks.yield_to_queue`` (tools/server/server-context.cpp), which wakes the
+server's worker thread and waits for it to hand back (server-queue.cpp) — host work the baseline
+never does, beside the sampling of the verified positions. On an H200 (2026-11-28 GPU kit run,
+lab pairs at f16, C=1) it shows twice: the n-gram arms' requests that drafted twice in 104 passes
+ran their 102 plain passes 0.24 ms (dense, 0.80 ms step) and 0.13 ms (MoE, 0.46 ms step)
+slower than the baseline's steps, and the dense ``draft4`` rounds ran 0.19 ms a pass longer
+than modelled. Fitted once, in closed form, on that ``draft4`` arm's replayed speedup (the
+narrowest interval of the run: 0.19 ms, 95 % CI 0.11–0.27); the other five arms of the two
+pairs are held out, and four of them are consistent with it (their own closed-form values 0.08–
+0.53 ms, each interval containing 0.19); the MoE ``draft8`` arm is not (0.90 ms, CI 0.41–1.47:
+unknown). On a CPU-only machine the hand-off is inside the fitted ``drafted_s`` (0 there);
+vLLM, SGLang: unknown, 0.
+
 ``draft_pass_s`` — vLLM's EAGLE-3 proposer on a GPU, per drafting pass. vllm#20780 (Llama-3.1-8B
 BF16, batch 1, H100, TPOT 7.07 ms without speculation) measured EAGLE-3 rounds that cost more than
 EAGLE-1's at the same K although the EAGLE-3 head is the smaller one (a 32k-token head against the
@@ -50,6 +65,7 @@ from specbench.theory.hardware import Gpu
 
 LLAMACPP_CPU_DRAFTED_S = 0.43e-3
 LLAMACPP_CPU_QUERY_CONTEXT_SHARE = 0.5
+LLAMACPP_GPU_SPEC_PASS_S = 0.19e-3
 VLLM_EAGLE3_DRAFT_PASS_S = 0.62e-3
 CPU_DEVICE = "cpu"
 
@@ -64,6 +80,8 @@ def engine_efficiency(
         eff = replace(
             eff, drafted_s=LLAMACPP_CPU_DRAFTED_S, query_context_share=LLAMACPP_CPU_QUERY_CONTEXT_SHARE
         )
+    elif engine == "llamacpp":
+        eff = replace(eff, spec_pass_s=LLAMACPP_GPU_SPEC_PASS_S)
     return method_efficiency(engine, gpu, eff, method) if method else eff
 
 

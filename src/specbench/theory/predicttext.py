@@ -32,6 +32,7 @@ def format_prediction(p: Prediction) -> str:
         f" + snapshots {b.snapshot_s * ms:.2f} + checkpoint {b.checkpoint_target_s * ms:.2f}"
         f" (target) + {b.checkpoint_draft_s * ms:.2f} (draft) + replay {b.replay_s * ms:.2f}"
         f"{f' + drafted-token host work {b.drafted_s * ms:.2f}' if b.drafted_s else ''}"
+        f"{f' + speculating-pass host work {b.spec_pass_s * ms:.2f}' if b.spec_pass_s else ''}"
         f" + overhead {b.overhead_s * ms:.2f}",
         f"  launch      {b.launch_s * ms:.2f} ms of the drafting is the drafter's fixed launch latency",
         f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"

@@ -96,6 +96,7 @@ class Breakdown:
     drafted_s: float = 0.0  # the engine's host work per drafted token verified (theory/engines.py)
     draft_host_s: float = 0.0  # the engine's host work per drafting pass, part of draft_s (engines.py)
     verify_context_s: float = 0.0  # the verify's further tokens over the context, part of verify_s
+    spec_pass_s: float = 0.0  # the engine's host work per target pass of a speculating server (engines.py)
 
 
 @dataclass(frozen=True)
@@ -337,6 +338,7 @@ def _breakdown(
         + ckpt_draft
         + t_replay
         + t_drafted
+        + eff.spec_pass_s  # one target pass a round (theory/engines.py)
     )
     return Breakdown(
         target_step_s=t_step,
@@ -367,6 +369,7 @@ def _breakdown(
         checkpoint_draft_s=ckpt_draft,
         launch_s=drafting.launch_s,
         drafted_s=t_drafted,
+        spec_pass_s=eff.spec_pass_s,
         draft_host_s=drafting.host_s,
         verify_context_s=t_context,
     )

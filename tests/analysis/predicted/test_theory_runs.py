@@ -306,14 +306,16 @@ def test_run_theory_to_dict_is_strict_json(lab_run: Path) -> None:
 PROBE_MS = {1: 30.0, 2: 31.0, 5: 33.0, 9: 90.0, 17: 150.0}  # flat to 5 tokens, then a jump
 
 
-def _with_probe(run: Path, dest: Path) -> Path:
-    """A copy of ``run`` whose baseline cells carry a forward probe with PROBE_MS (2 launches)."""
+def _with_probe(run: Path, dest: Path, probe_ms: dict[int, float] | None = None) -> Path:
+    """A copy of ``run`` whose baseline cells carry a forward probe with ``probe_ms`` (default
+    PROBE_MS; 2 launches)."""
+    probe_ms = probe_ms or PROBE_MS
     shutil.copytree(run, dest)
     cells = [json.loads(line) for line in (dest / "cells.jsonl").read_text().splitlines()]
-    samples = [{"tokens": t, "rep": 0, "prompt_ms": ms, "prompt_n": t} for t, ms in PROBE_MS.items()]
+    samples = [{"tokens": t, "rep": 0, "prompt_ms": ms, "prompt_n": t} for t, ms in probe_ms.items()]
     for c in cells:
         if c["arm"] == "baseline":
-            c["forward_probe"] = {"version": 1, "sizes": list(PROBE_MS), "reps": 1, "samples": samples}
+            c["forward_probe"] = {"version": 1, "sizes": list(probe_ms), "reps": 1, "samples": samples}
     write_cells(dest / "cells.jsonl", cells)
     return dest
 
@@ -359,6 +361,66 @@ def test_the_probe_is_in_the_theory_text_and_json(lab_run: Path, tmp_path: Path)
     curve = json.loads(json.dumps(theory.to_dict()))["verify_curve"]
     assert curve["prefill_ms"]["9"] == 90.0 and curve["anchor"] == 1
     assert "roofline" in run_theory(lab_run).describe()
+
+
+CLIFF_MS = {1: 30.0, 2: 31.0, 5: 31.5, 13: 32.0, 15: 32.0, 16: 32.0, 17: 150.0}  # a kernel switch at 17
+
+
+def _rounds_at_n_max(run: Path) -> int:
+    """Rewrite the n-gram arm (n_max 16): every request drafts 52 tokens in 4 rounds (3 × 16 + 4,
+    all accepted), its cells' /metrics counting 4 rounds a request. Returns the requests."""
+    records = [json.loads(x) for x in (run / "records.jsonl").read_text().splitlines()]
+    for rec in records:
+        t = rec.get("timings") or {}
+        if rec["arm"] == "ngram" and "draft_n" in t:
+            t["draft_n"] = t["draft_n_accepted"] = 52
+    write_records(run / "records.jsonl", records)
+    cells = [json.loads(x) for x in (run / "cells.jsonl").read_text().splitlines()]
+    n = 0
+    for cell in cells:
+        mine = [r for r in records if r["arm"] == cell["arm"] == "ngram" and r["repeat"] == cell["repeat"]]
+        measured = [r for r in mine if not r.get("warmup")]
+        if not mine:
+            continue
+        n += len(measured)
+        cell["metrics_before"]["spec"] = {"drafts": 0, "draft_tokens": 0, "accepted": 0}
+        cell["metrics_after"]["spec"] = {"drafts": 4 * len(measured), "draft_tokens": 52 * len(measured),
+                                         "accepted": 52 * len(measured)}  # fmt: skip
+    write_cells(run / "cells.jsonl", cells)
+    return n
+
+
+def test_rounds_are_costed_over_their_lengths_across_a_verify_cliff(lab_run: Path, tmp_path: Path) -> None:
+    # llama.cpp's CUDA f16 matmul leaves its small-batch kernel above 16 tokens: the H200 probe
+    # read 1.4 steps at 13 tokens and 3.9 at 17. An n-gram arm at n_max 16 drafting 3 rounds of 16
+    # and one of 4 averages 13 drafted tokens: a 14-token verify at the mean is a quarter up the
+    # cliff, while three rounds in four verify 17 tokens.
+    run = _with_probe(lab_run, tmp_path / "cliff", CLIFF_MS)
+    assert _rounds_at_n_max(run) > 0
+    theory = run_theory(run)
+    arm = next(p for p in theory.arms if p.arm == "ngram")
+    assert arm.mean_draft == pytest.approx(13.0)
+    s = theory.setup
+
+    def round_ms(k: int) -> float:
+        p = predict_architecture(
+            s.models.target,
+            s.gpu,
+            "ngram",
+            k,
+            acceptance=arm.acceptance,
+            concurrency=s.concurrency,
+            context=s.context,
+            efficiency=theory.efficiency,
+            target_pass=s.curve,
+            replay=s.replays,
+            step_context_slope_s=s.context_slope_s,
+        )
+        return p.breakdown.round_s * 1e3
+
+    assert arm.round_ms_model == pytest.approx(0.75 * round_ms(16) + 0.25 * round_ms(4), rel=1e-6)
+    assert arm.round_ms_model > 1.5 * round_ms(13)  # the round at the mean misses most of the cliff
+    assert "costed over their draft lengths" in theory.describe()
 
 
 def test_every_predicted_arm_is_also_replayed_on_its_counts(lab_run: Path) -> None:

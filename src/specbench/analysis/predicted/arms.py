@@ -94,11 +94,16 @@ class RunTheory:
         s, t, eff = self.setup, self.setup.models.target, self.efficiency
         draft = f"; draft {s.models.draft.arch.name} at {s.models.draft.quant}" if s.models.draft else ""
         device = f"{s.gpu.name} ({s.gpu.bandwidth_gbs:.1f} GB/s)"
+        passes = (
+            f", {eff.spec_pass_s * 1e3:.2f} ms host work per pass of a speculating server (theory/engines.py)"
+            if eff.spec_pass_s
+            else ""
+        )
         return (
             f"Calibrated on {s.run.baseline} ({s.baseline_tok_s:.1f} tok/s per sequence, reproduced exactly):"
-            f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms."
+            f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms{passes}."
             f" Target {t.arch.name} at {t.quant}{draft} (from {s.models.source});"
-            f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)}"
+            f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)} {ROUND_LENGTHS}"
             + (f" {s.roofline_note}" if s.roofline_note else "")
         )
 
@@ -119,6 +124,15 @@ class RunTheory:
             "verify_curve": _curve_dict(s.curve),
             "arms": [a.to_dict() for a in self.arms],
         }
+
+
+# The assumption behind counts.round_lengths, said wherever the replayed column is shown.
+ROUND_LENGTHS = (
+    "Replayed rounds are costed over their draft lengths, not at the mean; the server counts only"
+    " rounds and drafted tokens, so each request's d drafted tokens are taken as ⌊d/K⌋ rounds at K"
+    " and one of the remainder (when these add up to the counted rounds; else as many rounds at K"
+    " as the arm's tokens allow, the rest at their mean)."
+)
 
 
 def _curve_dict(curve: PassCurve | None) -> dict[str, Any] | None:
@@ -171,11 +185,16 @@ def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficienc
         draft=draft,
         concurrency=setup.concurrency,
         context=setup.context,
-        efficiency=method_efficiency(setup.engine, setup.gpu, eff, spec.method),
+        efficiency=_arm_efficiency(setup, spec, eff),
         target_pass=setup.curve,
         replay=setup.replays,
         step_context_slope_s=setup.context_slope_s,
     )
+
+
+def _arm_efficiency(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Efficiency:
+    """``eff`` with the engine's host costs for the arm's method (theory/engines.py)."""
+    return method_efficiency(setup.engine, setup.gpu, eff, spec.method)
 
 
 def _spec(setup: RunSetup, arm: str) -> ArmMethod:
@@ -196,8 +215,9 @@ def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency
     spec, acceptance = _spec(setup, arm), _acceptance(setup.run, arm)
     counts = C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max)
     if counts.rounds > 0:
-        step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
-        needed = C.round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay)
+        step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
+        pass_s = _arm_efficiency(setup, spec, eff).spec_pass_s
+        needed = C.round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay, pass_s)
         return replace(eff, round_s=max(0.0, eff.round_s + needed - round_s))
     p = _predict(setup, spec, acceptance, eff)  # no counts: fit the α-prediction
     needed = setup.concurrency * p.breakdown.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
@@ -229,11 +249,30 @@ def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> 
     )
 
 
+def _round_over(
+    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, counts: C.DraftCounts
+) -> tuple[float, float, float]:
+    """(t_step, t_round, P(replay) per round) averaged over the rounds' draft lengths
+    (:func:`counts.round_lengths`), not taken at their mean: the verify cost can step between
+    two lengths, and the mean of a step is not the step at the mean."""
+    parts = [
+        (share, _round_at(setup, spec, acceptance, eff, length))
+        for length, share in C.round_lengths(counts, spec.draft_max)
+    ]
+    step_s = parts[0][1][0]
+    return (
+        step_s,
+        sum(share * r[1] for share, r in parts),
+        sum(share * r[2] for share, r in parts),
+    )
+
+
 def _round_at(
     setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, mean_draft: float
 ) -> tuple[float, float, float]:
     """(t_step, t_round, P(replay) per round) at a fractional draft length, linear between the
-    two whole K around it. P is 1 − α^K on a hybrid target that replays (methods.py), else 0."""
+    two whole K around it (the probe's curve is linear there too). P is 1 − α^K on a hybrid
+    target that replays (methods.py), else 0."""
     low = max(1, math.floor(mean_draft))
     w = min(1.0, max(0.0, mean_draft - low))
     # α is re-derived from A (measured at the arm's K) at each whole K: it only shapes the
@@ -254,16 +293,16 @@ def _replayed(
     counts = C.draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
     if not counts.rounds > 0:
         return arm
-    step_s, round_s, p_replay = _round_at(setup, spec, acceptance, eff, counts.mean_draft)
-    replays = counts.rounds * p_replay
+    step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
+    replays, pass_s = counts.rounds * p_replay, _arm_efficiency(setup, spec, eff).spec_pass_s
     return replace(
         arm,
-        replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays),
+        replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays, pass_s),
         mean_draft=counts.mean_draft,
         drafting_share=counts.drafting_share,
-        round_ms_measured=C.measured_round_s(counts, step_s, replays) * 1e3,
+        round_ms_measured=C.measured_round_s(counts, step_s, replays, pass_s) * 1e3,
         round_ms_model=round_s * 1e3,
-        round_note=C.round_not_measurable(counts, step_s, replays),
+        round_note=C.round_not_measurable(counts, step_s, replays, pass_s),
     )
 
 

@@ -9,19 +9,33 @@ measured requests, with N generated tokens, d drafted, a accepted and R drafting
     passes  S' = N − n − a                 decode passes (n requests: each first token is prefill's;
                                            every pass emits its accepted tokens + 1)
     D̄       = d / R                        tokens drafted per drafting round
-    time    = R · t_round(D̄) + (S' − R − P) · t_step
+    time    = R · t_round(D̄) + (S' − R − P) · (t_step + h)
     speedup = (N − n) · t_step / time       the decode tokens, as the measured decode rate counts
 
 where P is the number of replay passes (hybrid targets: one per rejecting round, already
-costed in t_round; zero otherwise) and t_round(D̄) is the model's round (draft + verify of D̄+1
-tokens + checkpoint + overhead) at D̄. The difference between this and the measurement is the
-cost model's error alone; the difference between this and the α-prediction is the acceptance
-model's.
+costed in t_round; zero otherwise), h the host work a speculating server adds to every pass,
+drafting or not (``Efficiency.spec_pass_s``, theory/engines.py; in t_round for the rounds),
+and t_round(D̄) the model's round (draft + verify of D̄+1 tokens + checkpoint + overhead) at D̄.
+The difference between this and the measurement is the cost model's error alone; the difference
+between this and the α-prediction is the acceptance model's.
+
+t_round(D̄) is the mean over the rounds' draft lengths, not the round at the mean
+(:func:`round_lengths`): a verify's cost can step between two lengths (llama.cpp's CUDA f16
+matmul leaves its small-batch kernel above 16 tokens), and an n-gram arm drafting 16 tokens in
+most rounds and a few short ones averages 14.6; a round at 15.6 tokens sits halfway up a step
+that nearly all of its rounds are past. The servers count rounds (per launch) and drafted
+tokens (per request), not each round's length, so the split is the least-assumption one. Per
+request, d_i drafted tokens need at least ⌈d_i / K⌉ rounds; when those add up to the counted R,
+every request drafted ⌊d_i / K⌋ rounds at K and one round of the remainder (on the H200 n-gram
+arm llama.cpp's log line "mean len = 15.62", which is 1 + accepted / rounds, gives 8 rounds for
+117 tokens: the minimum, 7 × 16 + 5). Otherwise, over the arm: as many rounds at K as d allows
+while every other round drafts at least one token, the rest at their mean. Where the cost is
+linear in the length either equals the round at D̄.
 
 The same counts turn the measured decode windows W (first to last token, summed over requests;
 the first token is prefill's) into a measured round, to set beside the model's::
 
-    round_measured = (W − (S' − R − P) · t_step) / R
+    round_measured = (W − (S' − R − P) · (t_step + h)) / R
 
 with t_step the baseline's measured step: whatever the model leaves out (host work per round)
 shows up as the gap between the two.
@@ -50,6 +64,7 @@ class DraftCounts:
     rounds_counted: bool  # True: from /metrics "drafts"; False: estimated as drafted / K
     requests: int = 0
     window_s: float = math.nan  # Σ decode windows (first to last token), seconds
+    drafted_each: tuple[float, ...] = ()  # d_i per request, for :func:`round_lengths`
 
     @property
     def steps(self) -> float:
@@ -70,6 +85,44 @@ class DraftCounts:
     def drafting_share(self) -> float:
         """R / S: the share of target passes that verified a draft."""
         return self.rounds / self.steps if self.steps > 0 else math.nan
+
+
+def round_lengths(counts: DraftCounts, k: int) -> tuple[tuple[float, float], ...]:
+    """(draft length, share of the rounds) for R rounds drafting d tokens, at most ``k`` each
+    (see the module docstring): per request when its minimum rounds are the counted R, else
+    over the arm. Empty without rounds."""
+    if not counts.rounds > 0:
+        return ()
+    each = _request_lengths(counts.drafted_each, k)
+    if each and sum(each.values()) == counts.rounds:
+        return tuple((length, n / counts.rounds) for length, n in sorted(each.items()))
+    return _arm_lengths(counts.rounds, counts.drafted, k)
+
+
+def _request_lengths(drafted_each: Iterable[float], k: int) -> dict[float, int]:
+    """⌊d_i / K⌋ rounds at K and one of the remainder per request ({} unless every d_i is whole)."""
+    lengths: dict[float, int] = {}
+    for d in drafted_each:
+        if not (d >= 0 and float(d).is_integer()) or k < 1:
+            return {}
+        full, rest = divmod(int(d), k)
+        for length, n in ((float(k), full), (float(rest), 1 if rest else 0)):
+            if n:
+                lengths[length] = lengths.get(length, 0) + n
+    return lengths
+
+
+def _arm_lengths(rounds: float, drafted: float, k: int) -> tuple[tuple[float, float], ...]:
+    """n_K = ⌊(d − R) / (K − 1)⌋ rounds at K (each other round drafts at least one token), the
+    other R − n_K at their mean; one length when the mean is not below K (rounds estimated as
+    d / K) or no round can be at K."""
+    if k <= 1 or drafted >= rounds * k:
+        return ((float(k), 1.0),)
+    full = min(rounds - 1, max(0.0, math.floor((drafted - rounds) / (k - 1))))
+    if full <= 0:
+        return ((drafted / rounds, 1.0),)
+    rest = rounds - full
+    return ((float(k), full / rounds), ((drafted - full * k) / rest, rest / rounds))
 
 
 def counted_rounds(cells: Iterable[Mapping[str, Any]], arm: str) -> float | None:
@@ -97,6 +150,7 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
         rounds_counted=counted is not None,
         requests=len(rows),
         window_s=float(window.sum()) if window.notna().all() else math.nan,
+        drafted_each=tuple(float(d) for d in rows["draft_n"].fillna(0.0)),
     )
 
 
@@ -113,55 +167,69 @@ def emitted_accepted(accepted: float, tokens: float, requests: int, rounds: floa
     return min(accepted, max(0.0, tokens - requests - rounds))
 
 
-def replayed_speedup(counts: DraftCounts, step_s: float, round_s: float, replays: float = 0.0) -> float:
-    """(N − n) · t_step / (R · t_round + (S' − R − P) · t_step), see the module docstring.
+def replayed_speedup(
+    counts: DraftCounts, step_s: float, round_s: float, replays: float = 0.0, pass_s: float = 0.0
+) -> float:
+    """(N − n) · t_step / (R · t_round + (S' − R − P) · (t_step + h)), see the module docstring.
 
     ``replays`` P: target passes that re-run an accepted prefix after a restore (hybrid targets).
     Each emits a token and drafts nothing, so the counts see it as a pass of its own; its cost is
-    already in ``round_s``, so it is taken out of the plain passes.
+    already in ``round_s``, so it is taken out of the plain passes. ``pass_s`` h: the host work a
+    speculating server adds to each pass that tried to draft and found nothing
+    (``Efficiency.spec_pass_s``; ``round_s`` holds it for the rounds).
     """
-    time = counts.rounds * round_s + _plain_passes(counts, replays) * step_s
+    time = counts.rounds * round_s + _plain_time(counts, step_s, replays, pass_s)
     return (counts.tokens - counts.requests) * step_s / time if time > 0 else math.nan
 
 
-def measured_round_s(counts: DraftCounts, step_s: float, replays: float = 0.0) -> float:
-    """(W − (S' − R − P) · t_step) / R: one drafting round as measured, replays included (see
-    :func:`replayed_speedup` for P and the module docstring); NaN when it is not measurable
-    (:func:`round_not_measurable` says why), never a negative time."""
-    if round_not_measurable(counts, step_s, replays) is not None:
+def measured_round_s(counts: DraftCounts, step_s: float, replays: float = 0.0, pass_s: float = 0.0) -> float:
+    """(W − (S' − R − P) · (t_step + h)) / R: one drafting round as measured, replays included
+    (see :func:`replayed_speedup` for P and h, and the module docstring); NaN when it is not
+    measurable (:func:`round_not_measurable` says why), never a negative time."""
+    if round_not_measurable(counts, step_s, replays, pass_s) is not None:
         return math.nan
-    return (counts.window_s - _plain_passes(counts, replays) * step_s) / counts.rounds
+    return (counts.window_s - _plain_time(counts, step_s, replays, pass_s)) / counts.rounds
 
 
-def round_not_measurable(counts: DraftCounts, step_s: float, replays: float = 0.0) -> str | None:
+def round_not_measurable(
+    counts: DraftCounts, step_s: float, replays: float = 0.0, pass_s: float = 0.0
+) -> str | None:
     """Why the arm's decode windows give no drafting round, or None when they do.
 
     The round is what is left of the windows W after the plain (non-drafting) passes, each
-    costed at the *baseline's* step. When the arm's plain steps ran faster than the baseline's
-    (another load on the machine during the baseline, a warmer cache), that remainder can be
-    zero or negative: no round time can be read off, and printing "−224.8 ms" would be a figure
-    no round can take.
+    costed at the *baseline's* step (plus the speculating server's ``pass_s``). When the arm's
+    plain steps ran faster than the baseline's (another load on the machine during the baseline,
+    a warmer cache), that remainder can be zero or negative: no round time can be read off, and
+    printing "−224.8 ms" would be a figure no round can take.
     """
     if not counts.rounds > 0:
         return "the arm drafted no round"
     if not math.isfinite(counts.window_s):
         return "the arm's requests have no decode windows"
-    plain = _plain_passes(counts, replays) * step_s
+    plain = _plain_time(counts, step_s, replays, pass_s)
     if counts.window_s - plain <= 0:
         return (
             f"its {_plain_passes(counts, replays):.0f} plain passes at the baseline's"
-            f" {step_s * 1e3:.2f} ms step ({plain:.2f} s) take longer than all its decode windows"
+            f" {(step_s + pass_s) * 1e3:.2f} ms step ({plain:.2f} s) take longer than all its decode windows"
             f" ({counts.window_s:.2f} s), so the rounds' share cannot be read off"
         )
     return None
 
 
-def round_for_speedup(counts: DraftCounts, step_s: float, speedup: float, replays: float = 0.0) -> float:
+def round_for_speedup(
+    counts: DraftCounts, step_s: float, speedup: float, replays: float = 0.0, pass_s: float = 0.0
+) -> float:
     """The t_round at which :func:`replayed_speedup` equals ``speedup`` (its inverse; may be < 0
     when the speedup is more than the counts allow with free rounds)."""
     return (
-        (counts.tokens - counts.requests) * step_s / speedup - _plain_passes(counts, replays) * step_s
+        (counts.tokens - counts.requests) * step_s / speedup - _plain_time(counts, step_s, replays, pass_s)
     ) / (counts.rounds)
+
+
+def _plain_time(counts: DraftCounts, step_s: float, replays: float, pass_s: float) -> float:
+    """(S' − R − P) · (t_step + h): the plain passes at the baseline's step plus the speculating
+    server's host work per pass."""
+    return _plain_passes(counts, replays) * (step_s + pass_s)
 
 
 def _plain_passes(counts: DraftCounts, replays: float) -> float:
