@@ -8,20 +8,20 @@ the first CPU, so whatever specbench does while a server measures (analysis, wri
 takes time from that server directly, and the servers' placement is no lottery.
 
 Tolerance. Issue 27 asked for the pooled estimate within ±2 % of ×1. Measured here (this test,
-2026-11-28, 2-core VM shared with other sessions): ×1.010 (SE 1.97 %) and ×1.000 (SE 3.80 %),
-then ×1.016 (SE 2.31 %) and ×1.014 (SE 2.95 %), 80 launch pairs (40 rounds) each, 73–81 s a
-pair. The round's log-ratio has sd 0.26–0.32: requests within one launch vary by sd 0.26–0.28
-(4 requests) and launches by about 0.17 beyond that. A ±2 % assertion that fails an unbiased run
-once in a thousand needs SE ≤ 0.6 %: about 600 rounds (quiet) to 2 000 (under this load), and 32
-requests a launch would still leave 1 300, since the launch term then dominates — 10–30 minutes
-of both cores, not a test. Checked on 2026-11-28 (session 3): 4 requests × 256 tokens, 30 rounds,
-SE 1.84 %; 16 requests × 128 tokens, 30 rounds, SE 1.96 % — more or longer requests do not help:
-launches come up "fast" (~4,900 tok/s) or "slow" (~3,500) and stay so (launch-mean sd 0.12–0.13
-in logs, 0.20 between the requests of one launch), and only more launches average that out. The test asserts what the data can carry: the pooled estimate's
-99.9 % interval (t over rounds, the two copies of a round sharing its baseline launch) contains
-×1 — a 1-in-1000 false failure — and prints the SE. A busy loop on the servers' CPU during the
-non-baseline cells only read ×1.247 (99.9 % CI 1.029–1.510) and failed it (docs/statistics.md,
-"A/A evidence").
+2026-11-28, 2-core VM shared with other sessions): ×1.010 (SE 1.97 %) and ×1.000 (SE 3.80 %), then
+×1.016 (SE 2.31 %) and ×1.014 (SE 2.95 %), 80 launch pairs (40 rounds) each, 73–81 s a pair. The
+round's log-ratio has sd 0.26–0.32: requests within one launch vary by sd 0.26–0.28 (4 requests) and
+launches by about 0.17 beyond that. A ±2 % assertion that fails an unbiased run once in a thousand
+needs SE ≤ 0.6 %: about 600 rounds (quiet) to 2 000 (under this load), and 32 requests a launch
+would still leave 1 300, since the launch term then dominates — 10–30 minutes of both cores, not a
+test. Checked on 2026-11-28 (session 3): 4 requests × 256 tokens, 30 rounds, SE 1.84 %; 16 requests
+× 128 tokens, 30 rounds, SE 1.96 % — more or longer requests do not help: launches come up "fast"
+(~4,900 tok/s) or "slow" (~3,500) and stay so (launch-mean sd 0.12–0.13 in logs, 0.20 between the
+requests of one launch), and only more launches average that out. The test asserts what the data can
+carry: the pooled estimate's 99.9 % interval (t over rounds, the two copies of a round sharing its
+baseline launch) contains ×1 — a 1-in-1000 false failure — and prints the SE. A busy loop on the
+servers' CPU during the non-baseline cells only read ×1.247 (99.9 % CI 1.029–1.510) and failed it
+(docs/statistics.md, "A/A evidence").
 """
 
 from __future__ import annotations
