@@ -7,13 +7,15 @@ every arm renamed and the YAML's arm order reversed. Names reach the run only as
 files, the counterbalanced order's seed input), so what the analysis concludes must not move.
 
 Tolerance for noise: the loser's verdict and every finding about the experiment's design must be
-equal. The A/A arm's verdict may read ``undetermined`` or ``equivalent`` in either run (both say
-"no difference shown"; which one depends on how tight four launches happen to be), never
-``faster``/``slower`` (a false verdict, at most α). Findings that read the machine or the timing
-distribution of this launch (``NOISE``: a busy box, bimodal or unstable rates, a late client, a
-drifting box, a stalled stream) may come and go between two runs of the very same matrix and are
-left out; severities are not compared (SPEC_LOSS is an error only when its whole interval lies
-below ×0.8, which a ×0.6 loss straddles from run to run).
+equal. The A/A arm must read within ×0.8–×1.25 in both runs; its verdict is left free: mostly
+``undetermined`` or ``equivalent`` (both say "no difference shown"; which one depends on how tight
+four launches happen to be), but a 95 % family reads a false ``faster``/``slower`` in up to 5 % of
+runs by design, so asserting "never" would fail CI that often (the false-verdict rate itself is
+tests/analysis's seeded multiplicity test; bias is test_aa_engine's). Findings that read the machine
+or the timing distribution of this launch (``NOISE``: a busy box, bimodal or unstable rates, a late
+client, a drifting box, a stalled stream) may come and go between two runs of the very same matrix
+and are left out; severities are not compared (SPEC_LOSS is an error only when its whole interval
+lies below ×0.8, which a ×0.6 loss straddles from run to run).
 """
 
 from __future__ import annotations
@@ -57,17 +59,21 @@ def run(folder: Path, arms: dict[str, list[str]], baseline: str, binary: Path, m
     return api.run_matrix(folder / "matrix.yaml", folder / "run")
 
 
-def conclusions(out: Path, names: dict[str, str]) -> tuple[dict[str, str], set[tuple[str, tuple[str, ...]]]]:
-    """Verdicts by original arm name, and the design findings as (code, original arm names)."""
+def conclusions(
+    out: Path, names: dict[str, str]
+) -> tuple[dict[str, str], dict[str, float], set[tuple[str, tuple[str, ...]]]]:
+    """Verdicts and ratios by original arm name, and the design findings as (code, original arm
+    names)."""
     back = {new: old for old, new in names.items()}
     result = analyse_dir(out)
     verdicts = {back[arm]: str(c.verdict) for arm, c in result.comparisons.items()}
+    ratios = {back[arm]: float(c.ratio) for arm, c in result.comparisons.items()}
     found = {
         (f.code, tuple(sorted(back.get(a, a) for a in f.arms)))
         for f in result.findings
         if f.code not in NOISE
     }
-    return verdicts, found
+    return verdicts, ratios, found
 
 
 def test_renaming_and_reordering_every_arm_changes_no_verdict_and_no_finding(
@@ -79,8 +85,11 @@ def test_renaming_and_reordering_every_arm_changes_no_verdict_and_no_finding(
     renamed = {RENAME[a]: args for a, args in reversed(arms.items())}
     second = run(tmp_path / "b", renamed, RENAME["baseline"], llama_server, pair.target)
 
-    verdicts_a, found_a = conclusions(first, {a: a for a in arms})
-    verdicts_b, found_b = conclusions(second, RENAME)
+    verdicts_a, ratios_a, found_a = conclusions(first, {a: a for a in arms})
+    verdicts_b, ratios_b, found_b = conclusions(second, RENAME)
     assert verdicts_a["draft8"] == verdicts_b["draft8"] == "slower", (verdicts_a, verdicts_b)
-    assert {verdicts_a["same"], verdicts_b["same"]} <= NO_DIFFERENCE, (verdicts_a, verdicts_b)
-    assert found_a == found_b
+    assert 0.8 < ratios_a["same"] < 1.25 and 0.8 < ratios_b["same"] < 1.25, (ratios_a, ratios_b)
+    if {verdicts_a["same"], verdicts_b["same"]} <= NO_DIFFERENCE:
+        assert found_a == found_b
+    else:  # a false verdict on the copy may bring its own finding (e.g. SPEC_LOSS): compare the rest
+        assert {f for f in found_a if "same" not in f[1]} == {f for f in found_b if "same" not in f[1]}
