@@ -64,8 +64,14 @@ def acceptance_sources(
     return sources.acceptance_sources(arm, df, cells, engine)
 
 
-def acceptance_artefact(arm: str, df: pd.DataFrame, found: Mapping[str, Source]) -> list[Finding]:
-    return sources.acceptance_artefact(arm, df, found)
+def acceptance_artefact(
+    arm: str,
+    df: pd.DataFrame,
+    found: Mapping[str, Source],
+    records: Sequence[Mapping[str, Any]] = (),
+    cells: Sequence[Mapping[str, Any]] = (),
+) -> list[Finding]:
+    return sources.acceptance_artefact(arm, df, found, records, cells)
 
 
 def self_draft(

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.checks import Finding
+from specbench.analysis.finding import Finding
 
 LAG_FLOOR_MS = 2.0  # below this, lag is timer and scheduler noise on a shared machine
 LAG_SHARE = 0.5  # poll stamps: lag p99 above half the arm's median TPOT distorts per-token timing

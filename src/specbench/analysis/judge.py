@@ -51,7 +51,7 @@ def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[F
         return []
     out = checks.silent_fallback(arm, args, run.df, run.cells, patterns, engine)
     found = checks.acceptance_sources(arm, run.df, run.cells, engine)
-    artefacts = checks.acceptance_artefact(arm, run.df, found)
+    artefacts = checks.acceptance_artefact(arm, run.df, found, run.records, run.cells)
     model = str(run.manifest.get("matrix", {}).get("model", ""))
     selfdraft = checks.self_draft(arm, args, model, engine, env=run.env, found=found)
     if selfdraft is not None:  # 100 % is expected of a self-draft: say so (quoting every source)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from specbench.analysis import passes
 from specbench.analysis.finding import Finding
 from specbench.analysis.speculation import spec_deltas
 from specbench.engines.base import Engine
@@ -117,8 +118,15 @@ def arm_acceptance(sources: Mapping[str, Source]) -> tuple[float, str]:
     return float("nan"), ""
 
 
-def acceptance_artefact(arm: str, df: pd.DataFrame, sources: Mapping[str, Source]) -> list[Finding]:
-    """Accepted == drafted on every drafting request, or two sources over the same requests disagree."""
+def acceptance_artefact(
+    arm: str,
+    df: pd.DataFrame,
+    sources: Mapping[str, Source],
+    records: Sequence[Mapping[str, Any]] = (),
+    cells: Sequence[Mapping[str, Any]] = (),
+) -> list[Finding]:
+    """Accepted == drafted on every drafting request, or two sources over the same requests disagree.
+    ``records`` and ``cells``: the run's, for a one-token-per-chunk stream's passes (passes.py)."""
     out = []
     full = comparable(sources)
     drafting = df[(df["arm"] == arm) & (df["draft_n"].fillna(0) > 0)]
@@ -126,7 +134,7 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: Mapping[str, Source
         others = [name for name in full if name != "timings"]
         agree = all(abs(full[n]["rate"] - 1.0) <= SOURCE_TOLERANCE for n in others)
         check = f"{' and '.join(others)} agree" if others and agree else "no independent source confirms it"
-        stream = _stream_confirms(drafting, full.get("metrics"))
+        stream, confirmed = _stream_says(arm, drafting, full.get("metrics"), records, cells, df)
         out.append(
             Finding(
                 "ACCEPTANCE_ARTEFACT",
@@ -134,7 +142,7 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: Mapping[str, Source
                 f"{arm}: accepted == drafted on all {len(drafting)} drafting requests ({check}); 100 % "
                 "is often a counter that sees only re-verified tokens — "
                 + (stream or "check the drafter's own counters."),
-                "info" if stream else "warning",
+                "info" if confirmed else "warning",
             )
         )
     rates = {name: s["rate"] for name, s in full.items()}
@@ -148,6 +156,24 @@ def acceptance_artefact(arm: str, df: pd.DataFrame, sources: Mapping[str, Source
             )
         )
     return out
+
+
+def _stream_says(
+    arm: str,
+    drafting: pd.DataFrame,
+    metrics: Source | None,
+    records: Sequence[Mapping[str, Any]],
+    cells: Sequence[Mapping[str, Any]],
+    df: pd.DataFrame,
+) -> tuple[str, bool]:
+    """(what the client's stream says of the 100 %, whether it confirms it): tokens per chunk
+    where a chunk is a verification step (vLLM), else the passes a one-token-per-chunk stream
+    shows in its bursts (llama.cpp; needs the records)."""
+    steps = _stream_confirms(drafting, metrics)
+    if steps or not records or not passes.one_token_per_chunk(drafting):
+        return steps, bool(steps)
+    said, sentence = passes.verdict(passes.arm_passes(arm, records, cells, df))
+    return sentence, said == "confirms"
 
 
 STREAM_TOLERANCE = 0.10  # tokens per streamed chunk within this of the counters' tokens per step
