@@ -365,3 +365,17 @@ def test_the_race_says_what_the_budget_leaves_out_before_the_first_launch() -> N
     said: list[str] = []
     race(s, initial_state(s, "baseline", speed), m, PROMPTS, say=said.append)
     assert said[0].startswith("the budget admits 3 of 6 candidates; waiting (measured only if drops")
+
+
+def test_a_tie_with_the_best_says_ship_either_and_names_the_cheaper() -> None:
+    spec = TuneSpec.model_validate(
+        {"dimensions": {"draft_model": ["d.gguf"], "draft_n_max": [2, 4]}, "max_rounds": 6, "refine": False}
+    )
+    state = initial_state(spec, "baseline", lambda c: None)
+    k2, k4 = sorted(state.entries, key=lambda e: e.name)
+    k4.status, k4.measured = "racing", {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "verdict": "faster",
+                                        "n_launches": 6, "confidence": 0.98}  # fmt: skip
+    k2.status, k2.reason = "dropped", f"equivalent to the leader {k4.name}: ×0.998 (98.0 % CI 0.992–1.004)"
+    ans = answer(state)
+    assert ans.serve == k4.name  # the one shown faster is served; the text names the cheaper tie
+    assert f"equivalent within ±1 %: {k2.name} — ship either, the cheaper one ({k2.name}: K 2)" in ans.text

@@ -87,3 +87,45 @@ def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp
     for name in ("short", "long"):
         line = next(ln for ln in done.stdout.splitlines() if ln.startswith(f"{name}: "))
         assert line in again.stdout  # a finished tune resumes to the same answer, launching nothing
+
+
+def test_a_lookup_that_drafts_nothing_is_answered_from_its_largest_m(
+    llama_server: Path, tmp_path: Path
+) -> None:
+    """The tiny lab pair's text holds no repeated n-gram: ngram-simple drafts nothing at m 8, so
+    m 4 (same n) is answered unlaunched, and n 4 gets one more screening round of its m 8."""
+    pair = lab_pair(arch="dense", alpha=0.8)
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
+    workload = {"suite": "natural", "prompts": 2, "prompt_file": "prompts.jsonl", "ignore_eos": True}
+    matrix = {
+        "model": str(pair.target),
+        "common_args": ["-c", "2048", "-np", "1"],
+        "arms": {"baseline": []},
+        "engine_binary": str(llama_server),
+        "forward_probe": False,
+        "tune": {
+            "dimensions": {"method": ["ngram-simple"], "ngram_m": [4, 8], "ngram_n": [2, 4]},
+            "workloads": {"short": {**workload, "max_tokens": 32}},
+            "max_rounds": 5,
+            "refine": False,
+        },
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix))
+    out = tmp_path / "tune"
+    cmd = [sys.executable, "-m", "specbench.cli", "tune", str(path), "--out", str(out)]
+    done = subprocess.run(
+        cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=900
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    store = RunStore(out / "short")
+    launched = {(c["arm"], c["repeat"]) for c in store.cells()}
+    assert {a for a, _ in launched} == {"baseline", "ngram_simple-m8-n2", "ngram_simple-m8-n4"}
+    assert len(launched) == 6  # rounds 1–2: baseline + m 8 n 2; round 3: baseline + m 8 n 4
+    w = json.loads((out / "tune.json").read_text())["workloads"]["short"]
+    assert w["answer"]["serve"] == "baseline" and "--spec-type" not in w["command"]
+    reasons = {c["name"]: c["reason"] for c in w["candidates"]}
+    assert reasons["ngram_simple-m4-n2"].startswith(
+        "skipped before launch: ngram_simple-m8-n2 drafted 0 tokens"
+    )
+    assert "every candidate drafts nothing on this workload" in done.stdout

@@ -110,3 +110,10 @@ def test_dry_run_says_what_the_screening_round_measures_and_that_each_candidate_
     assert "each candidate needs its own launch" in text
     assert sum("predicted after round 2" in ln for ln in text.splitlines()) == 5
     assert w.launches[0] == 2 * 2 + 1 * 3  # rounds 1–2 (baseline + 1), then leader and runner-up
+
+
+def test_a_lookup_space_may_end_after_its_screening_rounds(tmp_path: Path) -> None:
+    dims = {"method": ["ngram-simple"], "ngram_m": [4, 8], "ngram_n": [2, 4]}
+    matrix = _tune_matrix(tmp_path, dimensions=dims, budget={"launches": 40})
+    (w,) = api.plan_tune(matrix, tmp_path / "tune", probe=False).workloads
+    assert w.launches[0] == 2 * 2  # drafting nothing at m 8, n 2: the other n may take one round more

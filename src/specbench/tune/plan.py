@@ -28,6 +28,7 @@ from specbench.run.plan import Estimate, estimate, prompt_tokens
 from specbench.store.redact import mask_args
 from specbench.tune.race import RaceState, admitted_at_start, confidence, initial_state
 from specbench.tune.screen import SCREEN_ROUNDS, screen_picks, screening_lines, screens
+from specbench.tune.silent import STATELESS_LOOKUP
 from specbench.workloads.suites import build_requests
 
 
@@ -139,6 +140,8 @@ def plan_workload(
     screened = tuple(candidate_name(c) for c in screen_picks(spec.grid())) if screens(spec) else ()
     if screened:  # the screening rounds: baseline + screened; then a leader and a runner-up
         least = SCREEN_ROUNDS * (len(screened) + 1) + (MIN_LAUNCHES - SCREEN_ROUNDS) * 3
+        if all(c.get("method") == STATELESS_LOOKUP for c in screen_picks(spec.grid())):
+            least = SCREEN_ROUNDS * (len(screened) + 1)  # a lookup drafting nothing answers all
     least = min(least, most)
     return WorkloadPlan(
         workload=name,

@@ -10,7 +10,8 @@ it is compared with the leader (the best point estimate over the baseline) by th
 estimator, at the sequential rule's nominal confidence (:func:`specbench.analysis.sequential.nominal_alpha`):
 
 - interval of candidate / leader entirely below ×0.99 → dropped, "slower than the leader";
-- interval inside ×0.99–×1.01 → dropped, "equivalent to the leader" (a tie: the leader keeps racing);
+- interval inside ×0.99–×1.01 → dropped, "equivalent to the leader" (a tie: the leader keeps
+  racing; the answer says "ship either" and names the one drafting fewer tokens);
 - otherwise it races on.
 
 The race ends when one candidate is left, when every candidate left is decided slower than the
@@ -32,6 +33,7 @@ from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.analysis.sequential import nominal_alpha
 from specbench.analysis.stats import Comparison, ci_label
 from specbench.matrix.tuneblock import Budget, Candidate, TuneSpec, candidate_name, neighbours
+from specbench.tune.screen import draft_length
 
 
 class Measure(Protocol):
@@ -337,6 +339,9 @@ KEEP_OFF = "keep speculation off (serve the baseline)"
 def answer(state: RaceState) -> Answer:
     best = leader(state)
     if best is None or best.measured is None:
+        silent = _silent_text(state)
+        if silent:
+            return Answer(None, "no", None, f"no setting wins: {KEEP_OFF}; {silent}", state.baseline)
         return Answer(None, "undetermined", None, f"no candidate was measured: {KEEP_OFF}", state.baseline)
     m = best.measured
     verdict = str(m["verdict"])
@@ -345,7 +350,8 @@ def answer(state: RaceState) -> Answer:
     runner = max(others, key=lambda e: float(e.measured["ratio"]) if e.measured else 0.0, default=None)
     interval = f"×{m['ratio']:.3f} ({m['confidence'] * 100:.1f} % CI {m['ci_low']:.3f}–{m['ci_high']:.3f})"
     if beats == "yes":
-        return Answer(best, beats, runner, f"best {best.name}: {interval} over the baseline", best.name)
+        text = f"best {best.name}: {interval} over the baseline{_tie_text(state, best)}"
+        return Answer(best, beats, runner, text, best.name)
     if beats == "no":
         how = "slower than" if verdict == "slower" else "equivalent to"
         text = (
@@ -357,6 +363,32 @@ def answer(state: RaceState) -> Answer:
             "is undetermined vs the baseline"
         )
     return Answer(best, beats, runner, text, state.baseline)
+
+
+def _tie_text(state: RaceState, best: Entry) -> str:
+    """Candidates the race dropped as equivalent to the best (the whole interval of candidate /
+    best inside the analysis' ±1 % band): either can be shipped, and the one drafting the fewest
+    tokens per round spends the least on drafts."""
+    tied = [e for e in state.entries if e.reason.startswith(f"equivalent to the leader {best.name}:")]
+    if not tied:
+        return ""
+    cheaper = min([best, *tied], key=lambda e: draft_length(e.values))
+    names = ", ".join(e.name for e in tied)
+    return (
+        f"; equivalent within ±1 %: {names} — ship either, the cheaper one ({cheaper.name}: "
+        f"K {draft_length(cheaper.values)}) drafts the fewest tokens"
+    )
+
+
+def _silent_text(state: RaceState) -> str:
+    """Every candidate dropped, some for drafting nothing (:mod:`specbench.tune.silent`): why."""
+    silent = sum(ev.get("event") == "silent" for ev in state.events)
+    if not silent or any(e.status != "dropped" for e in state.entries):
+        return ""
+    n = len(state.entries)
+    who = "every candidate drafts" if silent == n else f"{silent} of {n} candidates draft"
+    rest = "" if silent == n else "; the others were dropped"
+    return f"{who} nothing on this workload{rest} (below: why)"
 
 
 def unmeasured(state: RaceState) -> list[Entry]:

@@ -69,6 +69,8 @@ class Request:
     accepted: float
     ratio: float
     launch: int = 0  # the screening round it was measured in
+    prompt_tokens: float = math.nan  # the prompt's tokens as the server counted them (NaN: not said)
+    generated: float = math.nan  # tokens generated
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from specbench.matrix.tuneblock import Candidate, TuneSpec, candidate_name
 from specbench.theory.passcurve import PassCurve
 from specbench.tune.race import Entry, RaceState
 from specbench.tune.screen import SCREEN_ROUNDS, Prediction, Request, predict_all, screen_picks
+from specbench.tune.silent import silent_step
 
 
 def start_screening(state: RaceState, grid: Sequence[Candidate]) -> None:
@@ -62,7 +63,10 @@ def apply_screen(state: RaceState, preds: Mapping[str, Prediction], say: Callabl
     state.entries.sort(key=rank)  # stable: unpredicted candidates keep their written order
     _event(state, "screen", leader=lead, skipped=skipped)
     kept = [e.name for e in state.entries if e.status != "dropped"]
-    say(f"screened: leader {lead}; racing in the theory's order: {', '.join(kept)}")
+    if kept:
+        say(f"screened: leader {lead}; racing in the theory's order: {', '.join(kept)}")
+    else:
+        say("screened: no candidate left to race")
 
 
 def theory_errors(state: RaceState) -> list[tuple[str, float, float, bool]]:
@@ -83,13 +87,24 @@ def screen_lines(state: RaceState) -> list[str]:
     if not predicted:
         return []
     basis = sorted({str(e.screen["basis"]) for e in predicted if e.screen and e.screen.get("basis")})
+    silent = {str(ev["candidate"]) for ev in state.events if ev.get("event") == "silent"}
     skipped = [e.name for e in predicted if e.reason.startswith("skipped before launch")]
+    quiet = sum(n in silent for n in skipped)  # known to draft nothing (specbench.tune.silent)
+    theory = [e for e in predicted if e.screen and e.screen.get("point") is not None]
     measured = [e.name for e in state.entries if e.measured]
     probe = next((ev["text"] for ev in state.events if ev.get("event") == "spec_probe"), None)
     lines = [
         f"  screening: measured {', '.join(basis)} with the baseline in rounds 1–2; the theory predicted "
-        f"{len(predicted) - len(basis)} more and skipped {len(skipped)} of them before launch"
+        f"{len(theory) - len(set(basis) & {e.name for e in theory})} more and skipped "
+        f"{len(skipped) - quiet} of them before launch"
+        + (f"; {quiet} more known to draft nothing were skipped" if quiet else "")
         + (" (below: not measured)" if skipped else ""),
+        *[
+            f"  screening round {int(ev['round']) + 1}: {', '.join(ev['picks'])} with the baseline (the "
+            "other n values of a lookup that drafted nothing)"
+            for ev in state.events
+            if ev.get("event") == "silent_screen"
+        ],
         f"  measured: {', '.join(measured) or 'none'}",
         *([f"  {probe}"] if probe else []),
     ]
@@ -100,10 +115,13 @@ def screen_lines(state: RaceState) -> list[str]:
     return lines
 
 
-def screen_requests(df: pd.DataFrame, arm: str, baseline: str, rounds: int = SCREEN_ROUNDS) -> list[Request]:
-    """The screening rounds' requests of ``arm``, paired by prompt and round with the baseline's."""
+def screen_requests(
+    df: pd.DataFrame, arm: str, baseline: str, rounds: int = SCREEN_ROUNDS, first: int = 0
+) -> list[Request]:
+    """The requests of ``arm`` in rounds ``first`` … ``rounds`` − 1 (default: the screening
+    rounds), paired by prompt and round with the baseline's."""
     out = []
-    for repeat in range(rounds):
+    for repeat in range(first, rounds):
         rnd = df[df["repeat"] == repeat]
         base = rnd[rnd["arm"] == baseline].groupby("prompt_id")["decode_tok_s"].mean()
         for _, row in rnd[rnd["arm"] == arm].iterrows():
@@ -111,8 +129,15 @@ def screen_requests(df: pd.DataFrame, arm: str, baseline: str, rounds: int = SCR
             drafted = float(row.get("draft_n", math.nan))
             accepted = float(row.get("draft_accepted", math.nan))
             if b and b > 0 and math.isfinite(drafted) and math.isfinite(accepted):  # NaN: no counts
-                out.append(Request(drafted, accepted, float(row["decode_tok_s"]) / float(b), repeat))
+                ratio = float(row["decode_tok_s"]) / float(b)
+                sizes = {"prompt_tokens": _num(row, "prompt_tokens"), "generated": _num(row, "output_tokens")}
+                out.append(Request(drafted, accepted, ratio, repeat, **sizes))
     return out
+
+
+def _num(row: Any, key: str) -> float:
+    value = row.get(key)
+    return float(value) if value is not None else math.nan
 
 
 def pass_ratio(cells: Sequence[Mapping[str, Any]], baseline: str, step_s: float) -> Callable[[int], float]:
@@ -151,6 +176,10 @@ def screen_from_run(
         if state.rounds < SCREEN_ROUNDS:
             return
         df = frame(records())
+        if silent_step(
+            state, spec.grid(), lambda arm, a, b: screen_requests(df, arm, state.baseline, b, a), say
+        ):
+            return  # one more screening round (the other n values of a lookup that drafted nothing)
         base = df[(df["arm"] == state.baseline) & (df["repeat"] < SCREEN_ROUNDS)]["decode_tok_s"].median()
         v = pass_ratio(cells(), state.baseline, 1.0 / base if base and base > 0 else 0.0)
         picks = screen_picks(spec.grid())
