@@ -11,8 +11,8 @@ of it, with the report's tables (:mod:`frames`, :mod:`crossover`) and the theory
 into one :class:`Analysis` (``analyse(run)``), which the next step, ``report``, renders.
 :mod:`compare` compares two runs. The statistics (:mod:`stats`, :mod:`launches`,
 :mod:`stability`, :mod:`bimodality`), the per-request metrics (:mod:`metrics`), the checks
-(:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`, :mod:`stalls`) and the length
-crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
+(:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`, :mod:`stalls`,
+:mod:`verifystep`) and the length crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
 """
 
 from __future__ import annotations

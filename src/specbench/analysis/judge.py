@@ -7,6 +7,7 @@ from specbench.analysis.checks import Finding
 from specbench.analysis.clientlag import client_lag_findings, schedule_findings
 from specbench.analysis.finding import SEVERITY_ORDER
 from specbench.analysis.rundata import RunData, comparisons
+from specbench.analysis.verifystep import verify_step_findings
 
 
 def findings(run: RunData) -> list[Finding]:
@@ -27,6 +28,7 @@ def findings(run: RunData) -> list[Finding]:
         out += checks.output_drift(checks.output_texts(run.records), run.measured_arms, run.baseline)
         out += checks.toolcall_mismatch(run.records, run.measured_arms, run.baseline)
     out += _evidence_findings(run)
+    out += verify_step_findings(run)  # rounds just past a step in the probed verify cost
     lag = client_lag_findings(run.cells, run.df)
     out += lag + schedule_findings(run.records)
     out += _statistical_findings(run, {f.arms[0] for f in lag if f.code == "CLIENT_BEHIND"})

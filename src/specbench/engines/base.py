@@ -32,12 +32,15 @@ METHODS = ("draft", "ngram", "eagle", "eagle3", "mtp", "dflash")
 class Speculation:
     """What an arm's flags configure: the method (one of :data:`METHODS`, else the engine's own
     name, or "unknown" when the flags speculate but name no method), the draft length K the flags
-    give (None: the engine's default), the separate draft model, and the engine's own spelling."""
+    give (None: the engine's default), the separate draft model, and the engine's own spelling.
+    ``k_default``: no flag set K, and ``k`` is the default the engine's reading filled in
+    (llama.cpp's: common/arg.cpp); a claim about "the draft max you set" is not made on it."""
 
     method: str
     k: int | None
     draft_model: str | None
     label: str
+    k_default: bool = False
 
 
 def split_flags(args: Sequence[str]) -> list[tuple[str, str | None]]:

@@ -144,14 +144,18 @@ class LlamaCppEngine(Engine):
         if spec_type in NGRAM_K or spec_type == "ngram":
             flag, default = NGRAM_K["ngram-mod" if spec_type == "ngram-mod" else "ngram-simple"]
             k = int_value(flags, (flag,))
-            return Speculation("ngram", default if k is None else k, None, spec_type)
+            return Speculation("ngram", default if k is None else k, None, spec_type, k_default=k is None)
         if not spec_type and draft is None:
             return None
         method = _method(spec_type) if spec_type else "draft"
         k = int_value(flags, DRAFT_N_FLAGS)
         label = spec_type or "-md without --spec-type"
         return Speculation(
-            method, DEFAULT_DRAFT_N if k is None else k, draft if method == "draft" else None, label
+            method,
+            DEFAULT_DRAFT_N if k is None else k,
+            draft if method == "draft" else None,
+            label,
+            k_default=k is None,
         )
 
     def server_says_off(self, servers: Sequence[Mapping[str, Any]]) -> list[str]:
