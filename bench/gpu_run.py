@@ -47,10 +47,11 @@ class Plan:
         return (("dense", 0.8),) if self.arms == "cliff" else (("dense", 0.8), ("moe", 0.9))
 
 
-# GPU: the lab's largest preset (membound: a 471 MB dense f16 target), 128-token answers, up to 4
-# launches per arm, sized so both pairs' runs fit the run call with the lab making (docs/gpu.md).
+# GPU: the lab's gpu preset (a 5.1 GB dense f16 target, memory-bound on an H100/H200; its MoE pair
+# is membound's size), 128-token answers, up to 4 launches per arm (docs/gpu.md). The first lease
+# ran GPU_LAB_SIZE=membound (471 MB: launch-bound there).
 GPU_PLAN = Plan(
-    size=os.environ.get("GPU_LAB_SIZE", "membound"), max_tokens=128, bundled_prompts=4,
+    size=os.environ.get("GPU_LAB_SIZE", "gpu"), max_tokens=128, bundled_prompts=4,
     cycle_prompts=2, max_repeats=4, common_args=("-c", "4096", "-np", "1", "-ngl", "99"),
     arms=os.environ.get("GPU_CHECK_ARMS", "demo"),
 )  # fmt: skip

@@ -180,3 +180,19 @@ def test_bad_lab_options_are_clear_errors(tmp_path: Path) -> None:
         make_pair(LabSpec(size="huge"), tmp_path)
     with pytest.raises(ConfigError, match="--top-k"):
         make_pair(LabSpec(arch="moe", n_experts=4, top_k=8), tmp_path)
+
+
+def test_gpu_preset_is_memory_bound_on_an_h100_and_its_draft_is_small() -> None:
+    """The first H200 run measured ~0.7 ms of fixed kernel-launch cost a step and a 471 MB target
+    reading in 0.1 ms: launch-bound. The gpu preset's target must read for longer than that at an
+    H100's 3.35 TB/s, with a draft of a few per cent of its bytes."""
+    from specbench.lab.gguf_model import weight_bytes
+    from specbench.lab.make import PRESETS
+
+    vocab = build_vocab(512).size
+    target = weight_bytes(PRESETS["gpu"]["dense"], vocab)["bytes_per_token"]
+    draft = weight_bytes(PRESETS["gpu"]["draft"], vocab)["bytes_per_token"]
+    membound = weight_bytes(PRESETS["membound"]["dense"], vocab)["bytes_per_token"]
+    assert target / 3.35e12 > 1.0e-3 > membound / 3.35e12
+    assert draft / target < 0.05
+    assert LabSpec(arch="dense", size="gpu").shapes()[0].n_embd == 4096

@@ -63,7 +63,7 @@ def lab_make(
         str, typer.Option(help="dense, moe or hybrid (qwen35: Gated DeltaNet + attention)")
     ] = "dense",
     alpha: Annotated[float, typer.Option(help="fraction of tokens where the draft agrees")] = 0.8,
-    size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
+    size: Annotated[str, typer.Option(help="tiny, small, membound or gpu (GGUF only)")] = "tiny",
     seed: Annotated[int, typer.Option(help="seed of the designed maps and weights")] = 0,
     experts: Annotated[int | None, typer.Option(help="MoE: routed experts (default 128)")] = None,
     top_k: Annotated[int | None, typer.Option(help="MoE: experts per token (default 8)")] = None,
@@ -121,7 +121,7 @@ def lab_check(
     max_tokens: Annotated[int, typer.Option(help="tokens to generate")] = 400,
     llama_server: Annotated[str | None, typer.Option(help="llama-server binary to use")] = None,
     arch: Annotated[str, typer.Option(help="target: dense, moe or hybrid (the draft is dense)")] = "dense",
-    size: Annotated[str, typer.Option(help="tiny, small or membound")] = "tiny",
+    size: Annotated[str, typer.Option(help="tiny, small, membound or gpu")] = "tiny",
     log: Annotated[Path | None, typer.Option(help="keep the server log here")] = None,
 ) -> None:
     """Serve a tiny lab pair with draft-simple; print designed vs measured acceptance."""

@@ -55,6 +55,17 @@ PRESETS: dict[str, dict[str, ModelShape]] = {
         "hybrid": _hybrid(1024, 16, 8, 2, 3584, state=128, k=8, v=16),
         "draft": ModelShape("dense", n_embd=256, n_layer=2, n_head=4, n_head_kv=2, n_ff=512),
     },
+    # "gpu": a dense target whose decode is memory-bound on an H100/H200 (docs/gpu.md): 5.1 GB of
+    # f16 weights, 1.1 ms a token at 4.8 TB/s, against ~0.7 ms of kernel launches the first H200
+    # run measured; "membound" (471 MB) is launch-bound there. Its 4-layer draft is ~2 % of the
+    # bytes, as real drafts are. MoE and hybrid stay at membound's shapes: the kit's lease has time
+    # to make one 5 GB model (~100 s on the device), not three.
+    "gpu": {
+        "dense": ModelShape("dense", n_embd=4096, n_layer=16, n_head=32, n_head_kv=8, n_ff=11008),
+        "moe": ModelShape("moe", 768, 6, 12, 4, 3072, n_expert=128, n_expert_used=8, n_ff_exp=128),
+        "hybrid": _hybrid(1024, 16, 8, 2, 3584, state=128, k=8, v=16),
+        "draft": ModelShape("dense", n_embd=1024, n_layer=4, n_head=16, n_head_kv=4, n_ff=2816),
+    },
 }
 
 
