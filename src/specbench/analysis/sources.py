@@ -185,7 +185,8 @@ def _stream_confirms(drafting: pd.DataFrame, metrics: Source | None) -> str:
     A server that sends each verification step's tokens as one chunk (vLLM) shows its real
     acceptance in the stream: tokens per chunk ≈ 1 + accepted / drafts. A counter that saw only
     re-verified tokens would claim K + 1 per step while the stream shows fewer. llama.cpp sends one
-    token per chunk, so there the stream says nothing and the warning stands."""
+    token per chunk, so there tokens per chunk say nothing: its passes are counted from the
+    stream's bursts instead (:mod:`specbench.analysis.passes`)."""
     if metrics is None or not {"tokens_per_chunk", "output_tokens"} <= set(drafting.columns):
         return ""
     per_step = float(metrics.get("mean_accepted_length", np.nan))

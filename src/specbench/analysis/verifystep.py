@@ -34,8 +34,8 @@ from dataclasses import dataclass, field, replace
 
 from specbench.analysis.finding import Finding
 from specbench.analysis.predicted.counts import draft_counts
-from specbench.analysis.predicted.setup import forward_curve
-from specbench.analysis.rundata import RunData, detail_frame
+from specbench.analysis.predicted.setup import pass_curve, single_level
+from specbench.analysis.rundata import RunData
 from specbench.errors import ConfigError
 from specbench.theory.passcurve import PassCurve
 
@@ -63,24 +63,18 @@ def probe_curve(run: RunData) -> PassCurve | None:
     """The baseline's probe as v(b) per probed size, or None: no probe (``forward_probe`` off, an
     attached run), no baseline rate, or more than one sequence per pass (then a pass carries
     C · b tokens of rounds of different lengths, which no single b describes)."""
-    probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
-    curve = forward_curve(p for p in probes if isinstance(p, dict))
     base = run.df[run.df["arm"] == run.baseline] if not run.df.empty else run.df
-    if not curve or base.empty or _levels(run) != {1}:
+    if base.empty:
         return None
     rate = float(base["decode_tok_s"].median())
     if not rate > 0:
         return None
     try:
-        return PassCurve.from_probe(curve, 1.0 / rate, anchor=1)
-    except ConfigError:  # no 1-token pass to anchor on
+        curve = pass_curve(run, 1, rate)  # the theory's own curve, anchored at one sequence
+        # the level last: it reads every record, and most runs without a probe stop above
+        return curve if curve is not None and single_level(run) == 1 else None
+    except ConfigError:  # no 1-token pass to anchor on, or a concurrency sweep
         return None
-
-
-def _levels(run: RunData) -> set[int]:
-    df = detail_frame(run)
-    levels = {int(c) for c in df.loc[df["arm"] == run.baseline, "concurrency"].dropna()}
-    return levels or {1}
 
 
 def verify_step(run: RunData, arm: str, curve: PassCurve) -> StepCheck | None:

@@ -26,6 +26,8 @@ DRAFT_N_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft-n", "--draft")
 DEFAULT_DRAFT_N = 3
 #: n-gram methods: the flag that bounds one draft, and its default (common/arg.cpp).
 NGRAM_K = {"ngram-mod": ("--spec-ngram-mod-n-max", 64), "ngram-simple": ("--spec-ngram-simple-size-m", 48)}
+#: ngram-simple's lookup length when --spec-ngram-simple-size-n is not given (common.h ``size_n``).
+NGRAM_SIMPLE_N_DEFAULT = 12
 #: Options specbench itself passes (:meth:`LlamaCppEngine.command`): a help text without them is
 #: not llama-server's (a wrapper script, a fake), and no table is read from it.
 OWN_FLAGS = ("-m", "--host", "--port", "--metrics", "--slots")

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
+from specbench.engines.llamacpp import NGRAM_SIMPLE_N_DEFAULT
 from specbench.matrix.tuneblock import Candidate, candidate_name
 from specbench.tune.race import Entry, RaceState
 from specbench.tune.screen import Request, draft_length, screen_picks
@@ -70,7 +71,7 @@ def silence(pick: Candidate, reqs: Sequence[Request]) -> str | None:
         return None
     if any(not math.isfinite(r.drafted) or r.drafted > 0 for r in reqs):
         return None
-    n, m = _n(pick) or 12, draft_length(pick)  # 12: llama-server's default size_n
+    n, m = _n(pick) or NGRAM_SIMPLE_N_DEFAULT, draft_length(pick)
     shortest = min((r.prompt_tokens for r in reqs), default=math.nan)
     if not math.isfinite(shortest) or shortest < n + m + 2:
         return None
@@ -84,8 +85,8 @@ def silence(pick: Candidate, reqs: Sequence[Request]) -> str | None:
 def split(
     grid: Sequence[Candidate], pick: Candidate, done: set[str]
 ) -> tuple[list[Candidate], list[Candidate]]:
-    """(covered by ``pick``, the group's other candidates not yet answered): same method and
-    draft model as the pick, not in ``done``."""
+    """(covered by ``pick``, the group's other candidates not yet answered): same method as the
+    pick, not in ``done``."""
     mine = [c for c in grid if candidate_name(c) not in done and c.get("method") == pick.get("method")]
     inside = [c for c in mine if covered(pick, c)]
     return inside, [c for c in mine if c not in inside]

@@ -68,7 +68,8 @@ def _engine(run: RunData) -> str:
     return str((run.manifest.get("matrix") or {}).get("engine", "llamacpp"))
 
 
-def _single_level(run: RunData) -> int:
+def single_level(run: RunData) -> int:
+    """The run's one concurrency level (1 when the records say none); ConfigError on a sweep."""
     df = analysis.detail_frame(run)
     levels = sorted({int(c) for c in df.loc[df["arm"] == run.baseline, "concurrency"].dropna()})
     if len(levels) > 1:
@@ -102,10 +103,10 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     rate = float(base["decode_tok_s"].median())
     if not rate > 0:
         raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
-    level, context = _single_level(run), _context(base)
+    level, context = single_level(run), _context(base)
     gpu = device_from_run(run_dir)
     ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
-    curve = _pass_curve(run, level, rate)
+    curve = pass_curve(run, level, rate)
     slope = context_slope(base) if curve is not None else 0.0
     return RunSetup(
         run,
@@ -139,7 +140,7 @@ def context_slope(base: pd.DataFrame) -> float:
     return max(0.0, slope) if math.isfinite(slope) else 0.0
 
 
-def _pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
+def pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
     """The baseline cells' forward probes as a pass curve anchored at the measured step, if any."""
     probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
     curve = forward_curve(p for p in probes if isinstance(p, dict))
