@@ -20,43 +20,21 @@ lies below ×0.8, which a ×0.6 loss straddles from run to run).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-import yaml
 
-from specbench import api
 from specbench.analysis import analyse_dir
+from tests.support import design
 from tests.support.lab import lab_pair
 from tests.support.matrices import draft
 
 pytestmark = pytest.mark.engine
 
 PROMPTS = [{"id": f"p{i}", "prompt": f"Write note {i} about the river."} for i in range(4)]
-NOISE = frozenset(
-    {"BUSY_MACHINE", "BIMODAL", "UNSTABLE", "DRIFT", "CLIENT_BEHIND", "CLIENT_SERVER_DISAGREE",
-     "STALLED", "LATE_SENDS", "UNTIMED_DECODE"}
-)  # fmt: skip
 NO_DIFFERENCE = frozenset({"undetermined", "equivalent"})
 RENAME = {"baseline": "ref", "draft8": "k8-draft", "same": "twin"}
-
-
-def run(folder: Path, arms: dict[str, list[str]], baseline: str, binary: Path, model: Path) -> Path:
-    folder.mkdir()
-    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in PROMPTS))
-    body = {
-        "model": str(model),
-        "engine_binary": str(binary),
-        "common_args": ["-c", "2048", "-np", "1", "-t", "1"],
-        "arms": arms,
-        "baseline": baseline,
-        "repeats": 4,
-        "warmup": 1,
-        "workload": {"suite": "natural", "max_tokens": 32, "prompt_file": "prompts.jsonl"},
-    }
-    (folder / "matrix.yaml").write_text(yaml.safe_dump(body, sort_keys=False))
-    return api.run_matrix(folder / "matrix.yaml", folder / "run")
+COMMON = ["-c", "2048", "-np", "1", "-t", "1"]
 
 
 def conclusions(
@@ -71,7 +49,7 @@ def conclusions(
     found = {
         (f.code, tuple(sorted(back.get(a, a) for a in f.arms)))
         for f in result.findings
-        if f.code not in NOISE
+        if f.code not in design.NOISE
     }
     return verdicts, ratios, found
 
@@ -81,9 +59,12 @@ def test_renaming_and_reordering_every_arm_changes_no_verdict_and_no_finding(
 ) -> None:
     pair = lab_pair(arch="dense", alpha=0.0)
     arms = {"baseline": [], "draft8": draft(pair.draft, 8), "same": []}
-    first = run(tmp_path / "a", arms, "baseline", llama_server, pair.target)
+    first = design.run(tmp_path / "a", llama_server, pair.target, arms, common=COMMON, prompts=PROMPTS)
     renamed = {RENAME[a]: args for a, args in reversed(arms.items())}
-    second = run(tmp_path / "b", renamed, RENAME["baseline"], llama_server, pair.target)
+    second = design.run(
+        tmp_path / "b", llama_server, pair.target, renamed, common=COMMON, prompts=PROMPTS,
+        baseline=RENAME["baseline"],
+    )  # fmt: skip
 
     verdicts_a, ratios_a, found_a = conclusions(first, {a: a for a in arms})
     verdicts_b, ratios_b, found_b = conclusions(second, RENAME)

@@ -73,6 +73,7 @@ def run(
     common: list[str] | None = None,
     repeats: int = 4,
     prompts: list[dict[str, Any]] | None = None,
+    baseline: str = "baseline",
 ) -> Path:
     """Run the matrix in ``folder`` (created) and return its run directory."""
     folder.mkdir()
@@ -83,7 +84,7 @@ def run(
         "engine_binary": str(binary),
         "common_args": COMMON if common is None else common,
         "arms": arms,
-        "baseline": "baseline",
+        "baseline": baseline,
         "repeats": repeats,
         "warmup": 1,
         "seed": 0,

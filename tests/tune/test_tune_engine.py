@@ -8,47 +8,60 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from specbench.analysis import comparisons, load_run
 from specbench.store.rundir import RunStore
-from tests.support.lab import lab_pair
+from tests.support.lab import Pair, lab_pair
 from tests.support.matrices import SHORT_PROMPTS, llama_servers_for
 
 pytestmark = pytest.mark.engine
 
 LAUNCHES = 15  # three rounds of baseline + four candidates: a verdict's worth, nothing more
+WORKLOAD = {"suite": "natural", "prompts": 2, "prompt_file": "prompts.jsonl", "ignore_eos": True}
 
 
-def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp_path: Path) -> None:
-    pair = lab_pair(arch="dense", alpha=0.8)
-    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
-    workload = {"suite": "natural", "prompts": 2, "prompt_file": "prompts.jsonl", "ignore_eos": True}
+def write_matrix(folder: Path, pair: Pair, binary: Path, tune: dict[str, Any]) -> Path:
+    """The tune matrix of these tests (the baseline alone, no forward probe) with ``tune``."""
+    (folder / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
     matrix = {
         "model": str(pair.target),
         "common_args": ["-c", "2048", "-np", "1"],
         "arms": {"baseline": []},
-        "engine_binary": str(llama_server),
+        "engine_binary": str(binary),
         "forward_probe": False,
-        "tune": {
-            "dimensions": {
-                "draft_model": [str(pair.draft)],
-                "draft_n_max": [1, 4],
-                "draft_p_min": [0.0, 0.8],
-            },
-            "workloads": {"short": {**workload, "max_tokens": 12}, "long": {**workload, "max_tokens": 32}},
-            "budget": {"launches": LAUNCHES},
-            "max_rounds": 5,  # room for the two screening rounds and a verdict after them
-        },
+        "tune": tune,
     }
-    path = tmp_path / "matrix.yaml"
+    path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(matrix))
-    out = tmp_path / "tune"
-    cmd = [sys.executable, "-m", "specbench.cli", "tune", str(path), "--out", str(out)]
+    return path
+
+
+def run_tune(matrix: Path, out: Path, *extra: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``specbench tune MATRIX --out OUT [extra]`` as a user runs it, output captured."""
+    cmd = [sys.executable, "-m", "specbench.cli", "tune", str(matrix), "--out", str(out), *extra]
     env = {**os.environ, "COLUMNS": "200"}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp_path: Path) -> None:
+    pair = lab_pair(arch="dense", alpha=0.8)
+    tune = {
+        "dimensions": {
+            "draft_model": [str(pair.draft)],
+            "draft_n_max": [1, 4],
+            "draft_p_min": [0.0, 0.8],
+        },
+        "workloads": {"short": {**WORKLOAD, "max_tokens": 12}, "long": {**WORKLOAD, "max_tokens": 32}},
+        "budget": {"launches": LAUNCHES},
+        "max_rounds": 5,  # room for the two screening rounds and a verdict after them
+    }
+    out = tmp_path / "tune"
+    path = write_matrix(tmp_path, pair, llama_server, tune)
+    done = run_tune(path, out, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert not llama_servers_for(pair.target)
 
@@ -81,7 +94,7 @@ def test_tune_two_dimensions_two_workloads_within_budget(llama_server: Path, tmp
     assert {r["request"]["max_tokens"] for r in RunStore(out / "long").records()} == {32}
 
     launched = {name: len(RunStore(out / name).cells()) for name in ("short", "long")}
-    again = subprocess.run([*cmd, "--resume"], capture_output=True, text=True, env=env, timeout=300)
+    again = run_tune(path, out, "--resume", timeout=300)
     assert again.returncode == 0, again.stdout + again.stderr
     assert {name: len(RunStore(out / name).cells()) for name in ("short", "long")} == launched
     for name in ("short", "long"):
@@ -95,28 +108,14 @@ def test_a_lookup_that_drafts_nothing_is_answered_from_its_largest_m(
     """The tiny lab pair's text holds no repeated n-gram: ngram-simple drafts nothing at m 8, so
     m 4 (same n) is answered unlaunched, and n 4 gets one more screening round of its m 8."""
     pair = lab_pair(arch="dense", alpha=0.8)
-    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in SHORT_PROMPTS))
-    workload = {"suite": "natural", "prompts": 2, "prompt_file": "prompts.jsonl", "ignore_eos": True}
-    matrix = {
-        "model": str(pair.target),
-        "common_args": ["-c", "2048", "-np", "1"],
-        "arms": {"baseline": []},
-        "engine_binary": str(llama_server),
-        "forward_probe": False,
-        "tune": {
-            "dimensions": {"method": ["ngram-simple"], "ngram_m": [4, 8], "ngram_n": [2, 4]},
-            "workloads": {"short": {**workload, "max_tokens": 32}},
-            "max_rounds": 5,
-            "refine": False,
-        },
+    tune = {
+        "dimensions": {"method": ["ngram-simple"], "ngram_m": [4, 8], "ngram_n": [2, 4]},
+        "workloads": {"short": {**WORKLOAD, "max_tokens": 32}},
+        "max_rounds": 5,
+        "refine": False,
     }
-    path = tmp_path / "matrix.yaml"
-    path.write_text(yaml.safe_dump(matrix))
     out = tmp_path / "tune"
-    cmd = [sys.executable, "-m", "specbench.cli", "tune", str(path), "--out", str(out)]
-    done = subprocess.run(
-        cmd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"}, timeout=900
-    )
+    done = run_tune(write_matrix(tmp_path, pair, llama_server, tune), out, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     store = RunStore(out / "short")
     launched = {(c["arm"], c["repeat"]) for c in store.cells()}

@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis import stats
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.specprobe import describe, per_request_probe, verdict
 from specbench.matrix.tuneblock import TuneSpec, candidate_name
@@ -30,6 +29,7 @@ from specbench.tune.screenrun import (
 from tests.fakes.common import Request as FakeRequest
 from tests.fakes.common import Response as FakeResponse
 from tests.fakes.common import mock_client
+from tests.support.tunemeasure import RowsMeasure
 
 COST = 0.05  # the draft's share of the target's bytes
 PROMPTS = 4
@@ -58,14 +58,13 @@ def _requests(
     return out
 
 
-class ScreenMeasure:
+class ScreenMeasure(RowsMeasure):
     """Launches with known true speedups; the screening round's requests carry draft counts."""
 
     def __init__(self, truth: dict[str, float], alpha: float, ks: dict[str, int], seed: int = 0) -> None:
         self.truth, self.alpha, self.ks = truth, alpha, ks
         self.rng = np.random.default_rng(seed)
-        self.rows: list[dict[str, Any]] = []
-        self.rounds: list[list[str]] = []
+        super().__init__()
 
     def run_round(self, round_no: int, arms: list[str]) -> None:
         self.rounds.append(arms)
@@ -81,16 +80,6 @@ class ScreenMeasure:
                     )
                     row |= {"draft_n": 30.0 * k, "draft_accepted": float(np.sum(accepted))}
                 self.rows.append(row)
-
-    def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
-        c = stats.speedup(pd.DataFrame(self.rows), arm, other, "decode_tok_s", confidence=confidence)
-        return None if c.too_few else c
-
-    def spent(self) -> tuple[int, int]:
-        return sum(map(len, self.rounds)), len(self.rows)
-
-    def failed(self, arm: str) -> str | None:
-        return None
 
 
 def _tune(spec: TuneSpec, alpha: float, screening: bool = True) -> tuple[Any, ScreenMeasure]:

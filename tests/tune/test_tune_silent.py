@@ -8,12 +8,12 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis import stats
 from specbench.matrix.tuneblock import Candidate, TuneSpec, candidate_name
 from specbench.tune.race import answer, initial_state, race
 from specbench.tune.screen import SCREEN_ROUNDS, Request, predict_all, screen_picks
 from specbench.tune.screenrun import apply_screen, screen_lines, screen_requests, start_screening
 from specbench.tune.silent import covered, never_drafts, silence, silent_step
+from tests.support.tunemeasure import RowsMeasure
 
 PROMPTS = 3
 
@@ -23,12 +23,11 @@ def _spec(method: str = "ngram-simple", n: tuple[int, ...] = (2,)) -> TuneSpec:
     return TuneSpec.model_validate({"dimensions": dims, "max_rounds": 6, "refine": False})
 
 
-class Silent:
+class Silent(RowsMeasure):
     """Launches of a lookup that never matches: every candidate drafts nothing, ×0.98 of the baseline."""
 
     def __init__(self, prompt_tokens: float = 30.0) -> None:
-        self.rows: list[dict[str, Any]] = []
-        self.rounds: list[list[str]] = []
+        super().__init__()
         self.prompt_tokens = prompt_tokens
 
     def run_round(self, round_no: int, arms: list[str]) -> None:
@@ -41,16 +40,6 @@ class Silent:
                     row |= {"draft_n": 0.0, "draft_accepted": 0.0, "prompt_tokens": self.prompt_tokens}
                     row |= {"output_tokens": 32.0}
                 self.rows.append(row)
-
-    def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
-        c = stats.speedup(pd.DataFrame(self.rows), arm, other, "decode_tok_s", confidence=confidence)
-        return None if c.too_few else c
-
-    def spent(self) -> tuple[int, int]:
-        return sum(map(len, self.rounds)), len(self.rows)
-
-    def failed(self, arm: str) -> str | None:
-        return None
 
 
 def _tune(spec: TuneSpec, m: Silent) -> Any:
