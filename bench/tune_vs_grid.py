@@ -188,9 +188,6 @@ def _race(spec: TuneSpec, replay: Replay, prompts: int, screen: Any) -> Any:
     return race(spec, state, replay, prompts, screen=screen)
 
 
-EQUIVALENCE = 0.01  # the analysis' noise band: stats.verdict calls a ratio inside ×0.99–×1.01 equivalent
-
-
 def _found(df: pd.DataFrame, grid_arm: str, serve: str) -> bool:
     """Whether tune found the grid's answer: the same arm, or — where the grid's own best are
     closer than it can resolve — a candidate the grid measured within the analysis' ±1 % of its
@@ -202,7 +199,7 @@ def _found(df: pd.DataFrame, grid_arm: str, serve: str) -> bool:
     if "baseline" in (serve, grid_arm):
         return False
     c = stats.speedup(df, serve, grid_arm, n_resamples=500)
-    return c.ratio >= 1 - EQUIVALENCE and c.verdict != "slower"
+    return c.ratio >= 1 - c.threshold and c.verdict != "slower"  # the analysis' own ±1 % band
 
 
 def simulate(a: argparse.Namespace, spec: TuneSpec, truth: dict[str, float], cost: float) -> None:
