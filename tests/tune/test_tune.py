@@ -379,3 +379,16 @@ def test_a_tie_with_the_best_says_ship_either_and_names_the_cheaper() -> None:
     ans = answer(state)
     assert ans.serve == k4.name  # the one shown faster is served; the text names the cheaper tie
     assert f"equivalent within ±1 %: {k2.name} — ship either, the cheaper one ({k2.name}: K 2)" in ans.text
+
+
+def test_a_refinement_starts_only_if_the_budget_finishes_it_with_everything_still_racing() -> None:
+    """Three candidates nobody can tell apart are all still racing when max_rounds ends the race:
+    the refinement stage races them with its new values, so its verdict must pay for all of them
+    (the baseline, the three, the new), not only the leader and the new values."""
+    s = spec(dimensions={"draft_n_max": [2, 8, 16]}, max_rounds=3, budget={"launches": 24})
+    truth = {"baseline": 1.0, "k2": 1.2, "k8": 1.2, "k16": 1.2, "k5": 1.2, "k12": 1.2}
+    m = FakeMeasure(truth, launch_sd=0.08)  # three launches cannot tell them apart
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
+    assert len(state.racing()) == 3 and m.launches == 12  # max_rounds 3 reached, nothing dropped
+    assert any(ev["event"] == "no_refine" for ev in state.events)
+    assert [e.name for e in state.entries] == ["k2", "k8", "k16"]

@@ -128,3 +128,25 @@ def test_a_lookup_that_drafts_nothing_is_answered_from_its_largest_m(
         "skipped before launch: ngram_simple-m8-n2 drafted 0 tokens"
     )
     assert "every candidate drafts nothing on this workload" in done.stdout
+
+
+def test_a_refinement_stage_launches_the_values_it_adds(llama_server: Path, tmp_path: Path) -> None:
+    """max_rounds 3 ends the race after its first verdict, with a leader: the refinement adds
+    K 5 (between 2 and 8) and launches it in each of its rounds. (It once crashed there: the
+    race read the arms of the matrix it started with, not the refined one.)"""
+    pair = lab_pair(arch="dense", alpha=0.8)
+    tune = {
+        "dimensions": {"draft_model": [str(pair.draft)], "draft_n_max": [2, 8]},
+        "workloads": {"short": {**WORKLOAD, "max_tokens": 12}},
+        "max_rounds": 3,
+    }
+    out = tmp_path / "tune"
+    done = run_tune(write_matrix(tmp_path, pair, llama_server, tune), out, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    w = json.loads((out / "tune.json").read_text())["workloads"]["short"]
+    refine = [ev for ev in w["state"]["events"] if ev["event"] == "refine"]
+    assert len(refine) == 1 and refine[0]["added"] == ["dmdraft-k5"], w["state"]["events"]
+    store = RunStore(out / "short")
+    assert sorted(c["repeat"] for c in store.cells() if c["arm"] == "dmdraft-k5") == [3, 4, 5]
+    assert "--spec-draft-n-max 5" in " ".join(store.manifest()["matrix"]["arms"]["dmdraft-k5"])
+    assert "round 4 (refine, 1 of at most 3)" in done.stderr  # progress: on stderr, as every log line

@@ -59,14 +59,15 @@ class WorkloadResult:
 class _Measure:
     """Rounds of the race as cells of a run directory (the runner serves and records them)."""
 
-    def __init__(self, runner: Runner, template: Cell, matrix: Matrix) -> None:
-        self.runner, self.template, self.matrix = runner, template, matrix
+    def __init__(self, runner: Runner, template: Cell) -> None:
+        self.runner, self.template = runner, template
 
     def run_round(self, round_no: int, arms: list[str]) -> None:
         for arm in arms:
             if self.runner.arm_failed(arm):
                 continue
-            args = tuple(self.matrix.arm_args(arm))
+            # The runner's matrix, read now: refinement replaces it with one that has the new arms.
+            args = tuple(self.runner.matrix.arm_args(arm))
             cell = self.template.model_copy(update={"arm": arm, "repeat": round_no, "args": args})
             todo = self.runner.todo(cell, self.runner.store.completed())
             if todo:
@@ -99,7 +100,7 @@ class _TuneExecutor(LocalExecutor):
 
     def run_cells(self, cells: Sequence[Cell], job: CellJob) -> None:
         runner = cast("Runner", job)  # installed only on the tune's own Runner (run_tune)
-        measure = _Measure(runner, cells[0], runner.matrix)
+        measure = _Measure(runner, cells[0])
         prompts = len(cells[0].requests) + len(cells[0].warmup)
         store = runner.store
         screen = screen_from_run(self.spec, store.records, store.cells, runner.matrix.model, self.say)

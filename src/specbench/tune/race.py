@@ -255,7 +255,7 @@ def _next_stage(
         return False
     added = neighbours(spec, lead.values, [e.values for e in state.entries])
     new = [Entry(candidate_name(c), c, None, joined=state.rounds, status="racing") for c in added]
-    if new and not afford(len(new) + 2):
+    if new and not afford(1 + len(state.racing()) + len(new)):  # the baseline, all still racing, the new
         _event(state, "no_refine", why="the budget cannot pay for a verdict on the refinement")
         return False
     if not new:
