@@ -4,6 +4,7 @@ speedups and launch noise) — drops, budget, refinement, resume; no engine invo
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -379,6 +380,34 @@ def test_a_tie_with_the_best_says_ship_either_and_names_the_cheaper() -> None:
     ans = answer(state)
     assert ans.serve == k4.name  # the one shown faster is served; the text names the cheaper tie
     assert f"equivalent within ±1 %: {k2.name} — ship either, the cheaper one ({k2.name}: K 2)" in ans.text
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"dimensions": {"draft_n_max": [2, 8, 16]}},  # with a refinement stage (k5, k12)
+        {"refine": False, "budget": {"launches": 20}},
+        {"refine": False, "budget": {"requests": 60}},
+    ],
+)
+def test_every_round_says_what_is_spent_and_the_most_its_stage_can_still_cost(kw: dict[str, Any]) -> None:
+    s = spec(**kw)
+    truth = truth_from(s, speed) if "dimensions" not in kw else {
+        "baseline": 1.0, "k2": 1.2, "k8": 1.4, "k16": 1.1, "k5": 1.6, "k12": 1.3,
+    }  # fmt: skip
+    m = FakeMeasure(truth, launch_sd=0.03)
+    lines: list[str] = []
+    state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS, say=lines.append)
+    rounds = [x for x in lines if x.startswith("round ")]
+    assert len(rounds) == state.rounds == len(m.rounds)
+    stages = [re.match(r"round \d+ \((\w+),", x).group(1) for x in rounds]  # type: ignore[union-attr]
+    for i, line in enumerate(rounds):
+        assert line.startswith(f"round {i + 1} (")
+        assert f"so far {sum(map(len, m.rounds[:i]))} launches" in line
+        assert f"{len(m.rounds[i])} launches;" in line
+        most = int(re.search(r"at most (\d+) more launches", line).group(1))  # type: ignore[union-attr]
+        rest = sum(len(r) for r, st in zip(m.rounds[i:], stages[i:], strict=True) if st == stages[i])
+        assert rest <= most  # a bound, kept: what the stage then spent never exceeds it
 
 
 def test_a_refinement_starts_only_if_the_budget_finishes_it_with_everything_still_racing() -> None:

@@ -176,7 +176,7 @@ def tune_command(
 
     def observe(event: str, info: dict[str, Any]) -> None:
         if event == "cell":
-            say(f"  round {info['repeat']}: {info['arm']}")
+            say(f"  round {info['repeat'] + 1}: {info['arm']}")  # 1-based, as the round's own line
         elif event == "failed":
             say(f"  {info['arm']} failed: {info['reason']}")
 

@@ -33,6 +33,7 @@ from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.analysis.sequential import nominal_alpha
 from specbench.analysis.stats import Comparison, ci_label
 from specbench.matrix.tuneblock import Budget, Candidate, TuneSpec, candidate_name, neighbours
+from specbench.tune.progress import Where, round_line
 from specbench.tune.screen import draft_length
 
 
@@ -159,6 +160,9 @@ def race(
                 say(f"stop after {state.rounds} rounds: {stop}")
             save(state)
             continue
+        at = Where(state.rounds, state.stage, state.rounds - state.stage_start,
+                   [e.status for e in state.entries], minutes)  # fmt: skip
+        say(round_line(spec, at, len(arms), measure.spent(), prompts))
         measure.run_round(state.rounds, arms)
         state.rounds += 1
         state.minutes = spent_before + (time.monotonic() - started) / 60
