@@ -13,28 +13,3 @@ writes it to ``store`` (the next step).
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from specbench.client import looplag as looplag
-    from specbench.client import pool as pool
-    from specbench.client import readstamps as readstamps
-    from specbench.client import stream as stream
-
-# The package's modules. Importing the package loads none of them (each loads on first use), so
-# importing one module never pays for its siblings.
-__all__ = [
-    "looplag",
-    "pool",
-    "readstamps",
-    "stream",
-]
-
-if not TYPE_CHECKING:  # mypy sees the imports above; at run time each module loads on first use
-
-    def __getattr__(name: str) -> object:
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")

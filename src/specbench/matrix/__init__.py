@@ -13,32 +13,3 @@ and ``run`` (prepare).
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from specbench.matrix import config as config
-    from specbench.matrix import files as files
-    from specbench.matrix import load as load
-    from specbench.matrix import names as names
-    from specbench.matrix import parse as parse
-    from specbench.matrix import tuneblock as tuneblock
-
-# The package's modules. Importing the package loads none of them (each loads on first use), so
-# importing one module never pays for its siblings.
-__all__ = [
-    "config",
-    "files",
-    "load",
-    "names",
-    "parse",
-    "tuneblock",
-]
-
-if not TYPE_CHECKING:  # mypy sees the imports above; at run time each module loads on first use
-
-    def __getattr__(name: str) -> object:
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")

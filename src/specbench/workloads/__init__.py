@@ -11,36 +11,3 @@ requests per workload to ``run`` (the next step), which builds them once in ``pr
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from specbench.workloads import agent as agent
-    from specbench.workloads import arrivals as arrivals
-    from specbench.workloads import cut as cut
-    from specbench.workloads import datasets as datasets
-    from specbench.workloads import length as length
-    from specbench.workloads import prompts as prompts
-    from specbench.workloads import rendered as rendered
-    from specbench.workloads import suites as suites
-
-# The package's modules. Importing the package loads none of them (each loads on first use), so
-# importing one module never pays for its siblings.
-__all__ = [
-    "agent",
-    "arrivals",
-    "cut",
-    "datasets",
-    "length",
-    "prompts",
-    "rendered",
-    "suites",
-]
-
-if not TYPE_CHECKING:  # mypy sees the imports above; at run time each module loads on first use
-
-    def __getattr__(name: str) -> object:
-        if name not in __all__:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")

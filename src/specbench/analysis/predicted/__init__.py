@@ -8,31 +8,13 @@ one); :mod:`arms` predicts each arm from its measured acceptance (and, with :mod
 what the drafter actually did); :mod:`text` is their text. The model itself is
 :mod:`specbench.theory`, which reads no run directory::
 
-    model_from_run(run_dir) -> RunModels | None
-    calibrate_from_run(run_dir, fit_arm=None) -> Efficiency
-    predict_arms(run_dir, fit_arm=None) -> list[ArmPrediction]
-    run_theory(run_dir, fit_arm=None) -> RunTheory;  format_arm_predictions(run_theory) -> str
+    models.model_from_run(run_dir) -> RunModels | None
+    arms.calibrate_from_run(run_dir, fit_arm=None) -> Efficiency
+    arms.predict_arms(run_dir, fit_arm=None) -> list[ArmPrediction]
+    arms.run_theory(run_dir, fit_arm=None) -> RunTheory;  text.format_arm_predictions(run_theory) -> str
+
+Importing the package loads none of its modules: ``run.prepare`` reads the run's models through
+:mod:`models` when a run starts, and must not pay for the analysis (pandas, SciPy) to do so.
 """
 
 from __future__ import annotations
-
-from specbench.analysis.predicted.arms import (
-    ArmPrediction,
-    RunTheory,
-    calibrate_from_run,
-    predict_arms,
-    run_theory,
-)
-from specbench.analysis.predicted.models import RunModels, model_from_run
-from specbench.analysis.predicted.text import format_arm_predictions
-
-__all__ = [
-    "ArmPrediction",
-    "RunModels",
-    "RunTheory",
-    "calibrate_from_run",
-    "format_arm_predictions",
-    "model_from_run",
-    "predict_arms",
-    "run_theory",
-]
