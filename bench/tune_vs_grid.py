@@ -5,9 +5,10 @@
    launches each (a fixed protocol), measured on the real llama-server.
 2. The tune race replayed on the grid's own launches: round r of the race reads launch r of the
    arms it still races, so both designs see exactly the same measurements and the only difference
-   is which launches each pays for. Requests and wall time are counted from what each consumed
-   (wall time: the consumed cells' own durations). Refinement is off: its values are not in the grid.
-3. With ``--live``, ``specbench tune`` itself runs too (its own launches, budget = the grid's).
+   is which launches each pays for. Requests and serving time are counted from what each consumed
+   (the consumed launches' own request durations). Refinement is off: its values are not in the grid.
+3. ``--replay`` races again on a grid kept with ``--out`` (no engine); ``--simulate N`` runs
+   both designs N times on simulated launches (docs/tune.md, "Simulated").
 
     flock /tmp/specbench-engine.lock .venv/bin/python bench/tune_vs_grid.py --size tiny
 """
@@ -18,7 +19,6 @@ import argparse
 import json
 import tempfile
 import time
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +54,8 @@ class Replay:
 
     @classmethod
     def of_run(cls, run_dir: Path) -> Replay:
-        store = RunStore(run_dir)
-        records = store.records()
-        return cls(records, frame(records), {(c["arm"], c["repeat"]): _seconds(c) for c in store.cells()})
+        records = RunStore(run_dir).records()
+        return cls(records, frame(records), _serving_seconds(records))
 
     def run_round(self, round_no: int, arms: list[str]) -> None:
         self.used |= {(a, round_no) for a in arms}
@@ -78,11 +77,14 @@ class Replay:
         return sum(self.cells.get(k, 0.0) for k in self.used)
 
 
-def _seconds(cell: dict[str, Any]) -> float:
-    start, end = cell.get("started_at"), cell.get("ended_at")
-    if not start or not end:
-        return 0.0
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+def _serving_seconds(records: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
+    """Seconds each launch spent serving: its requests' own durations (sent one after another;
+    warm-ups included). The cells' timestamps have whole seconds, too coarse for a tiny pair."""
+    out: dict[tuple[str, int], float] = {}
+    for r in records:
+        key = (str(r["arm"]), int(r["repeat"]))
+        out[key] = out.get(key, 0.0) + float(r.get("t_end_ns") or 0) / 1e9
+    return out
 
 
 def grid_matrix(folder: Path, pair: Path, binary: Path, spec: TuneSpec, a: argparse.Namespace) -> Path:
@@ -186,6 +188,14 @@ def _race(spec: TuneSpec, replay: Replay, prompts: int, screen: Any) -> Any:
     if screen is not None and screens(spec):
         start_screening(state, spec.grid())
     return race(spec, state, replay, prompts, screen=screen)
+
+
+def launch_spread(df: pd.DataFrame) -> str:
+    """The grid's launch-to-launch spread: per arm, the sd over its launches of each launch's
+    mean log decode rate (what no design can average away with fewer launches)."""
+    per_launch = np.log(df["decode_tok_s"].astype(float)).groupby([df["arm"], df["repeat"]]).mean()
+    sd = per_launch.groupby(level=0).std(ddof=1).dropna()
+    return f"launch-to-launch sd of the grid's arms: median {sd.median():.1%} ({sd.min():.1%}–{sd.max():.1%})"
 
 
 def _found(df: pd.DataFrame, grid_arm: str, serve: str) -> bool:
@@ -378,7 +388,9 @@ def main() -> None:
         f"{'p-min ' + str(a.p_min) if a.method == 'draft' else 'n ' + str(a.ngram_n)}, "
         f"{a.prompts} prompts × {a.max_tokens} tokens",
         f"grid: {len(cmps)} candidates + baseline × {a.repeats} launches = {len(replay.cells)} launches, "
-        f"{grid_requests} requests, {grid_seconds:.0f} s serving ({grid_wall:.0f} s wall)",
+        f"{grid_requests} requests, {grid_seconds:.0f} s serving"
+        + ("" if a.replay else f" ({grid_wall:.0f} s wall)"),
+        launch_spread(frame(replay.records)),
         f"grid winner {grid_best.arm}: ×{grid_best.ratio:.3f} "
         f"(95 % CI {grid_best.ci_low:.3f}–{grid_best.ci_high:.3f}), {stats.verdict_text(grid_best)}",
         f"tune (replayed on the grid's launches): {launches} launches, {requests} requests "
