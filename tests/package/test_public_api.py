@@ -39,6 +39,20 @@ def test_importing_a_light_entry_point_loads_no_heavy_dependency(module: str) ->
     assert out.stdout.strip() == "[]"
 
 
+def test_reading_a_runs_models_loads_no_finding_and_the_predicted_names_resolve() -> None:
+    """``run.prepare`` reads a run's models through analysis.predicted.models: importing it must
+    not load the findings (analysis.checks: SciPy) through the package; the package's names
+    still resolve, each on first use (``predict --calibrate`` reads two of them)."""
+    loaded = "'specbench.analysis.checks' in sys.modules"
+    code = f"import sys, specbench.analysis.predicted.models; print({loaded})"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    import specbench.analysis.predicted as predicted
+
+    for name in predicted.__all__:
+        assert getattr(predicted, name) is not None
+
+
 def test_the_theory_package_resolves_every_name_lazily() -> None:
     import specbench.theory as theory
     import specbench.theory.speedup  # the module that defines predict() no longer shares its name

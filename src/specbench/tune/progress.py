@@ -1,12 +1,15 @@
 """The race's progress line, said before every round: where the tune is, what it has spent, and
-the most the rest of this stage can still cost (launches and, once a launch has been timed, the
-time) — a tune runs for many minutes, and how long it may still take depends on drops nobody
-can foresee, so the line gives a bound, never a guess.
+the most the rest of this stage can still cost — a tune runs for many minutes, and how long it
+may still take depends on drops nobody can foresee, so the line gives a bound on launches and
+an estimate of the time that bound would take.
 
 The bound: this round's launches, then every round the stage has left (``max_rounds``) with the
 baseline and every candidate not yet dropped (racing, or waiting to be admitted) — capped by what
-the budget has left (launches, requests, minutes). Drops only lower it; a refinement stage, if
-the race ends with a leader and the budget pays for one, comes on top and is said so.
+the budget has left in launches and requests. Drops only lower it; a refinement stage, if the
+race ends with a leader and the budget pays for one, comes on top and is said so. A server that
+crashes and is restarted spends a launch more than its round (the budget counts it; the bound
+does not foresee it). The time is the bound at this tune's own seconds per launch so far
+(capped by what ``budget.minutes`` leaves): an estimate, not a bound.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def most_launches(spec: TuneSpec, at: Where, arms: int, spent: tuple[int, int], 
 
 def round_line(spec: TuneSpec, at: Where, arms: int, spent: tuple[int, int], prompts: int) -> str:
     """``round 4 (race, 4 of at most 8): 5 launches; so far 14 launches, 56 requests in 3:10;
-    at most 25 more launches (≤ 5:40 at 13.6 s a launch); candidates 4 racing, 2 dropped, 0 waiting``."""
+    at most 25 more launches (≈ 5:40 at 13.6 s a launch); candidates 4 racing, 2 dropped, 0 waiting``."""
     most = most_launches(spec, at, arms, spent, prompts)
     seconds = at.minutes * 60
     eta = ""
@@ -52,7 +55,7 @@ def round_line(spec: TuneSpec, at: Where, arms: int, spent: tuple[int, int], pro
         left = most * per
         if spec.budget.minutes is not None:
             left = min(left, max(spec.budget.minutes * 60 - seconds, 0.0))
-        eta = f" (≤ {_clock(left)} at {per:.1f} s a launch)"
+        eta = f" (≈ {_clock(left)} at {per:.1f} s a launch)"
     count = {s: sum(x == s for x in at.statuses) for s in ("racing", "dropped", "waiting")}
     refine = " + a refinement stage if one is paid for" if spec.refine and at.stage != "refine" else ""
     return (
@@ -64,6 +67,6 @@ def round_line(spec: TuneSpec, at: Where, arms: int, spent: tuple[int, int], pro
 
 
 def _clock(seconds: float) -> str:
-    minutes, secs = divmod(int(round(seconds)), 60)
+    minutes, secs = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
