@@ -37,6 +37,7 @@ from specbench.matrix.tuneblock import TuneSpec, candidate_name
 from specbench.store.rundir import RunStore
 from specbench.theory.formulas import leviathan_speedup
 from specbench.tune.race import answer, initial_state, race
+from specbench.tune.rounds import expected_rounds
 from specbench.tune.screen import SCREEN_ROUNDS, draft_length, predict_all, screen_picks, screens
 from specbench.tune.screenrun import apply_screen, pass_ratio, screen_requests, start_screening, theory_errors
 from specbench.tune.silent import never_drafts, silent_step
@@ -120,15 +121,26 @@ def _answer_arm(cmps: dict[str, stats.Comparison]) -> tuple[str, stats.Compariso
 
 
 def _draft_rows(rng: np.random.Generator, alpha: float, k: int, tokens: int) -> tuple[int, int]:
-    """(drafted, accepted) of one request: rounds of K drafts, accepted prefix ~ min(K, geometric).
-    K 0 drafts nothing (an n-gram lookup that never matches, or m < n)."""
+    """(drafted, accepted) of one request of ``tokens`` tokens, as llama-server drafts them: the
+    first token comes from the prompt's pass, each round drafts min(K, tokens left − 1) (a plain
+    step when that is 0) and accepts a prefix ~ min(draft, geometric). K 0 drafts nothing (an
+    n-gram lookup that never matches, or m < n)."""
     if k <= 0:
         return 0, 0
-    drafted = accepted = made = 0
+    drafted = accepted = 0
+    made = 1
     while made < tokens:
-        a = min(k, int(rng.geometric(1 - alpha)) - 1) if alpha < 1 else k
-        drafted, accepted, made = drafted + k, accepted + a, made + a + 1
+        draft = min(k, tokens - made - 1)
+        a = min(draft, int(rng.geometric(1 - alpha)) - 1) if alpha < 1 else draft
+        drafted, accepted, made = drafted + draft, accepted + a, made + a + 1
     return drafted, accepted
+
+
+def _walked(alpha: float, k: int, tokens: int, cost: float) -> float:
+    """The theory's speedup over an answer of ``tokens`` tokens as llama-server drafts it (the
+    last drafts capped by the tokens left; :mod:`specbench.tune.rounds`), flat verify cost:
+    the simulated truth, consistent with the draft counts :func:`_draft_rows` draws."""
+    return float(expected_rounds(np.array([alpha]), k, tokens, cost, lambda t: 1.0).speedup(1.0, 0.0)[0])
 
 
 def _drafts(a: argparse.Namespace, c: dict[str, Any]) -> int:
@@ -339,7 +351,7 @@ def main() -> None:
     if a.simulate:
         truth = {"baseline": 1.0} | {
             candidate_name(c): (
-                leviathan_speedup(a.alpha, draft_length(c), c_ratio, 1.0) if _drafts(a, c) else 1.0
+                _walked(a.alpha, draft_length(c), a.max_tokens, c_ratio) if _drafts(a, c) else 1.0
             )
             * (1 - 0.05 * float(c.get("draft_p_min", 0)))  # p-min: a small made-up cost, so candidates differ
             * (1 - 0.01 * float(c.get("ngram_n", 0)))  # and so does the n-gram match size

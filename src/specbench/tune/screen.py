@@ -47,6 +47,7 @@ import numpy as np
 from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.matrix.tuneblock import Candidate, TuneSpec, candidate_name
 from specbench.theory.formulas import acceptance_from_alpha
+from specbench.tune.rounds import expected_rounds
 
 LAUNCH_SD = 0.05  # the least launch-to-launch sd of a speedup assumed (two launches barely say)
 SCREEN_ROUNDS = 2  # launches of the baseline and the screened candidates before the theory predicts
@@ -58,6 +59,7 @@ BOOT = 300
 LEVEL = 0.95
 UNMODELLED = ("draft_p_min", "draft_n_min", "ngram_n", "ngram_m")
 _ALPHA_GRID = np.linspace(0.0, 0.9999, 4001)
+_ALPHA_TABLE = np.linspace(0.0, 0.999, 1000)  # α where the rounds of an answer are walked (rounds.py)
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,10 @@ def _calibrate(spare: np.ndarray, rise: float) -> tuple[np.ndarray, np.ndarray]:
 
 def _replicates(
     reqs: Sequence[Request], rng: np.random.Generator, boot: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(acceptance A, speedup S*) for the point (index 0) and ``boot`` bootstrap replicates.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(acceptance A, accepted tokens per generated token after the first — NaN where a
+    request's length is not said —, speedup S*) for the point (index 0) and ``boot``
+    bootstrap replicates.
 
     Requests are resampled within each screening launch; S* is the mean over launches of each
     launch's mean log ratio, and carries a launch-to-launch term: the spread of the screening
@@ -179,11 +183,13 @@ def _replicates(
         mine = np.flatnonzero(of == j)
         idx[1:, mine] = rng.choice(mine, (boot, len(mine)))
     acc = a[idx].sum(1) / np.maximum(d[idx].sum(1), 1e-9)
+    after_first = np.array([r.generated - 1.0 for r in reqs])
+    per_token = a[idx].sum(1) / np.maximum(after_first[idx].sum(1), 1e-9)
     per_launch = np.stack([lr[idx[:, of == j]].mean(1) for j in range(len(launches))], 1)
     spread = float(np.std(per_launch[0], ddof=1)) if len(launches) > 1 else 0.0
     sd = max(LAUNCH_SD, spread) / math.sqrt(len(launches))
     noise = np.concatenate([[0.0], rng.normal(0.0, sd, boot)])
-    return acc, np.exp(per_launch.mean(1) + noise)
+    return acc, per_token, np.exp(per_launch.mean(1) + noise)
 
 
 def predict_group(
@@ -202,15 +208,50 @@ def predict_group(
         return "the screened candidate has no measured request"
     if sum(r.drafted for r in usable) <= 0:
         return "the screened candidate drafted nothing (the server reports no draft counts)"
-    acc, s_star = _replicates(usable, rng, boot)
+    acc, per_token, s_star = _replicates(usable, rng, boot)
     if k_star < 1:
         return {candidate_name(c): s_star for c in members}  # no K to vary: variants ride along
+    tokens = [r.generated for r in usable]
+    if all(math.isfinite(t) and t >= 3 for t in tokens):  # the answers' lengths: walk their rounds
+        return _predict_by_rounds(members, k_star, per_token, s_star, int(np.median(tokens)), cost, v)
     alpha = _alpha_of(acc, k_star)
     tau_star = (1.0 - alpha ** (k_star + 1)) / (1.0 - alpha)
     fit = _calibrate(tau_star / s_star - k_star * cost - 1.0, v(k_star + 1) - 1.0)
     out = {}
     for c in members:
         out[candidate_name(c)] = _speedup(alpha, draft_length(c) or k_star, cost, v, fit)
+    out["_alpha"] = alpha
+    return out
+
+
+def _predict_by_rounds(
+    members: Sequence[Candidate],
+    k_star: int,
+    per_token: np.ndarray,
+    s_star: np.ndarray,
+    tokens: int,
+    cost: float,
+    v: Callable[[int], float],
+) -> dict[str, np.ndarray]:
+    """The group's predictions with the answers' own rounds (:mod:`specbench.tune.rounds`): α
+    is the one whose rounds at K* — the last drafts of an answer capped as the server caps
+    them — accept what the server counted per generated token (so the screened rounds make as
+    many tokens as they did), the screened speedup fixes λ and o as :func:`_calibrate` does (o
+    paid once a drafting round), and every K is walked over the same answer length — the end of
+    an answer caps the last drafts, most at the largest K."""
+    table = expected_rounds(_ALPHA_TABLE, k_star, tokens, cost, v)
+    alpha = np.asarray(np.interp(per_token, table.accepted / (table.tokens - 1), _ALPHA_TABLE))
+    screened = expected_rounds(alpha, k_star, tokens, cost, v)
+    spare = (screened.tokens - 1) / s_star - screened.steps  # the rounds' time beyond steps and drafts
+    o = np.maximum(spare - screened.rise, 0.0) / np.maximum(screened.drafting, 1e-9)
+    lam = np.clip(spare / np.maximum(screened.rise, 1e-9), 0.0, 1.0)
+    out = {}
+    walked: dict[int, np.ndarray] = {}
+    for c in members:
+        k = draft_length(c) or k_star
+        if k not in walked:
+            walked[k] = expected_rounds(alpha, k, tokens, cost, v).speedup(lam, o)
+        out[candidate_name(c)] = walked[k]
     out["_alpha"] = alpha
     return out
 
