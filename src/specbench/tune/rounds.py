@@ -7,8 +7,8 @@ not: the first token comes from the prompt's pass, and each round may draft only
 so the last rounds of an answer draft less and a round with nothing left to draft is a plain
 step. Over 32 tokens at K 8 that is 6.9 drafted tokens a round, not 8 — and the screened
 candidate, the largest K, loses the most: read with the closed form, its speedup made the
-overhead o look four times its size and the smaller K 15–18 % slower than they ran (the
-membound lab pair, docs/tune.md).
+overhead o look three to four times its size and the smaller K up to 23 % slower than they ran
+(the membound lab pair, docs/tune.md).
 
 :func:`expected_rounds` walks an answer of ``tokens`` tokens token by token (a dynamic program
 over tokens made, vectorised over α): at m tokens made, a round drafts L = min(K, n − m − 1),
