@@ -152,15 +152,17 @@ def _speedup(
     return np.asarray(tau / (k * cost + 1.0 + rise * (v(k + 1) - 1.0) + o))
 
 
-def _calibrate(spare: np.ndarray, rise: float) -> tuple[np.ndarray, np.ndarray]:
+def _calibrate(spare: np.ndarray, rise: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """(λ, o) with ``spare`` = τ*/S* − K*·c − 1, the screened round's time beyond one step and
     the drafts, in steps. The overhead o ≥ 0 takes what the pass curve's rise leaves (λ = 1).
     A screened speedup faster than the curve allows even with no overhead means the probe's
     prefills overstate the verify pass (module passcurve: errors of 10–20 % measured): the rise
-    is scaled by λ ∈ [0, 1] instead, o = 0. Both keep every K's denominator at least one step."""
-    o = np.maximum(spare - max(rise, 0.0), 0.0)
-    lam = np.clip(spare / rise, 0.0, 1.0) if rise > 0 else np.ones_like(spare)
-    return lam, o
+    is scaled by λ ∈ [0, 1] instead, o = 0. Both keep every K's denominator at least one step.
+    :func:`_predict_by_rounds` passes a whole answer's spare and rise (per bootstrap replicate)."""
+    rise = np.maximum(rise, 0.0)
+    o = np.maximum(spare - rise, 0.0)
+    lam = np.where(rise > 0, np.clip(spare / np.where(rise > 0, rise, 1.0), 0.0, 1.0), 1.0)
+    return np.asarray(lam), o
 
 
 def _replicates(
@@ -243,8 +245,8 @@ def _predict_by_rounds(
     alpha = np.asarray(np.interp(per_token, table.accepted / (table.tokens - 1), _ALPHA_TABLE))
     screened = expected_rounds(alpha, k_star, tokens, cost, v)
     spare = (screened.tokens - 1) / s_star - screened.steps  # the rounds' time beyond steps and drafts
-    o = np.maximum(spare - screened.rise, 0.0) / np.maximum(screened.drafting, 1e-9)
-    lam = np.clip(spare / np.maximum(screened.rise, 1e-9), 0.0, 1.0)
+    lam, overhead = _calibrate(spare, screened.rise)  # o over the whole answer: paid per drafting round
+    o = overhead / np.maximum(screened.drafting, 1e-9)
     out = {}
     walked: dict[int, np.ndarray] = {}
     for c in members:
