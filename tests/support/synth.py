@@ -55,6 +55,7 @@ class Arm:
     positions: int = 0  # > 0: cells carry vLLM-style accepted_pos_<i> counters for this many positions
     category_factor: dict[str, float] = field(default_factory=dict)
     category_acceptance: dict[str, float] = field(default_factory=dict)  # per category, else acceptance
+    level_factor: dict[int, float] = field(default_factory=dict)  # decode rate × this at a concurrency level
 
     @property
     def speculative(self) -> bool:
@@ -123,7 +124,8 @@ def record(plan: Plan, name: str, key: Key, rng: np.random.Generator) -> Request
     """One request of arm ``name``; key = (prompt_id, category, repeat, max_tokens, concurrency)."""
     arm = plan.arms[name]
     prompt_id, category, repeat, n, level = key
-    rate = arm.decode_tok_s * arm.category_factor.get(category, 1.0) * (1 + rng.normal(0, plan.noise))
+    factor = arm.category_factor.get(category, 1.0) * arm.level_factor.get(level, 1.0)
+    rate = arm.decode_tok_s * factor * (1 + rng.normal(0, plan.noise))
     prefill = arm.prefill_ms * (1 + rng.normal(0, plan.noise))
     queue = 5.0 * (level - 1) * (1 + rng.random())
     index = int(prompt_id.split("@")[0].rsplit("-", 1)[1]) + repeat
@@ -133,6 +135,7 @@ def record(plan: Plan, name: str, key: Key, rng: np.random.Generator) -> Request
         arm=name,
         repeat=repeat,
         workload=plan.workload,
+        phase=f"c{level}" if len(plan.levels) > 1 else "main",  # one phase per level, as the runner
         prompt_id=prompt_id,
         category=category,
         warmup=False,
@@ -196,7 +199,9 @@ def _measure(plan: Plan) -> tuple[list[RequestRecord], list[CellInfo]]:
         order = list(plan.arms) if repeat % 2 == 0 else list(plan.arms)[::-1]
         for name in order:
             warm = record(plan, name, ("warm-0", "chat", repeat, 16, 1), rng) | {"warmup": True}
-            cell = [record(plan, name, key, rng) for key in _keys(plan, repeat)]
+            # A sweep runs level by level (a phase each), as the runner does.
+            keys = sorted(_keys(plan, repeat), key=lambda k: plan.levels.index(k[4]))
+            cell = [record(plan, name, key, rng) for key in keys]
             records += [warm, *cell]
             cells.append(_cell(name, repeat, plan.arms[name], cell))
     failed = record(plan, next(iter(plan.arms)), ("chat-0", "chat", 0, 16, 1), rng)

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
         analyse_dir as analyse_dir,
     )
     from specbench.analysis.rundata import (
-        ByWorkload as ByWorkload,
+        ByPoint as ByPoint,
     )
     from specbench.analysis.rundata import (
         RunData as RunData,
@@ -76,10 +76,10 @@ if TYPE_CHECKING:
         load_run as load_run,
     )
     from specbench.analysis.rundata import (
-        pooled_acceptance as pooled_acceptance,
+        point_comparisons as point_comparisons,
     )
     from specbench.analysis.rundata import (
-        workload_comparisons as workload_comparisons,
+        pooled_acceptance as pooled_acceptance,
     )
 
 # Lazy (PEP 562): a leaf such as ``analysis.findings`` (the Finding model, used by the client's
@@ -96,7 +96,7 @@ _EXPORTS = {
     "Analysis": "specbench.analysis.result",
     "analyse": "specbench.analysis.result",
     "analyse_dir": "specbench.analysis.result",
-    "ByWorkload": "specbench.analysis.rundata",
+    "ByPoint": "specbench.analysis.rundata",
     "RunData": "specbench.analysis.rundata",
     "arm_acceptance": "specbench.analysis.rundata",
     "arm_summary": "specbench.analysis.rundata",
@@ -104,7 +104,7 @@ _EXPORTS = {
     "detail_frame": "specbench.analysis.rundata",
     "load_run": "specbench.analysis.rundata",
     "pooled_acceptance": "specbench.analysis.rundata",
-    "workload_comparisons": "specbench.analysis.rundata",
+    "point_comparisons": "specbench.analysis.rundata",
 }
 __all__ = sorted(_EXPORTS)
 

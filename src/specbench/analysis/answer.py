@@ -16,6 +16,7 @@ import pandas as pd
 
 from specbench.analysis import stats
 from specbench.analysis.decision import Decision
+from specbench.analysis.measures import MEASURES, verdict_word
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,23 @@ class CategoryAnswer:
 
 
 @dataclass(frozen=True)
+class MeasureCell:
+    """The discussed arm's comparison on a measure other than the one that decided."""
+
+    measure: str
+    label: str
+    speedup: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+
+    @property
+    def text(self) -> str:
+        ratio = _ratio(self.speedup, self.ci_low, self.ci_high)
+        return f"{self.label} {ratio} {verdict_word(self.verdict, self.measure)}"
+
+
+@dataclass(frozen=True)
 class Answer:
     """What to do for one workload. ``ship`` is the recommended arm (None: keep speculation off);
     ``arm`` the arm the numbers are about (the shipped one, else the best candidate); ``advice``
@@ -56,15 +74,18 @@ class Answer:
     reason: str
     categories: list[CategoryAnswer] = field(default_factory=list)
     advice: str = ""
+    measure: str = "decode"  # the label of the measure that decided
+    beside: list[MeasureCell] = field(default_factory=list)
 
     def lines(self, baseline: str) -> list[str]:
-        """The answer in words: the headline, then (when they differ) the categories and advice."""
+        """The answer in words: the headline, the other measures beside the deciding one, then
+        (when they differ) the categories and advice."""
         if self.arm is None:
             head = f"{self.workload}: keep speculation off — {self.reason}"
         elif self.ship is not None:
             head = (
-                f"{self.workload}: ship {self.ship} — decode "
-                f"{_ratio(self.speedup, self.ci_low, self.ci_high)} faster than {baseline} "
+                f"{self.workload}: ship {self.ship} — {self.measure} "
+                f"{_ratio(self.speedup, self.ci_low, self.ci_high)} {_better(self.measure)} than {baseline} "
                 f"({self.error_rate})"
             )
         else:
@@ -73,6 +94,8 @@ class Answer:
                 f"{_ratio(self.speedup, self.ci_low, self.ci_high)} vs {baseline}, {self.verdict}"
             )
         out = [head]
+        if self.beside:
+            out.append(f"  beside ({self.arm}): " + ", ".join(c.text for c in self.beside))
         if self.categories:
             out.append(f"  by kind of prompt ({self.arm}): " + ", ".join(c.text for c in self.categories))
         if self.advice:
@@ -82,7 +105,13 @@ class Answer:
     def to_dict(self, baseline: str) -> dict[str, Any]:
         d = asdict(self)
         d["categories"] = [asdict(c) for c in self.categories]
+        d["beside"] = [asdict(c) for c in self.beside]
         return {**d, "recommendation": self.ship or "keep speculation off", "lines": self.lines(baseline)}
+
+
+def _better(label: str) -> str:
+    """ "faster" for a rate; a latency or throughput measure is "better" (×1.2 TTFT: 1.2 × sooner)."""
+    return "faster" if label == "decode" else "better"
 
 
 def _count(v: float) -> str:
@@ -98,22 +127,40 @@ def _ratio(r: float, lo: float, hi: float) -> str:
 
 
 def answer(
-    decision: Decision, cmps: dict[str, stats.Comparison], speedups: pd.DataFrame, baseline: str
+    decision: Decision,
+    cmps: dict[str, stats.Comparison],
+    speedups: pd.DataFrame,
+    baseline: str,
+    beside: dict[str, dict[str, stats.Comparison]] | None = None,
 ) -> Answer:
-    """The answer of one workload from its decision, its arms' comparisons and its per-category
-    speedups (:func:`specbench.analysis.frames.category_speedups`)."""
+    """The answer of one operating point from its decision, its arms' comparisons on the measure
+    that decided, its per-category speedups (:func:`specbench.analysis.frames.category_speedups`)
+    and ``beside``: measure → arm → comparison on the other measures, shown next to it."""
     arm = decision.arm or _candidate(cmps, speedups)
     c = cmps.get(arm) if arm is not None else None
+    label = MEASURES[decision.measure].label
     if c is None:
-        return Answer(decision.workload, None, None, math.nan, math.nan, math.nan, "", "", decision.reason)
-    cats = _categories(speedups, c.arm)
+        nan = math.nan
+        return Answer(decision.workload, None, None, nan, nan, nan, "", "", decision.reason, measure=label)
+    cats = _categories(speedups, c.arm) if decision.measure == "decode" else []
     words = {_word(x.verdict) for x in cats}
     differ = len(cats) >= 2 and (len(words) > 1 or words != {_word(stats.verdict_text(c))})
     return Answer(
         decision.workload, decision.arm, c.arm, c.ratio, c.ci_low, c.ci_high, stats.verdict_text(c),
         stats.error_rate_text(c), decision.reason, cats if differ else [],
-        category_advice(c.arm, cats, decision.arm is not None) if differ else "",
+        category_advice(c.arm, cats, decision.arm is not None) if differ else "", label,
+        _beside(c.arm, beside or {}),
     )  # fmt: skip
+
+
+def _beside(arm: str, beside: dict[str, dict[str, stats.Comparison]]) -> list[MeasureCell]:
+    out = []
+    for measure, cmps in beside.items():
+        c = cmps.get(arm)
+        if c is not None and math.isfinite(c.ratio):
+            m = MEASURES[measure]
+            out.append(MeasureCell(measure, m.label, c.ratio, c.ci_low, c.ci_high, stats.verdict_text(c)))
+    return out
 
 
 def _word(verdict: str) -> str:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from specbench.analysis import RunData, detail_frame, stats
-from specbench.analysis.rundata import for_workload, workload_names
+from specbench.analysis.rundata import for_point, for_workload, workload_names
 
 
 def _crossover_terms(
@@ -169,13 +169,28 @@ def wall_clock_winners(run: RunData) -> pd.DataFrame:
 # -- per workload: the report's crossover table and the measured winners ------------------------
 def crossover_frame(run: RunData) -> pd.DataFrame:
     """Per workload and arm: the crossover formula's inputs, L* and the case it is in (numeric
-    columns); each workload's from its own requests only."""
-    frames = [_crossover_rows(for_workload(run, w)).assign(workload=w) for w in workload_names(run)]
+    columns); each workload's from its own requests only. A sweep over anything but the output
+    length is one row set per level (``workload`` names the point): its prefill and decode rates
+    change with the load, and medians pooled over the levels describe none of them."""
+    frames = [_crossover_rows(sub).assign(workload=name) for name, sub in _units(run)]
     frames = [f for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
     return out[["workload", *out.columns.drop("workload")]]
+
+
+def _units(run: RunData) -> list[tuple[str, RunData]]:
+    """(name, restricted run) per crossover unit: a workload, or each level of a sweep that is not
+    a length sweep (a length sweep's lengths are what L* spans)."""
+    out = []
+    for w in workload_names(run):
+        mine = [p for p in run.points if p.workload == w]
+        if len(mine) > 1 and any(p.level is None or p.level.kind != "length" for p in mine):
+            out += [(p.name, for_point(run, p.name)) for p in mine]
+        else:
+            out.append((w, for_workload(run, w)))
+    return out
 
 
 def winners_frame(run: RunData) -> pd.DataFrame:

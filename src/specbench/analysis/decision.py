@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from specbench.analysis import stability, stats
+from specbench.analysis import measures, stability, stats
 from specbench.analysis.checks import Finding
 from specbench.analysis.judge import findings
-from specbench.analysis.rundata import RunData, workload_comparisons
+from specbench.analysis.measures import MEASURES
+from specbench.analysis.rundata import RunData
 
 # -- decision table ---------------------------------------------------------------------------
 KEEP_OFF = "keep speculation off"
@@ -19,10 +20,12 @@ OUTCOMES = frozenset({"SPEC_LOSS"})  # error codes that state the measured resul
 
 @dataclass(frozen=True)
 class Decision:
-    """What to run for one workload: ``arm`` None means keep speculation off; ``reason`` is one line.
+    """What to run at one operating point (a workload without a sweep is one; ``workload`` names
+    the point): ``arm`` None means keep speculation off; ``reason`` is one line.
 
-    ``speedup`` and its CI are the recommended arm's decode speedup over the baseline (or the
-    best candidate's, for context, when none is recommended; NaN when there is none)."""
+    ``speedup`` and its CI are the recommended arm's speedup over the baseline on ``measure``, the
+    objective that decides (or the best candidate's, for context, when none is recommended; NaN
+    when there is none)."""
 
     workload: str
     arm: str | None
@@ -30,6 +33,7 @@ class Decision:
     ci_low: float
     ci_high: float
     reason: str
+    measure: str = "decode"
 
     @property
     def recommendation(self) -> str:
@@ -49,20 +53,26 @@ def untrusted_arms(found: list[Finding]) -> dict[str, list[str]]:
     return out
 
 
-def decision_table(
-    run: RunData, metric: str = "decode_tok_s", found: list[Finding] | None = None
-) -> list[Decision]:
-    """Per workload: the significantly faster (verdict "faster"), trusted arm with the largest
-    speedup whose wall clock (e2e) is not significantly worse; else keep speculation off.
-    ``found`` reuses already computed :func:`findings` (they are recomputed when None)."""
+def decision_table(run: RunData, found: list[Finding] | None = None) -> list[Decision]:
+    """Per operating point: the significantly better (verdict "faster"), trusted arm with the
+    largest speedup on the point's objective (:func:`specbench.analysis.measures.objective_of`)
+    whose guard (decode: wall clock; throughput: TTFT p99) is not significantly worse; else keep
+    speculation off. ``found`` reuses already computed :func:`findings` (recomputed when None)."""
     found = findings(run) if found is None else found
-    untrusted = untrusted_arms(found)
-    decode = workload_comparisons(run, metric)
-    wall = workload_comparisons(run, "e2e_ms")
-    noisy = _noisy_baseline(run.baseline, found)
-    if noisy:  # every ratio divides by the baseline: none of them can be trusted
-        return [_refuse(wl, _candidates(run, cmps, untrusted), noisy) for wl, cmps in decode.items()]
-    return [_decide(run, wl, cmps, wall.get(wl, {}), untrusted) for wl, cmps in decode.items()]
+    out = []
+    for point in run.points:
+        here = [f for f in found if f.point in ("", point.name)]  # the run's, and this point's own
+        untrusted, noisy = untrusted_arms(here), _noisy_baseline(run.baseline, here)
+        objective = measures.objective_of(run, point.workload)
+        cmps = measures.comparisons(run, objective).get(point.name, {})
+        guard = measures.GUARDS.get(objective)
+        wall = measures.comparisons(run, guard).get(point.name, {}) if guard else {}
+        if noisy:  # every ratio divides by the baseline: none of them can be trusted
+            decided = _refuse(point.name, _candidates(run, cmps, untrusted), noisy)
+        else:
+            decided = _decide(run, point.name, cmps, wall, untrusted, objective, guard)
+        out.append(replace(decided, measure=objective))
+    return out
 
 
 def _noisy_baseline(baseline: str, found: list[Finding]) -> str:
@@ -120,20 +130,24 @@ def _decide(
     cmps: dict[str, stats.Comparison],
     wall: dict[str, stats.Comparison],
     untrusted: dict[str, list[str]],
+    objective: str = "decode",
+    guard: str | None = "e2e",
 ) -> Decision:
     named = _candidates(run, cmps, untrusted)
     ok = [c for arm, c in named.items() if c.verdict == "faster" and _wall_verdict(wall, arm) != "slower"]
+    label = MEASURES[objective].label
     if ok:
         best = max(ok, key=lambda c: c.ratio)
         ci = f"{stats.ci_label(best)} CI {best.ci_low:.2f}–{best.ci_high:.2f}"
-        why = f"decode ×{best.ratio:.2f} ({ci}) vs {run.baseline}"
-        if best.arm in wall:
-            why += f"; wall clock ×{wall[best.arm].ratio:.2f} ({wall[best.arm].verdict})"
+        why = f"{label} ×{best.ratio:.2f} ({ci}) vs {run.baseline}"
+        if best.arm in wall and guard is not None:
+            why += f"; {MEASURES[guard].label} ×{wall[best.arm].ratio:.2f} ({wall[best.arm].verdict})"
         return Decision(workload, best.arm, best.ratio, best.ci_low, best.ci_high, why)
     top = _top(list(named.values()))
     nan = float("nan")
     ratio, lo, hi = (top.ratio, top.ci_low, top.ci_high) if top else (nan, nan, nan)
-    return Decision(workload, None, ratio, lo, hi, _why_off(run, cmps, named, wall, untrusted))
+    why = _why_off(run, cmps, named, wall, untrusted, objective, guard)
+    return Decision(workload, None, ratio, lo, hi, why)
 
 
 def _why_off(
@@ -142,6 +156,8 @@ def _why_off(
     named: dict[str, stats.Comparison],
     wall: dict[str, stats.Comparison],
     untrusted: dict[str, list[str]],
+    objective: str = "decode",
+    guard: str | None = "e2e",
 ) -> str:
     """The one-line reason no arm is recommended, most decisive first. Arms outside ``named``
     (excluded by an error finding, or not speculating) are counted, never named."""
@@ -151,13 +167,19 @@ def _why_off(
     faster = sorted((c for c in named.values() if c.verdict == "faster"), key=lambda c: -c.ratio)
     if faster:
         c = faster[0]
+        if objective == "decode":
+            return (
+                f"{c.arm} decodes ×{c.ratio:.2f} faster but its wall clock is ×{wall[c.arm].ratio:.2f} "
+                "(significantly slower: prefill tax, see the crossover)" + left_out
+            )
+        g = MEASURES[guard].label if guard else "its guard"
         return (
-            f"{c.arm} decodes ×{c.ratio:.2f} faster but its wall clock is ×{wall[c.arm].ratio:.2f} "
-            "(significantly slower: prefill tax, see the crossover)" + left_out
+            f"{c.arm} has {MEASURES[objective].label} ×{c.ratio:.2f} but its {g} is ×{wall[c.arm].ratio:.2f} "
+            "(significantly worse)" + left_out
         )
     if not named or _top(list(named.values())) is None:
         return f"no trusted speculative arm could be compared with {run.baseline}" + left_out
-    return _none_faster(run.baseline, list(named.values()), len(named) < len(cmps)) + left_out
+    return _none_faster(run.baseline, list(named.values()), len(named) < len(cmps), objective) + left_out
 
 
 def _left_out(
@@ -181,7 +203,9 @@ def _arms(n: int) -> str:
     return "1 arm" if n == 1 else f"{n} arms"
 
 
-def _none_faster(baseline: str, cmps: list[stats.Comparison], some_left_out: bool = False) -> str:
+def _none_faster(
+    baseline: str, cmps: list[stats.Comparison], some_left_out: bool = False, objective: str = "decode"
+) -> str:
     """No arm wins: say whether every arm is slower, or how far the fastest is from a gain —
     never "best: X ×0.95", which reads as a recommendation."""
     top = _top(cmps)
@@ -191,8 +215,9 @@ def _none_faster(baseline: str, cmps: list[stats.Comparison], some_left_out: boo
     )
     which = "trusted speculative arm" if some_left_out else "arm"
     if all(c.verdict == "slower" for c in cmps):
+        worse = "decodes slower" if objective == "decode" else f"is worse on {MEASURES[objective].label}"
         return (
-            f"no {which} is significantly faster than {baseline}: every {which} decodes slower; "
+            f"no {which} is significantly faster than {baseline}: every {which} {worse}; "
             f"the closest, {top.arm}, reaches ×{top.ratio:.2f} ({ci})"
         )
     why = (

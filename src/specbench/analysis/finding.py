@@ -13,10 +13,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Finding:
+    """``point``: the operating point a statistical finding was computed at, when the run sweeps
+    (issue 40: DRIFT, BIMODAL, UNSTABLE, STALLED never pool a sweep's levels); "" for the run."""
+
     code: str
     arms: tuple[str, ...]
     evidence: str
     severity: str = "warning"
+    point: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -13,33 +13,35 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import bimodality, checks, stalls, stats
+from specbench.analysis import bimodality, checks, points, stalls, stats
 from specbench.analysis.rundata import (
     RunData,
     arm_acceptance,
     category_comparisons,
+    point_comparisons,
     pooled_acceptance,
-    workload_comparisons,
 )
 
 METRICS = ("ttft_ms", "decode_tok_s", "e2e_ms", "prefill_ms", "itl_ms", "tokens_per_chunk")
 
 
-# -- one row per arm × workload ---------------------------------------------------------------
+# -- one row per arm × operating point --------------------------------------------------------
 def summary_frame(run: RunData) -> pd.DataFrame:
-    """One row per arm × workload: n, medians with CIs, acceptance, decode speedup vs baseline."""
-    cmps = workload_comparisons(run)
+    """One row per arm × operating point (a workload without a sweep is one, ``point`` its name):
+    n, medians with CIs, acceptance, decode speedup vs baseline at that point."""
+    cmps = point_comparisons(run)
     rows = []
-    for (workload, arm), sub in run.df.groupby(["workload", "arm"], sort=False):
-        row: dict[str, Any] = {"workload": workload, "arm": arm, "requests": len(sub)}
+    for (workload, point, arm), sub in run.df.groupby(["workload", points.POINT, "arm"], sort=False):
+        row: dict[str, Any] = {"workload": workload, "point": point, "arm": arm, "requests": len(sub)}
         for metric in METRICS:
             mid, low, high = stats.median_ci(sub[metric])
             row |= {f"{metric}_median": mid, f"{metric}_ci_low": low, f"{metric}_ci_high": high}
         row["acceptance"], row["acceptance_source"] = _acceptance(run, str(arm), sub)
-        row |= _speedup_cols(run, cmps.get(str(workload), {}), str(arm))
+        row |= _speedup_cols(run, cmps.get(str(point), {}), str(arm))
         rows.append(row)
     order = {a: i for i, a in enumerate(run.arms)}
-    rows.sort(key=lambda r: (str(r["workload"]), order.get(r["arm"], len(order))))
+    place = {p.name: i for i, p in enumerate(run.points)}
+    rows.sort(key=lambda r: (str(r["workload"]), place.get(r["point"], 0), order.get(r["arm"], len(order))))
     return pd.DataFrame(rows)
 
 
@@ -48,7 +50,7 @@ def _acceptance(run: RunData, arm: str, sub: pd.DataFrame) -> tuple[float, str]:
     metrics) the arm's /metrics counter deltas, named, when the run has one workload (a cell's
     counters cannot be split between workloads)."""
     pooled = pooled_acceptance(sub)
-    if not np.isnan(pooled) or run.df["workload"].nunique() > 1:
+    if not np.isnan(pooled) or run.df[points.POINT].nunique() > 1:
         return pooled, "" if np.isnan(pooled) else "timings"
     return arm_acceptance(run, arm)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from specbench.analysis import busy, checks, evidence, launches, stability, stalls, stats, unseen
 from specbench.analysis.checks import Finding
 from specbench.analysis.clientlag import client_lag_findings, schedule_findings
 from specbench.analysis.finding import SEVERITY_ORDER
-from specbench.analysis.rundata import RunData, comparisons
+from specbench.analysis.points import Point
+from specbench.analysis.rundata import RunData, comparisons, for_point
 from specbench.analysis.verifystep import verify_step_findings
 
 
@@ -63,8 +66,22 @@ def _speculation_findings(run: RunData, arm: str, patterns: list[str]) -> list[F
 
 
 def _statistical_findings(run: RunData, client_behind: set[str]) -> list[Finding]:
+    """The statistical findings, at each operating point where the run sweeps (issue 40: the
+    requests of one level finish together, so pooled levels read as DRIFT and as two modes)."""
     if run.df.empty:
         return []
+    if not run.sweeps:
+        return _point_findings(run, client_behind)
+    return [_at(f, p) for p in run.points for f in _point_findings(for_point(run, p.name), client_behind)]
+
+
+def _at(f: Finding, p: Point) -> Finding:
+    """``f`` computed at point ``p``: its evidence says where (once)."""
+    evidence = f.evidence if p.name in f.evidence else f"at {p.name}: {f.evidence}"
+    return replace(f, evidence=evidence, point=p.name)
+
+
+def _point_findings(run: RunData, client_behind: set[str]) -> list[Finding]:
     out = [
         Finding(w.code, (w.arm,), w.message, "error" if w.severe else "warning")
         for w in stability.stability_warnings(run.df, baseline=run.baseline, client_behind=client_behind)

@@ -341,7 +341,7 @@ METRICS: dict[str, Metric] = {
     "draft_accepted": Metric(draft_accepted, "tokens", None),
     "acceptance": Metric(acceptance, "ratio", None),
 }
-KEYS = ("arm", "workload", "category", "prompt_id", "repeat", "seq", "warmup")
+KEYS = ("arm", "workload", "phase", "category", "prompt_id", "repeat", "seq", "warmup", "concurrency")
 #: The metrics that are order statistics of a request's gaps: :func:`itl_ms`, :func:`itl_p99_ms`,
 #: :func:`chunk_itl_ms`. A loaded run takes them many requests at a time (rowbatch.py).
 ORDER_STATS = ("itl_ms", "itl_p99_ms", "chunk_itl_ms")

@@ -35,7 +35,11 @@ from specbench.analysis import stats
 from specbench.analysis.stats import Comparison
 
 K = TypeVar("K", bound=Hashable)
+R = TypeVar("R", bound=Hashable)  # a family's root comparison: an arm, or an (arm, point)
+C = TypeVar("C", bound=Hashable)  # one of a root's categories
 Category = tuple[str, str]  # (category, arm)
+PointArm = tuple[str, str]  # (arm, point)
+PointCategory = tuple[str, str, str]  # (category, arm, point)
 
 
 def holm(keys: Iterable[K], fit: Callable[[K, float], Comparison], alpha: float) -> dict[K, Comparison]:
@@ -77,11 +81,12 @@ def rates_text(rates: Sequence[str]) -> str:
 
 # -- arms and their categories: one family, α shared ------------------------------------------
 def arms_and_categories(
-    arms: Sequence[str],
-    categories: Mapping[str, Sequence[Category]],
-    fit: Callable[[str | Category, float], Comparison],
+    arms: Sequence[R],
+    categories: Mapping[R, Sequence[C]],
+    fit: Callable[[R | C, float], Comparison],
     alpha: float,
-) -> dict[str | Category, Comparison]:
+    roots_noun: str = "arm",
+) -> dict[R | C, Comparison]:
     """The arms and their (category, arm) comparisons as ONE family at ``alpha``: a run's chance of
     any false verdict, arms and categories together, stays ≤ α (two families at α each allowed up
     to 2α). A sequentially rejective Bonferroni procedure (Bretz et al. 2009's graphs; Holm is the
@@ -89,12 +94,13 @@ def arms_and_categories(
     :func:`shares`: each arm's share of α (α/arms) is split half to the arm, half to its
     categories, so a category is judged even while its arm is not (where the actionable answer
     usually is: n-gram wins on copy prompts and loses elsewhere); a decided comparison's share
-    moves to its open relatives, then to the other open arms, as Holm's does."""
-    keys: list[str | Category] = [*arms, *(k for a in arms for k in categories.get(a, ()))]
+    moves to its open relatives, then to the other open arms, as Holm's does. The roots may be
+    (arm, point) pairs of a sweep (:func:`judge_points`); ``roots_noun`` names them."""
+    keys: list[R | C] = [*arms, *(k for a in arms for k in categories.get(a, ()))]
     first = {k: fit(k, 1 - alpha) for k in keys}
     open_ = {k for k in keys if first[k].decidable}
     n_arms = sum(1 for a in arms if a in open_)
-    name = _family_name(n_arms, len(open_) - n_arms)
+    name = _family_name(n_arms, len(open_) - n_arms, roots_noun)
     family = max(len(open_), 1)
     out = {
         k: replace(c, family=family, family_alpha=alpha, family_name=name)
@@ -117,11 +123,11 @@ def arms_and_categories(
 
 
 def shares(
-    roots: Sequence[str],
-    categories: Mapping[str, Sequence[Category]],
-    open_: set[str | Category],
-    arms: Sequence[str],
-) -> dict[str | Category, float]:
+    roots: Sequence[R],
+    categories: Mapping[R, Sequence[C]],
+    open_: set[R | C],
+    arms: Sequence[R],
+) -> dict[R | C, float]:
     """Each open comparison's share of α, a function of which are open only, never smaller when
     fewer are open (the monotone weights that make the shortcut a closed test, Hommel, Bretz and
     Maurer 2007): every root's share (a root: an arm that, or one of whose categories, can reach a
@@ -129,7 +135,7 @@ def shares(
     to whichever side is still open); an arm decided with all its categories frees its share, and
     freed shares go to the open arms, equally, or, with none open, to every open category (a LOW_N
     arm's too). Every open comparison has a share > 0."""
-    w: dict[str | Category, float] = dict.fromkeys(open_, 0.0)
+    w: dict[R | C, float] = dict.fromkeys(open_, 0.0)
     free = 0.0 if roots else 1.0
     for a in roots:
         share = 1 / len(roots)
@@ -142,14 +148,14 @@ def shares(
         elif a not in open_:
             free += share
     if free:
-        targets: list[str | Category] = [a for a in arms if a in open_] or list(open_)
+        targets: list[R | C] = [a for a in arms if a in open_] or list(open_)
         for t in targets:
             w[t] += free / len(targets)
     return w
 
 
-def _family_name(n_arms: int, n_categories: int) -> str:
-    arms = f"{n_arms} arm{'s' if n_arms != 1 else ''}"
+def _family_name(n_arms: int, n_categories: int, noun: str = "arm") -> str:
+    arms = f"{n_arms} {noun}{'s' if n_arms != 1 else ''}"
     cats = f"{n_categories} category comparison{'s' if n_categories != 1 else ''}"
     return f"one family of {arms} and {cats}, α shared between each arm and its categories"
 
@@ -186,3 +192,40 @@ def judge(
     out = arms_and_categories(arms, cats, fit, alpha)
     arm_out = {k: c for k, c in out.items() if isinstance(k, str)}
     return arm_out, {k: c for k, c in out.items() if isinstance(k, tuple)}
+
+
+# -- a sweep: every (arm, point) and its categories, one family -----------------------------------
+def judge_points(
+    df: pd.DataFrame, arms: Sequence[str], baseline: str, metric: str, alpha: float, point: str = "point"
+) -> tuple[dict[PointArm, Comparison], dict[PointCategory, Comparison]]:
+    """:func:`judge` for a sweep (issue 40): every arm at every operating point of ``df`` (the
+    ``point`` column) on that point's requests only, with each point's categories, as ONE family
+    at ``alpha`` — a sweep's levels are claims of one run, so its chance of any false verdict over
+    the levels stays α, and no comparison ever pools two levels."""
+    arms = [a for a in arms if a != baseline]
+    subs = {str(p): sub for p, sub in df.groupby(point, sort=False)}
+    roots: list[PointArm] = [(a, p) for p, sub in subs.items() for a in arms if (sub["arm"] == a).any()]
+    groups: dict[tuple[str, str], pd.DataFrame] = {}
+    for p, sub in subs.items():
+        if categories_in_family(sub):
+            rows = sub[sub["category"].notna()]
+            groups |= {(p, str(c)): g for c, g in rows.groupby(rows["category"].astype(str), sort=True)}
+
+    def fit(key: PointArm | PointCategory, level: float) -> Comparison:
+        if len(key) == 3:
+            category, arm, p = key
+            return stats.speedup(groups[(p, category)], arm, baseline, metric, confidence=level)
+        arm, p = key[0], key[1]
+        return stats.speedup(subs[p], arm, baseline, metric, confidence=level)
+
+    if not groups:
+        return holm(roots, fit, alpha), {}
+    cats: dict[PointArm, list[PointCategory]] = {
+        (a, p): [(c, a, p) for (q, c), g in groups.items() if q == p and (g["arm"] == a).any()]
+        for a, p in roots
+    }
+    out = arms_and_categories(roots, cats, fit, alpha, "arm × level comparison")
+    return (
+        {k: c for k, c in out.items() if len(k) == 2},
+        {k: c for k, c in out.items() if len(k) == 3},
+    )

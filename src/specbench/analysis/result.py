@@ -12,21 +12,21 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench.analysis import crossover, frames, stats
+from specbench.analysis import crossover, frames, measures, stats, sweeps
 from specbench.analysis.answer import Answer, answer
 from specbench.analysis.decision import Decision, decision_table, nameable
 from specbench.analysis.finding import Finding
 from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
+from specbench.analysis.points import Point
 from specbench.analysis.predicted.arms import RunTheory, theory_or_reason
 from specbench.analysis.rundata import (
     RunData,
     arm_summary,
     comparisons,
     detail_frame,
-    for_workload,
+    for_point,
     load_run,
-    workload_comparisons,
     workload_names,
 )
 
@@ -37,10 +37,13 @@ NO_DIR = "the run was analysed without its run directory (model and device unkno
 class Analysis:
     """One run's conclusions and the numbers behind them (frames hold numbers, not display text).
 
-    ``categories`` covers the whole run when it has one workload; with several, each workload's
-    own is in ``workload_categories`` (a category mix differs between workloads). ``machines`` is
-    None unless the run was merged from two or more machines. ``theory`` is the prediction, or
-    the one-line reason there is none."""
+    ``categories`` covers the whole run when it has one operating point; with several (workloads,
+    or a sweep's levels), each point's own is in ``workload_categories``, keyed by point name (a
+    category mix differs between them). ``summary`` has one row per arm, and per point where the
+    run sweeps (``point`` names it); ``comparisons`` is empty then — a number pooled over a sweep's
+    levels is never the answer — and ``operating_points`` holds every (arm, point, measure)
+    comparison. ``machines`` is None unless the run was merged from two or more machines.
+    ``theory`` is the prediction, or the one-line reason there is none."""
 
     run: RunData
     run_dir: Path | None
@@ -67,39 +70,45 @@ class Analysis:
     goodput: Goodput
     theory: RunTheory | str = field(default=NO_DIR)
     answers: list[Answer] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
+    operating_points: pd.DataFrame = field(default_factory=pd.DataFrame)
+    sweeps: list[sweeps.Sweep] = field(default_factory=list)
 
     def answer_lines(self) -> list[str]:
-        """The answer first (issue 28.1): one block per workload, what to ship and why."""
-        return [line for a in self.answers for line in a.lines(self.run.baseline)]
+        """The answer first (issue 28.1): one block per operating point, what to ship and why,
+        then each sweep's verdicts by level and where an arm's sign flips (issue 40)."""
+        lines = [line for a in self.answers for line in a.lines(self.run.baseline)]
+        return lines + [line for s in self.sweeps for line in s.lines()]
 
 
 def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
     """Every finding, decision and table of ``run``; ``run_dir`` (where it was loaded from) lets
     the theory read the model and the device."""
     found = findings(run)
-    names = workload_names(run)
+    names = [p.name for p in run.points]
     detail = detail_frame(run)
     several = len(names) > 1
     equivalence = frames.equivalence_frame(run)
     decisions = decision_table(run, found=found)
     cats = frames.Categories(pd.DataFrame(), pd.DataFrame(columns=frames.SPEEDUP_COLUMNS), [])
     cats = cats if several else frames.categories(run)
-    per_workload = {w: frames.categories(for_workload(run, w)) for w in names} if several else {}
+    per_point = {p: frames.categories(for_point(run, p)) for p in names} if several else {}
+    table = sweeps.comparison_frame(run)
     return Analysis(
         run=run,
         run_dir=run_dir,
         findings=found,
         decisions=decisions,
-        summary=arm_summary(run),
-        comparisons=comparisons(run),
+        summary=_summary(run),
+        comparisons={} if run.sweeps else comparisons(run),
         by_workload=frames.summary_frame(run),
-        workloads=names,
+        workloads=workload_names(run) if run.sweeps else names,
         crossovers=crossover.crossover_frame(run),
         winners=crossover.winners_frame(run),
         crossover_lengths=_lengths(run, detail),
         length_model=_length_model(run, detail),
         categories=cats,
-        workload_categories=per_workload,
+        workload_categories=per_point,
         acceptance=frames.acceptance_frame(run),
         positions=frames.position_frame(run),
         equivalence=equivalence,
@@ -110,8 +119,19 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         prompts=frames.rendered_prompts(run),
         goodput=goodput_tables(run),
         theory=_theory(run, run_dir),
-        answers=_answers(run, decisions, cats, per_workload, found),
+        answers=_answers(run, decisions, cats, per_point, found),
+        points=run.points,
+        operating_points=table,
+        sweeps=sweeps.sweeps(run, table),
     )
+
+
+def _summary(run: RunData) -> pd.DataFrame:
+    """One row per arm; where the run sweeps, per arm at each point (never pooled over levels)."""
+    if not run.sweeps:
+        return arm_summary(run).assign(point=run.points[0].name if run.points else "")
+    parts = [arm_summary(for_point(run, p.name)).assign(point=p.name) for p in run.points]
+    return pd.concat(parts, ignore_index=True)
 
 
 def _answers(
@@ -121,18 +141,19 @@ def _answers(
     per_workload: dict[str, frames.Categories],
     found: list[Finding],
 ) -> list[Answer]:
-    """Each workload's answer, naming only arms the decision may name: one that an error finding
-    excludes (CONFOUND, SILENT_FALLBACK, ...) or that does not speculate is never "the best"."""
-    cmps = workload_comparisons(run)
-    return [
-        answer(
-            d,
-            nameable(run, cmps.get(d.workload, {}), found),
-            per_workload.get(d.workload, cats).speedups,
-            run.baseline,
-        )
-        for d in decisions
-    ]
+    """Each operating point's answer, naming only arms the decision may name: one that an error
+    finding excludes (CONFOUND, SILENT_FALLBACK, ...) or that does not speculate is never "the
+    best"; beside it, the arm's other measures at that point."""
+    out = []
+    for d in decisions:
+        cmps = measures.comparisons(run, d.measure).get(d.workload, {})
+        beside = {
+            m: measures.comparisons(run, m).get(d.workload, {}) for m in measures.SHOWN if m != d.measure
+        }
+        speedups = per_workload.get(d.workload, cats).speedups
+        here = [f for f in found if f.point in ("", d.workload)]
+        out.append(answer(d, nameable(run, cmps, here), speedups, run.baseline, beside))
+    return out
 
 
 def analyse_dir(run_dir: Path) -> Analysis:

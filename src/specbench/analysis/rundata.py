@@ -17,6 +17,7 @@ from specbench.analysis import (
     launchorder,
     metrics,
     multiplicity,
+    points,
     sequential,
     sources,
     stability,
@@ -48,6 +49,14 @@ class RunData:
     # ``replace``d run (one workload's) starts empty.
     _fits: dict[tuple[str, str], Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        # Each request's operating point (issue 40), whoever built the frame: every per-point
+        # table and comparison groups by it.
+        if points.POINT not in self.df and "workload" in self.df and "prompt_id" in self.df:
+            object.__setattr__(
+                self, "df", points.with_points(self.df, _workload_order(self.manifest, self.df))
+            )
+
     @property
     def baseline(self) -> str:
         return str(self.manifest.get("matrix", {}).get("baseline", "baseline"))
@@ -78,6 +87,19 @@ class RunData:
     def measured_arms(self) -> list[str]:
         present = set(self.df["arm"].unique())
         return [a for a in self.arms if a in present]
+
+    @property
+    def points(self) -> list[points.Point]:
+        """The run's operating points in order (:mod:`specbench.analysis.points`)."""
+        key = ("points", "")
+        if key not in self._fits:
+            self._fits[key] = points.points_of(self.df, _workload_order(self.manifest, self.df))
+        return list(self._fits[key])
+
+    @property
+    def sweeps(self) -> bool:
+        """Whether any workload of the run is a sweep of two or more operating points."""
+        return len(self.points) > len({p.workload for p in self.points})
 
 
 def load_run(root: Path) -> RunData:
@@ -233,26 +255,99 @@ def detail_frame(run: RunData) -> pd.DataFrame:
     return df
 
 
-ByWorkload = dict[str, dict[str, stats.Comparison]]
+ByPoint = dict[str, dict[str, stats.Comparison]]
 
 
-def workload_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByWorkload:
-    """:func:`comparisons` within each workload: speedups never pool different request shapes."""
-    key = ("workload_comparisons", metric)
+def point_comparisons(run: RunData, metric: str = "decode_tok_s") -> ByPoint:
+    """:func:`comparisons` at each operating point (issue 40): speedups never pool different
+    request shapes or loads. A workload without a sweep is one point and one family (its arms and
+    categories, as before); a sweep's arms at every level and their categories are one family
+    (:func:`specbench.analysis.multiplicity.judge_points`)."""
+    key = ("point_comparisons", metric)
     if key not in run._fits:
-        run._fits[key] = {
-            str(workload): _arm_comparisons(sub, run, metric) if run.baseline in set(sub["arm"]) else {}
-            for workload, sub in run.df.groupby("workload", sort=True)
-        }
-    return {workload: dict(cmps) for workload, cmps in run._fits[key].items()}
+        run._fits[key] = _point_families(run, metric)
+    return {point: dict(cmps) for point, cmps in run._fits[key].items()}
+
+
+def _point_families(run: RunData, metric: str) -> ByPoint:
+    out: ByPoint = {}
+    pts = run.points
+    for workload in dict.fromkeys(p.workload for p in pts):
+        mine = [p.name for p in pts if p.workload == workload]
+        sub = run.df[run.df["workload"] == workload]
+        if len(mine) == 1:
+            out[mine[0]] = _arm_comparisons(sub, run, metric) if run.baseline in set(sub["arm"]) else {}
+            continue
+        judged = _sweep_family(run, workload, metric)[0]
+        out |= {name: {arm: c for (arm, p), c in judged.items() if p == name} for name in mine}
+    return out
+
+
+def _sweep_family(
+    run: RunData, workload: str, metric: str
+) -> tuple[dict[multiplicity.PointArm, stats.Comparison], dict[multiplicity.PointCategory, stats.Comparison]]:
+    key = ("sweep_family", f"{workload}\0{metric}")
+    if key not in run._fits:
+        sub = run.df[run.df["workload"] == workload]
+        arms = [a for a in run.measured_arms if a != run.baseline and (sub["arm"] == a).any()]
+        found: tuple[dict[Any, stats.Comparison], dict[Any, stats.Comparison]] = ({}, {})
+        if run.baseline in set(sub["arm"]):
+            found = multiplicity.judge_points(
+                sub, arms, run.baseline, metric, 1 - run.confidence, points.POINT
+            )
+        run._fits[key] = found
+    return run._fits[key]  # type: ignore[no-any-return]
+
+
+#: The metrics a point's restricted run reads from its sweep's family (its verdicts, the decision's
+#: guard): any other metric is judged on the point alone.
+FAMILY_METRICS = ("decode_tok_s", "e2e_ms")
+
+
+def point_names(run: RunData) -> list[str]:
+    return [p.name for p in run.points]
+
+
+def for_point(run: RunData, name: str) -> RunData:
+    """``run`` restricted to one operating point's requests and records. At a sweep's point the
+    verdicts are read from the sweep's family (:func:`point_comparisons`), so a per-point table
+    and the sweep's answer never disagree."""
+    point = next(p for p in run.points if p.name == name)
+    sweep = points.several(run.points, point.workload)
+    if not sweep:
+        return for_workload(run, point.workload)
+    phases = set(point.phases)
+    sub = replace(
+        run,
+        df=run.df[run.df[points.POINT] == name],
+        records=[
+            r
+            for r in run.records
+            if str(r.get("workload")) == point.workload and points.phase_of(r) in phases
+        ],
+    )
+    sub._fits[("points", "")] = [point]  # its own frame would name it after the workload
+    for metric in FAMILY_METRICS:
+        arms, cats = _sweep_family(run, point.workload, metric)
+        mine = {arm: c for (arm, p), c in arms.items() if p == name}
+        sub._fits[("judged", metric)] = (
+            mine,
+            {(cat, arm): c for (cat, arm, p), c in cats.items() if p == name},
+        )
+        sub._fits[("point_comparisons", metric)] = {name: mine}
+    return sub
 
 
 # -- several workloads: each is judged on its own requests only ---------------------------------
 def workload_names(run: RunData) -> list[str]:
     """The run's workloads in the matrix's order (then any others the records name)."""
-    matrix = run.manifest.get("matrix") or {}
+    return _workload_order(run.manifest, run.df)
+
+
+def _workload_order(manifest: dict[str, Any], df: pd.DataFrame) -> list[str]:
+    matrix = manifest.get("matrix") or {}
     listed = [str(w.get("name") or w.get("suite")) for w in matrix.get("workloads") or []]
-    seen = [str(w) for w in run.df["workload"].unique()] if "workload" in run.df else []
+    seen = [str(w) for w in df["workload"].unique()] if "workload" in df else []
     return [w for w in listed if w in seen] + [w for w in seen if w not in listed]
 
 

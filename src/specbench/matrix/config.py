@@ -37,6 +37,10 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: The measures an answer can be decided by (analysis/measures.py says what each one is).
+Objective = Literal["decode", "throughput", "goodput", "ttft_p50", "ttft_p99", "e2e_p50", "e2e_p99"]
+
+
 class WorkloadSpec(_Frozen):
     """What to send. ``suite`` picks prompts and shapes; the rest override the suite."""
 
@@ -80,6 +84,11 @@ class WorkloadSpec(_Frozen):
     burstiness: float = Field(1.0, gt=0.0, description="gamma shape of the arrivals: 1 Poisson, <1 burstier")
     ramp_up_s: float = Field(0.0, ge=0.0, description="open loop: ramp the rate up linearly over this")
     rates: tuple[float, ...] | None = Field(None, description="rate-sweep: request rates, one phase each")
+    objective: Objective | None = Field(
+        None,
+        description="the measure that decides the answer at each operating point (default: the suite's: "
+        "decode for batch-1 suites, throughput for concurrent ones, goodput for rate sweeps)",
+    )
 
     @property
     def label(self) -> str:

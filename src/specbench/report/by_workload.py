@@ -17,12 +17,13 @@ from specbench.report import tables
 def speedup_table(
     summary: pd.DataFrame, workloads: list[str], arms: list[str], baseline: str
 ) -> pd.DataFrame:
-    """Rows: workloads; columns: non-baseline arms; cells: decode speedup vs the baseline with
-    its 95 % CI and verdict, from :func:`specbench.analysis.frames.summary_frame`."""
+    """Rows: operating points (``workloads``: their names; a workload without a sweep is one);
+    columns: non-baseline arms; cells: decode speedup vs the baseline with the CI its verdict
+    used and the verdict, from :func:`specbench.analysis.frames.summary_frame`."""
     shown = [a for a in arms if a != baseline and a in set(summary["arm"])]
     rows = []
     for workload in workloads:
-        sub = summary[summary["workload"] == workload]
+        sub = summary[summary["point"] == workload]
         by_arm = {str(r["arm"]): r for r in sub.to_dict("records")}
         row = {"workload": workload}
         for arm in shown:

@@ -20,6 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from specbench.analysis.frames import MedianCI
+from specbench.analysis.measures import MEASURES
 from specbench.analysis.result import Analysis
 from specbench.report import fonts
 
@@ -241,6 +242,52 @@ def latency_vs_concurrency(a: Analysis) -> Figure | None:
     return fig
 
 
+def speedup_vs_level(a: Analysis) -> Figure | None:
+    """A sweep over a numeric level (concurrency, length, rate): each arm's ratio to the baseline
+    at every level with the interval its verdict used, the 1.0 line, one panel per measure."""
+    frame = a.operating_points
+    if frame.empty:
+        return None
+    swept = frame[frame["level"].notna()]
+    swept = swept[swept.groupby(["workload", "measure"])["level"].transform("nunique") >= 2]
+    if swept.empty:
+        return None
+    measures = list(dict.fromkeys(swept["measure"]))
+    cols = min(3, len(measures))
+    rows = math.ceil(len(measures) / cols)
+    fig = new_figure(4.2 * cols, 3.4 * rows)
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, measure in zip(axes, measures, strict=False):
+        _speedup_panel(ax, swept[swept["measure"] == measure], measure, a.run.baseline)
+    for ax in axes[len(measures) :]:
+        ax.set_visible(False)
+    return fig
+
+
+AXES = {"concurrency": "requests in flight", "length": "output tokens asked", "rate": "request rate, req/s"}
+
+
+def _speedup_panel(ax: Any, frame: pd.DataFrame, measure: str, baseline: str) -> None:
+    several = frame["workload"].nunique() > 1
+    for (workload, arm), sub in frame.groupby(["workload", "arm"], sort=False):
+        sub = sub.sort_values("level")
+        lo = (sub["ratio"] - sub["ci_low"]).clip(lower=0).fillna(0)
+        hi = (sub["ci_high"] - sub["ratio"]).clip(lower=0).fillna(0)
+        label = f"{workload}: {arm}" if several else str(arm)
+        ax.errorbar(sub["level"], sub["ratio"], yerr=[lo, hi], fmt="o-", capsize=3, label=label)
+    ax.axhline(1.0, color="black", lw=0.8)
+    _log_ticks(ax, sorted(frame["level"].unique()))
+    kinds = {
+        "concurrency": "requests in flight",
+        "length": "output tokens asked",
+        "rate": "request rate, req/s",
+    }
+    ax.set_xlabel(kinds.get(str(frame["level_kind"].iloc[0]), "level"))
+    ax.set_title(f"{MEASURES[measure].label}" + (" (decides)" if frame["decides"].any() else ""), fontsize=9)
+    ax.set_ylabel(f"× vs {baseline}")
+    ax.legend(fontsize=7)
+
+
 def goodput_vs_rate(a: Analysis) -> Figure | None:
     """A rate sweep: goodput (mean over launches, 95 % t interval) and median e2e per rate and arm."""
     table = a.goodput.table
@@ -272,6 +319,9 @@ PLOTS = (
          "sources should agree (docs/mistakes.md, 2)", acceptance),
     Plot("acceptance_by_position", "Acceptance per draft position", "share of drafts whose i-th token "
          "was accepted (per-position counters, e.g. vLLM)", acceptance_by_position),
+    Plot("speedup_vs_level", "Speedup at each level of the sweep", "each arm's ratio to the baseline "
+         "per level and measure (above 1: the arm is better), with the interval its verdict used; a "
+         "sign that flips across the 1.0 line is a crossover (issue 40)", speedup_vs_level),
     Plot("speedup_vs_length", "Wall-clock speedup vs output length", "measured median e2e ratio per length, "
          "the prefill + L/r model and its crossover L* (docs/mistakes.md, 7)", speedup_vs_length),
     Plot("latency_vs_concurrency", "TTFT and e2e vs concurrency", "median per concurrency level "

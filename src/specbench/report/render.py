@@ -49,6 +49,10 @@ def findings_json(c: Analysis) -> dict[str, Any]:
             "findings": [f.to_dict() for f in c.findings],
             "summary": c.summary.to_dict("records"),
             "comparisons": {arm: asdict(cmp) for arm, cmp in c.comparisons.items()},
+            # Every (arm, operating point, measure) comparison (issue 40): a sweep's answer is
+            # these, level by level; "comparisons" (per arm) is empty where the run sweeps.
+            "operating_points": c.operating_points.to_dict("records"),
+            "sweeps": [s.to_dict() for s in c.sweeps],
             "by_workload": c.by_workload.to_dict("records"),
             "decisions": [d.to_dict() for d in c.decisions],
             "crossovers": c.crossovers.to_dict("records"),

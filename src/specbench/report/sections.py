@@ -46,9 +46,12 @@ def _findings(c: Analysis) -> list[Block]:
 
 def _decision(c: Analysis) -> list[Block]:
     rule = (
-        "Rule: recommend the arm with the largest decode speedup whose interval lies above 1.01 "
-        f"(verdict faster) vs {c.run.baseline}, whose wall clock is not significantly slower, and "
-        "that no error-severity finding names; otherwise keep speculation off. " + _error_rates(c)
+        "Rule, at each operating point: recommend the arm with the largest speedup on the point's "
+        f"objective whose interval lies above 1.01 (verdict faster) vs {c.run.baseline}, whose guard "
+        "(decode: wall clock; throughput: TTFT p99) is not significantly worse, and that no "
+        "error-severity finding names; otherwise keep speculation off. The objective is the "
+        "workload's `objective`, else its suite's (decode for batch-1 suites, throughput for "
+        "concurrent ones, goodput for rate sweeps). " + _error_rates(c)
     )
     if not c.decisions:
         return [Heading("Decision"), Para("No measured requests: nothing to decide."), Para(rule)]
@@ -86,7 +89,8 @@ def _workloads_in_words(matrix: dict[str, object]) -> str:
 
 
 def _crossover(c: Analysis, workload: str | None = None, level: int = 2) -> list[Block]:
-    """The crossover section of one workload (``None``: the run's only one)."""
+    """The crossover section of one workload (``None``: the run's only one): a length sweep's,
+    over all its lengths."""
     crossovers, winners = c.crossovers, c.winners
     if workload is not None and not crossovers.empty:
         crossovers = crossovers[crossovers["workload"] == workload]
@@ -135,15 +139,45 @@ def _by_workload(c: Analysis, workloads: list[str]) -> list[Block]:
     ]
     decided = {d.workload: d for d in c.decisions}
     words = dict(described_workloads(c.run.manifest.get("matrix") or {}))
-    for workload in workloads:
-        blocks += [Heading(f"Workload {workload}"), Para(words.get(workload, workload) + ".")]
+    where = {p.name: p for p in c.points}
+    swept: set[str] = set()
+    for workload in workloads:  # each operating point: a workload, or one level of a sweep
+        point = where.get(workload)
+        owner = point.workload if point is not None else workload
+        if owner == workload:
+            blocks += [Heading(f"Workload {workload}"), Para(words.get(workload, workload) + ".")]
+        else:
+            if owner not in swept:  # the sweep's own section before its first level
+                blocks += [*_sweep(c, owner, words.get(owner, owner)), *_crossover(c, owner, 3)]
+                swept.add(owner)
+            blocks.append(Heading(f"Operating point {workload}", 3))
         if workload in decided:
             d = decided[workload]
             blocks.append(Para(f"Decision: {d.recommendation} — {d.reason}."))
         caption = "medians with 95 % bootstrap CIs; decode speedup with the CI its verdict used"
         blocks.append(Table(tables.arm_table(c.by_workload, workload), caption))
-        blocks += _crossover(c, workload, 3)
-        blocks += _categories(c.workload_categories[workload], c.run.baseline, 3)
+        blocks += _crossover(
+            c, workload, 3 if owner == workload else 4
+        )  # a level's own, unless L* spans them
+        blocks += _categories(c.workload_categories[workload], c.run.baseline, 3 if owner == workload else 4)
+    return blocks
+
+
+def _sweep(c: Analysis, workload: str, words: str) -> list[Block]:
+    """A sweep's section: its verdicts along the levels, every measure at every level."""
+    along = next((s for s in c.sweeps if s.workload == workload), None)
+    table = tables.sweep_table(c.operating_points, workload, c.run.arms)
+    blocks: list[Block] = [Heading(f"Workload {workload} (a sweep)"), Para(words + ".")]
+    if along is not None:
+        blocks.append(Bullets(tuple(line.strip() for line in along.lines())))
+    if not table.empty:
+        caption = (
+            f"each arm vs {c.run.baseline} at each level, on every measure (× above 1: the arm is better), "
+            "with the interval its verdict used; * the measure that decides. Throughput, TTFT and e2e "
+            "percentiles are one value per launch, compared per launch pair; decode per request, paired "
+            "by prompt inside launch pairs. Each measure's comparisons along the sweep are one family."
+        )
+        blocks.append(Table(table, caption))
     return blocks
 
 
@@ -160,8 +194,8 @@ ITL_NOTE = (
 def _per_arm(c: Analysis) -> list[Block]:
     note = "Medians with 95 % bootstrap CIs in parentheses. " + ITL_NOTE + " " + _error_rates(c)
     blocks: list[Block] = [Heading("Per arm"), Para(note.strip())]
-    for workload in c.by_workload["workload"].unique() if not c.by_workload.empty else ():
-        blocks.append(Table(tables.arm_table(c.by_workload, str(workload)), f"workload {workload}"))
+    for point in c.by_workload["point"].unique() if not c.by_workload.empty else ():
+        blocks.append(Table(tables.arm_table(c.by_workload, str(point)), f"workload {point}"))
     return blocks
 
 
@@ -244,8 +278,8 @@ def font_note(run: RunData) -> list[Block]:
 
 
 def _measured(c: Analysis) -> list[Block]:
-    if len(c.workloads) > 1:
-        return _by_workload(c, c.workloads)
+    if len(c.points) > 1:  # several workloads, or a sweep's levels: one section each
+        return _by_workload(c, [p.name for p in c.points])
     return [*_crossover(c), *_per_arm(c)]
 
 
@@ -261,7 +295,7 @@ def report_blocks(c: Analysis, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *_measured(c),
         *goodput_blocks(c.goodput, c.run.baseline),
         *_machines(c),
-        *(_categories(c.categories, c.run.baseline) if len(c.workloads) < 2 else []),
+        *(_categories(c.categories, c.run.baseline) if len(c.points) < 2 else []),
         *_acceptance(c),
         *_equivalence(c),
         *prompt_blocks(c.prompts),

@@ -29,7 +29,10 @@ def summary_table(result: Analysis, title: str = "") -> Table:
     """The per-arm rows of ``result.summary`` (:func:`specbench.analysis.arm_summary`), the same
     numbers findings.json holds under "summary"."""
     table = Table(title=title or None, title_justify="left")
+    labels = {p.name: p.label for p in result.points}
+    swept = "point" in result.summary and result.summary["point"].nunique() > 1
     headers = (
+        *(("at",) if swept else ()),  # a sweep's rows, one per arm at each level (issue 40)
         "arm",
         "status",
         "requests",
@@ -43,11 +46,19 @@ def summary_table(result: Analysis, title: str = "") -> Table:
     )
     for col in headers:
         # An arm's name is never broken ("ngram-\nmod" read as two arms); the verdict wraps instead.
-        table.add_column(col, justify="left" if col in ("arm", "status") else "right", no_wrap=col == "arm")
+        table.add_column(
+            col, justify="left" if col in ("at", "arm", "status") else "right", no_wrap=col == "arm"
+        )
+    last = None
     for row in result.summary.to_dict("records"):
+        at: tuple[str, ...] = ()
+        if swept:
+            at = (printable(labels.get(row["point"], row["point"])) if row["point"] != last else "",)
+            last = row["point"]
         errors = f" ({row['errors']} err)" if row["errors"] else ""
         speedup = _fmt(row["speedup"], ".2f")
         table.add_row(  # cells are rich markup: names from data are escaped (progress.printable)
+            *at,
             printable(row["arm"]),
             printable(row["status"]),
             f"{row['requests']}{errors}",

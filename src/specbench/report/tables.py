@@ -13,6 +13,7 @@ import pandas as pd
 from specbench.analysis.decision import Decision
 from specbench.analysis.finding import Finding, group_findings
 from specbench.analysis.frames import Categories
+from specbench.analysis.measures import MEASURES, verdict_word
 
 
 def fmt(value: Any, spec: str = ".1f") -> str:
@@ -42,11 +43,11 @@ def _cell(row: dict[Hashable, Any], metric: str, spec: str) -> str:
     return fmt_ci(row[f"{metric}_median"], row[f"{metric}_ci_low"], row[f"{metric}_ci_high"], spec)
 
 
-def arm_table(summary: pd.DataFrame, workload: str) -> pd.DataFrame:
-    """Display form of one workload's rows of :func:`~specbench.analysis.frames.summary_frame`:
-    TTFT, prefill, decode rate and wall clock side by side, because a decode gain can vanish in
-    wall clock (mistake 6 in docs/mistakes.md)."""
-    sub = summary[summary["workload"] == workload]
+def arm_table(summary: pd.DataFrame, point: str) -> pd.DataFrame:
+    """Display form of one operating point's rows of :func:`~specbench.analysis.frames.summary_frame`
+    (a workload without a sweep is one, named after it): TTFT, prefill, decode rate and wall clock
+    side by side, because a decode gain can vanish in wall clock (mistake 6 in docs/mistakes.md)."""
+    sub = summary[summary["point"] == point]
     rows = [
         {
             "arm": r["arm"],
@@ -82,16 +83,41 @@ def findings_table(found: list[Finding]) -> pd.DataFrame:
 
 
 def decision_table(decisions: list[Decision]) -> pd.DataFrame:
+    """One row per operating point: what to run, the deciding measure's speedup and why."""
     rows = [
         {
             "workload": d.workload,
             "recommendation": d.recommendation,
-            "decode speedup": fmt_ci(d.speedup, d.ci_low, d.ci_high, ".3f") if d.arm else "—",
+            "decided by": MEASURES[d.measure].label,
+            "speedup": fmt_ci(d.speedup, d.ci_low, d.ci_high, ".3f") if d.arm else "—",
             "why": d.reason,
         }
         for d in decisions
     ]
-    return pd.DataFrame(rows, columns=["workload", "recommendation", "decode speedup", "why"])
+    return pd.DataFrame(rows, columns=["workload", "recommendation", "decided by", "speedup", "why"])
+
+
+def sweep_table(frame: pd.DataFrame, workload: str, arm_order: list[str]) -> pd.DataFrame:
+    """A sweep's arms level by level (rows) and measures (columns): each cell the ratio to the
+    baseline with the interval its verdict used and the verdict; the deciding measure marked *."""
+    sub = frame[frame["workload"] == workload]
+    if sub.empty:
+        return pd.DataFrame()
+    measures = list(dict.fromkeys(sub["measure"]))
+    decides = set(sub.loc[sub["decides"], "measure"])
+    rows = []
+    for (label, arm), g in sub.groupby(["level_label", "arm"], sort=False):
+        by = {str(r["measure"]): r for r in g.to_dict("records")}
+        row: dict[str, str] = {"level": str(label), "arm": str(arm)}
+        for m in measures:
+            r = by.get(m)
+            cell = f"{speedup_text(r)} {verdict_word(str(r['verdict']), m)}" if r else "—"
+            row[MEASURES[m].label + (" *" if m in decides else "")] = cell
+        rows.append(row)
+    order = {a: i for i, a in enumerate(arm_order)}
+    levels = list(dict.fromkeys(sub["level_label"]))
+    rows.sort(key=lambda r: (levels.index(r["level"]), order.get(r["arm"], len(order))))
+    return pd.DataFrame(rows)
 
 
 def category_table(cats: Categories, baseline: str) -> pd.DataFrame:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from specbench.analysis import launchorder, multiplicity, stats
+from specbench.analysis import launchorder, multiplicity, points, stats
 from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.analysis.sequential import nominal_alpha
 from specbench.executors.local import LocalExecutor
@@ -141,8 +141,23 @@ def verdicts(
     """Every non-baseline arm vs ``baseline`` on :data:`METRIC`, one family at ``alpha`` (Holm,
     with the categories when the run has several: :func:`specbench.analysis.multiplicity.judge`):
     the report's reading (:func:`specbench.analysis.rundata.comparisons` at confidence 1 − α′).
-    Arms without data are in it too, but undecidable, so they do not widen anyone's interval."""
-    return multiplicity.judge(df, list(arms), baseline, METRIC, alpha)[0]
+    Arms without data are in it too, but undecidable, so they do not widen anyone's interval.
+    A sweep is judged level by level, as the report does (issue 40): an arm is decided only once
+    it is at every level, so its comparison here is its first undecided level's, else its last."""
+    arms = list(arms)
+    if df.empty:
+        return multiplicity.judge(df, arms, baseline, METRIC, alpha)[0]
+    df = points.with_points(df, list(dict.fromkeys(df["workload"].astype(str))))
+    if df[points.POINT].nunique() <= 1:
+        return multiplicity.judge(df, arms, baseline, METRIC, alpha)[0]
+    judged = multiplicity.judge_points(df, arms, baseline, METRIC, alpha, points.POINT)[0]
+    out: dict[str, stats.Comparison] = {}
+    for (arm, _), c in judged.items():
+        if out.get(arm) is None or out[arm].verdict != "undetermined":
+            out[arm] = c
+    # An arm with no data yet has no level to judge: LOW_N, as judge() would say.
+    empty = df.iloc[:0]
+    return {a: out.get(a) or stats.speedup(empty, a, baseline, METRIC) for a in arms if a != baseline}
 
 
 def _evidence(c: stats.Comparison) -> str:

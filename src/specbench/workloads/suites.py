@@ -35,13 +35,25 @@ class Suite:
     lengths: tuple[int, ...] = ()
     levels: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()
+    # The measure that decides the answer (analysis/measures.py): a batch-1 suite is judged by
+    # per-request decode (with its wall-clock guard), a concurrent one by throughput (with a
+    # TTFT p99 guard), a rate sweep by goodput. The matrix's ``objective`` overrides it.
+    objective: str = "decode"
 
 
 SUITES: dict[str, Suite] = {
     s.name: s
     for s in (
         Suite("single", "batch 1, ~512 in / 512 out, prompts spanning all categories", 10, 512, 512, 1),
-        Suite("prefill", "~8k in / 256 out, 4 concurrent: where prefill dominates", 8, 8192, 256, 4),
+        Suite(
+            "prefill",
+            "~8k in / 256 out, 4 concurrent: where prefill dominates",
+            8,
+            8192,
+            256,
+            4,
+            objective="throughput",
+        ),
         Suite(
             "concurrent",
             "~2k in / 512 out, 16 concurrent: where speculation can flip sign",
@@ -49,8 +61,9 @@ SUITES: dict[str, Suite] = {
             2048,
             512,
             16,
+            objective="throughput",
         ),
-        Suite("chat", "~2k in / 256 out, 2 concurrent", 10, 2048, 256, 2),
+        Suite("chat", "~2k in / 256 out, 2 concurrent", 10, 2048, 256, 2, objective="throughput"),
         Suite(
             "agent",
             "system prompt + 8 tools + long history (~16k), tool calls and prose",
@@ -88,6 +101,7 @@ SUITES: dict[str, Suite] = {
             1,
             builder="levels",
             levels=(1, 2, 4, 8, 16),
+            objective="throughput",
         ),
         Suite(
             "rate-sweep",
@@ -98,6 +112,7 @@ SUITES: dict[str, Suite] = {
             32,
             builder="rates",
             rates=(1.0, 2.0, 4.0, 8.0),
+            objective="goodput",
         ),
         Suite("natural", "bundled prompts as written, 512 out, batch 1", 10, None, 512, 1),
     )
