@@ -40,11 +40,14 @@ class Plan:
     cycle_prompts: int
     max_repeats: int
     common_args: tuple[str, ...]
-    arms: str = "demo"  # or "cliff": the dense pair only, ngram-mod at n_max 8, 15 and 16
+    # or "cliff": the dense pair only, ngram-mod at n_max 8, 15 and 16; or "concurrency": the
+    # dense pair's baseline, draft4 and ngram-mod at each of ``levels`` in flight (issue 40)
+    arms: str = "demo"
+    levels: tuple[int, ...] = (1, 8, 64)
 
     @property
     def pairs(self) -> tuple[tuple[str, float], ...]:
-        return (("dense", 0.8),) if self.arms == "cliff" else (("dense", 0.8), ("moe", 0.9))
+        return (("dense", 0.8),) if self.arms in ("cliff", "concurrency") else (("dense", 0.8), ("moe", 0.9))
 
 
 # GPU: the lab's gpu preset (a 5.1 GB dense f16 target, memory-bound on an H100/H200; its MoE pair
@@ -59,7 +62,7 @@ GPU_PLAN = Plan(
 CPU_PLAN = Plan(
     size="tiny", max_tokens=24, bundled_prompts=2, cycle_prompts=1, max_repeats=3,
     common_args=("-c", "1024", "-np", "1", "-ngl", "99", "-t", "2"),
-    arms=os.environ.get("GPU_CHECK_ARMS", "demo"),
+    arms=os.environ.get("GPU_CHECK_ARMS", "demo"), levels=(1, 4),
 )  # fmt: skip
 
 
@@ -93,7 +96,6 @@ def llama_server(kit: Path, cpu: bool) -> Path:
 
 def write_matrix(folder: Path, pair: Path, plan: Plan) -> Path:
     """Baseline, the draft model at K 4 and 8, ngram-mod: the demo's arms, on this plan's sizes."""
-    import yaml
 
     from specbench.lab.prompts import cycle_prompt
     from specbench.workloads.prompts import load_bundled, select
@@ -109,6 +111,8 @@ def write_matrix(folder: Path, pair: Path, plan: Plan) -> Path:
         rows.append({"id": f"lab-cycle-{i}", "category": "repetitive", "prompt": text})
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    if plan.arms == "concurrency":
+        return _write(folder, concurrency_matrix(pair, plan, len(rows)))
     matrix = {
         "engine": "llamacpp",
         "model": str(pair / "target.gguf"),
@@ -125,9 +129,42 @@ def write_matrix(folder: Path, pair: Path, plan: Plan) -> Path:
         "max_repeats": plan.max_repeats,
         "warmup": 1,
     }
+    return _write(folder, matrix)
+
+
+def _write(folder: Path, matrix: dict[str, Any]) -> Path:
+    import yaml
+
     path = folder / "matrix.yaml"
     path.write_text(yaml.safe_dump(matrix, sort_keys=False))
     return path
+
+
+def concurrency_matrix(pair: Path, plan: Plan, prompts: int) -> dict[str, Any]:
+    """The concurrency plan (issue 40): baseline, draft4 and ngram-mod at each level in flight, one
+    slot per request of the highest level, three launches per arm (a verdict needs three launch
+    pairs at every level; the answer is per level, by throughput with a TTFT p99 guard)."""
+    slots = max(plan.levels)
+    common = [a for a in plan.common_args]
+    common[common.index("-np") + 1] = str(slots)
+    common[common.index("-c") + 1] = str(slots * 1024)
+    arms = gpu_arms(pair / "draft.gguf")
+    return {
+        "engine": "llamacpp",
+        "model": str(pair / "target.gguf"),
+        "common_args": common,
+        "arms": {name: arms[name] for name in ("baseline", "draft4", "ngram-mod")},
+        "workload": {
+            "suite": "concurrency-sweep",
+            "levels": list(plan.levels),
+            "max_tokens": plan.max_tokens // 2,
+            "temperature": 0.0,
+            "prompt_file": "prompts.jsonl",
+            "prompts": prompts,
+        },
+        "repeats": 3,
+        "warmup": 1,
+    }
 
 
 def gpu_arms(draft: Path) -> dict[str, list[str]]:

@@ -127,3 +127,27 @@ def test_cliff_plan_runs_the_dense_pair_with_ngram_drafts_either_side_of_a_16_to
     arms = gpu_run.cliff_arms()
     n_max = {name: int(args[args.index("--spec-ngram-mod-n-max") + 1]) for name, args in arms.items() if args}
     assert arms["baseline"] == [] and sorted(n + 1 for n in n_max.values()) == [9, 16, 17]
+
+
+def test_concurrency_plan_sweeps_1_8_64_in_flight_with_a_slot_per_request(tmp_path: Path) -> None:
+    """GPU_CHECK_ARMS=concurrency (issue 40): the dense pair's baseline, draft4 and ngram-mod at
+    1, 8 and 64 in flight, 64 slots, three launches per arm; the matrix loads and plans."""
+    import gpu_run
+    import yaml
+
+    from specbench.matrix.load import load_matrix
+
+    plan = gpu_run.Plan(**{**gpu_run.GPU_PLAN.__dict__, "arms": "concurrency"})
+    assert plan.pairs == (("dense", 0.8),)
+    pair = tmp_path / "pair"
+    pair.mkdir()
+    for name in ("target.gguf", "draft.gguf"):
+        (pair / name).write_bytes(b"")
+    (pair / "truth.json").write_text(json.dumps({"alpha": 0.8, "vocab_size": 866, "cycle": list(range(40))}))
+    path = gpu_run._write(tmp_path, gpu_run.concurrency_matrix(pair, plan, 8))
+    matrix = yaml.safe_load(path.read_text())
+    assert matrix["workload"]["suite"] == "concurrency-sweep" and matrix["workload"]["levels"] == [1, 8, 64]
+    assert matrix["common_args"][matrix["common_args"].index("-np") + 1] == "64"
+    assert set(matrix["arms"]) == {"baseline", "draft4", "ngram-mod"} and matrix["repeats"] == 3
+    assert "-ngld" in matrix["arms"]["draft4"]
+    assert load_matrix(path).workload.levels == (1, 8, 64)

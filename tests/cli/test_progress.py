@@ -79,3 +79,19 @@ def test_run_progress_prints_counts_rate_and_eta_off_terminal(capsys: pytest.Cap
     lines = [ln for ln in capsys.readouterr().err.splitlines() if "m progress:" in ln]
     assert len(lines) == 10  # each tenth of 10 requests
     assert lines[4] == "m progress: 5/10 requests (50 %), elapsed 0:30, 10.0 requests/min, ETA 0:30"
+
+
+def test_a_restarted_engine_s_failed_requests_count_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The engine died at 8 in flight after 5 of 8 requests: the 3 that failed with it are sent
+    again after the restart and must not count twice (issue 40: "53/48 requests (110 %)")."""
+    clock = FakeClock()
+    ticker = progress.Ticker(8, 30, clock)
+    with progress.RunProgress(total=8, label="m", ticker=ticker) as bar:
+        bar("cell", {"arm": "draft4", "repeat": 0, "requests": 8})
+        for i in range(8):
+            bar("request", {"arm": "draft4", "warmup": False, "error": "reset" if i >= 5 else None})
+        bar("restart", {"arm": "draft4", "repeat": 0, "exit_code": -9, "hung": ""})
+        for _ in range(3):
+            bar("request", {"arm": "draft4", "warmup": False, "error": None})
+    assert ticker.done == 8
+    assert "11/8" not in capsys.readouterr().err

@@ -63,7 +63,7 @@ def decision_table(run: RunData, found: list[Finding] | None = None) -> list[Dec
     for point in run.points:
         here = [f for f in found if f.point in ("", point.name)]  # the run's, and this point's own
         untrusted, noisy = untrusted_arms(here), _noisy_baseline(run.baseline, here)
-        objective = measures.objective_of(run, point.workload)
+        objective = measures.objective_of(run, point.workload, point)
         cmps = measures.comparisons(run, objective).get(point.name, {})
         guard = measures.GUARDS.get(objective)
         wall = measures.comparisons(run, guard).get(point.name, {}) if guard else {}

@@ -203,14 +203,16 @@ def _fitter(
     return fit
 
 
-def objective_of(run: RunData, workload: str) -> str:
-    """The measure that decides ``workload``'s answer: the matrix's ``objective`` for it, else its
-    suite's default (batch-1 suites decode, concurrent ones throughput, rate sweeps goodput)."""
+def objective_of(run: RunData, workload: str, point: points.Point | None = None) -> str:
+    """The measure that decides ``workload``'s answer (at ``point``): the matrix's ``objective``
+    for it, else its suite's default (batch-1 suites decode, concurrent ones throughput, rate
+    sweeps goodput); a phase named after a suite (the scenarios suite's) takes that suite's."""
     spec = _workload_spec(run, workload)
     chosen = spec.get("objective")
     if chosen:
         return str(chosen)
-    suite = SUITES.get(str(spec.get("suite") or ""))
+    named = point.level.label if point is not None and point.level is not None else ""
+    suite = SUITES.get(named) or SUITES.get(str(spec.get("suite") or ""))
     return suite.objective if suite is not None else "decode"
 
 

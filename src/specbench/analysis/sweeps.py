@@ -32,7 +32,7 @@ COLUMNS = [
 
 def _measures_of(run: RunData) -> list[str]:
     """The measures a run is compared on: each shown one, and any objective beyond them."""
-    objectives = {measures.objective_of(run, p.workload) for p in run.points}
+    objectives = {measures.objective_of(run, p.workload, p) for p in run.points}
     return [*measures.SHOWN, *sorted(objectives - set(measures.SHOWN))]
 
 
@@ -43,7 +43,7 @@ def comparison_frame(run: RunData) -> pd.DataFrame:
     for measure in _measures_of(run):
         by_point = measures.comparisons(run, measure)
         for p in run.points:
-            decides = measures.objective_of(run, p.workload) == measure
+            decides = measures.objective_of(run, p.workload, p) == measure
             for arm, c in by_point.get(p.name, {}).items():
                 rows.append(_row(p, arm, measure, decides, c))
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -67,8 +67,11 @@ class ArmAlong:
     arm: str
     levels: list[tuple[str, str]]  # (level label, verdict word)
     crossover: tuple[str, str] | None = None  # the two levels the sign flips between, if it does
+    named: bool = False  # named phases (scenarios): no order, so no crossover; on for / off for
 
     def text(self, measure: str) -> str:
+        if self.named:
+            return self._on_off()
         groups = _grouped(self.levels)
         said = ", ".join(f"{verdict_word(w, measure)} at {where}" for w, where in groups)
         if len(groups) == 1:
@@ -79,6 +82,16 @@ class ArmAlong:
                 f" — the sign flips between {_span([a, b]).replace('–', ' and ')}: keep it off from {b} up"
             )
         return f"{self.arm} {said}"
+
+    def _on_off(self) -> str:
+        """ "draft4: on for single, chat; off for concurrent; prefill not settled"."""
+        on = [label for label, w in self.levels if w == "faster"]
+        off = [label for label, w in self.levels if w == "slower"]
+        rest = [label for label, w in self.levels if w not in ("faster", "slower")]
+        parts = [f"on for {', '.join(on)}"] if on else []
+        parts += [f"off for {', '.join(off)}"] if off else []
+        parts += [f"{', '.join(rest)} not settled (no significant difference)"] if rest else []
+        return f"{self.arm}: " + "; ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -92,7 +105,7 @@ class Sweep:
     family: str = ""
 
     def lines(self) -> list[str]:
-        label = MEASURES[self.measure].label
+        label = MEASURES[self.measure].label if self.measure in MEASURES else "each level's own measure"
         head = f"{self.workload} along its levels ({label} decides; {self.family})"
         return [head, *(f"  {a.text(self.measure)}" for a in self.arms)]
 
@@ -138,8 +151,9 @@ def sweeps(run: RunData, table: pd.DataFrame) -> list[Sweep]:
         mine = [p for p in run.points if p.workload == workload]
         if len(mine) < 2 or table.empty:
             continue
-        measure = measures.objective_of(run, workload)
-        rows = table[(table["workload"] == workload) & (table["measure"] == measure)]
+        rows = table[(table["workload"] == workload) & table["decides"]]  # each point's own objective
+        deciding = list(dict.fromkeys(rows["measure"]))
+        measure = deciding[0] if len(deciding) == 1 else "mixed"
         arms = [a for a in run.measured_arms if a != run.baseline and (rows["arm"] == a).any()]
         along = [_along(rows, arm, mine) for arm in arms]
         out.append(Sweep(workload, measure, along, _family(rows, 1 - run.confidence)))
@@ -159,4 +173,5 @@ def _family(rows: pd.DataFrame, alpha: float) -> str:
 def _along(rows: pd.DataFrame, arm: str, mine: list[Point]) -> ArmAlong:
     own = {str(r["point"]): str(r["verdict"]) for r in rows[rows["arm"] == arm].to_dict("records")}
     levels = [(p.label, own[p.name]) for p in mine if p.name in own]
-    return ArmAlong(arm, levels, _crossover(levels))
+    named = any(p.level is None or p.level.kind == "phase" for p in mine)
+    return ArmAlong(arm, levels, None if named else _crossover(levels), named)

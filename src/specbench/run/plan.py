@@ -89,6 +89,8 @@ class Plan:
     workloads: dict[str, tuple[int, int]] = field(default_factory=dict)
     #: what the run would do other than the matrix seems to ask (e.g. an arm that cannot speculate)
     warnings: list[str] = field(default_factory=list)
+    #: a sweep's phases in the order they run: (phase, requests per launch, requests in flight)
+    levels: list[tuple[str, int, int]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -99,6 +101,19 @@ class Plan:
         each = "; ".join(f"{w} {n} requests, {c} in flight" for w, (n, c) in self.workloads.items())
         return [f"workloads ({len(self.workloads)}, one after the other in each launch): {each}"]
 
+    def _level_lines(self) -> list[str]:
+        """A sweep's levels, each an operating point judged on its own requests (issue 40)."""
+        if not self.levels:
+            return []
+        each = "; ".join(f"{phase}: {n} requests, {c} in flight" for phase, n, c in self.levels)
+        return [f"levels ({len(self.levels)}, one after the other in each launch, each judged alone): {each}"]
+
+    def _flight(self) -> str:
+        flights = sorted({c for _, _, c in self.levels})
+        if len(flights) > 1:
+            return f"{'/'.join(map(str, flights))} in flight by level"
+        return f"{flights[0] if flights else self.concurrency} in flight"
+
     def lines(self) -> list[str]:
         """The plan for a terminal or a log, one fact per line."""
         launches = sum(self.launches.values())
@@ -107,8 +122,9 @@ class Plan:
             f"arms: {', '.join(self.arms)} ({len(self.arms)} × {self.repeats} repeats = {launches} server "
             "launches, arms interleaved)",
             f"requests: {self.requests} measured + {self.warmups} warm-up ({self.per_cell} per launch, "
-            f"{self.concurrency} in flight, up to {tokens} output tokens each)",
+            f"{self._flight()}, up to {tokens} output tokens each)",
             *self._workload_lines(),
+            *self._level_lines(),
             f"prompts ({sum(len(v) for v in self.prompts.values())}): "
             + "; ".join(f"{cat} {len(ids)} ({', '.join(ids)})" for cat, ids in self.prompts.items()),
         ]
@@ -124,6 +140,17 @@ def _workloads(requests: tuple[RequestSpec, ...], default: int) -> dict[str, tup
         return {}
     flight = {r.workload: r.concurrency or default for r in requests if r.workload}
     return {name: (n, flight[name]) for name, n in counts.items()}
+
+
+def _levels(requests: tuple[RequestSpec, ...], default: int) -> list[tuple[str, int, int]]:
+    """(phase, requests, in flight) per phase of a workload that sweeps: a phase other than the
+    main one (a concurrency, length or rate level, a cache phase), in running order."""
+    phases: dict[str, list[RequestSpec]] = {}
+    for r in requests:
+        phases.setdefault(r.phase, []).append(r)
+    if all(p.rsplit("/", 1)[-1] == "main" for p in phases):  # several workloads: their own line
+        return []
+    return [(p, len(rs), rs[0].concurrency or default) for p, rs in phases.items()]
 
 
 def make_plan(
@@ -156,6 +183,7 @@ def make_plan(
         commands=commands or {},
         workloads=_workloads(requests, first.concurrency if first else 1),
         warnings=warnings or [],
+        levels=_levels(requests, first.concurrency if first else 1),
     )
 
 

@@ -107,6 +107,9 @@ class RunProgress:
         self.label = label
         self.task = self.progress.add_task(f"{label} starting", total=total)
         self.ticker = ticker or Ticker(total)
+        # Requests of the current attempt that failed: a crashed engine's are sent again after
+        # its restart, and must not count twice (issue 40: "53/48 requests (110 %)").
+        self.failed_here = 0
 
     def __enter__(self) -> RunProgress:
         self.progress.start()
@@ -118,6 +121,8 @@ class RunProgress:
         self.progress.stop()
 
     def __call__(self, event: str, info: dict[str, Any]) -> None:
+        if event in ("cell", "restart"):
+            self._rewind(self.failed_here if event == "restart" else 0)
         if event == "cell":
             node = f" @ {info['node']}" if info.get("node") else ""
             where = printable(f"{self.label} {info['arm']} · repeat {info['repeat'] + 1}{node}", markup=False)
@@ -126,6 +131,7 @@ class RunProgress:
                 line = f"{where}: {info['requests']} requests; run {self.ticker.text()}"
                 console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif event == "request" and not info["warmup"]:
+            self.failed_here += 1 if info.get("error") else 0
             self.progress.advance(self.task)
             if self.ticker.advance() and not console.is_terminal:
                 line = f"{self.label} progress: {self.ticker.text()}".strip()
@@ -144,6 +150,13 @@ class RunProgress:
             console.print(f"[red]arm {printable(info['arm'])} failed: {printable(info['reason'])}")
             if info.get("log_tail"):
                 console.print(printable(info["log_tail"], markup=False), markup=False, highlight=False)
+
+    def _rewind(self, n: int) -> None:
+        """Take back ``n`` counted requests (they will be sent again) and start a new attempt."""
+        if n:
+            self.progress.advance(self.task, -n)
+            self.ticker.done = max(0, self.ticker.done - n)
+        self.failed_here = 0
 
 
 def restart_text(info: dict[str, Any]) -> str:

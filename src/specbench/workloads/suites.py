@@ -115,8 +115,22 @@ SUITES: dict[str, Suite] = {
             objective="goodput",
         ),
         Suite("natural", "bundled prompts as written, 512 out, batch 1", 10, None, 512, 1),
+        Suite(
+            "scenarios",
+            "the four operating points field reports use, one phase each: single (batch 1, ~512 / 512), "
+            "prefill (~8k / 256, 4 in flight), concurrent (~2k / 512, 16), chat (~2k / 256, 2)",
+            4,
+            512,
+            512,
+            1,
+            builder="scenarios",
+        ),
     )
 }
+
+#: The scenarios suite's phases, each run and judged as its own operating point with the shape
+#: (input tokens, output tokens, in flight) and the objective of the suite it is named after.
+SCENARIOS = ("single", "prefill", "concurrent", "chat")
 
 
 @dataclass(frozen=True)
@@ -223,6 +237,26 @@ def _levels(ctx: Context) -> list[RequestSpec]:
     )
 
 
+def _scenarios(ctx: Context) -> list[RequestSpec]:
+    """One phase per scenario (:data:`SCENARIOS`), in order, each with its suite's input and
+    output lengths (times ``scale``) and concurrency, at least as many requests as it keeps in
+    flight, and prompt ids of its own (no prefix cached from another scenario). The output length
+    is forced (ignore_eos): a scenario's shape is its point."""
+    out = []
+    for name in SCENARIOS:
+        s = SUITES[name]
+        flight = s.concurrency
+        pool = (ctx.prompts * (1 + flight // max(len(ctx.prompts), 1)))[: max(len(ctx.prompts), flight)]
+        shape: dict[str, Any] = {
+            "concurrency": flight,
+            "max_tokens": ctx.tokens(s.max_tokens),
+            "target_tokens": ctx.tokens(s.input_tokens or 512),
+            "ignore_eos": True,
+        }
+        out += [ctx.request(f"{p.id}@{name}", p.category, p.as_messages(), phase=name, **shape) for p in pool]
+    return out
+
+
 def _rates(ctx: Context) -> list[RequestSpec]:
     """One open-loop phase per request rate, lowest first, each sending the prompts on its own
     schedule. Ids carry the rate, so each request gets its own filler (no prefix cached from a
@@ -242,6 +276,7 @@ BUILDERS: dict[str, Callable[[Context], list[RequestSpec]]] = {
     "lengths": _lengths,
     "levels": _levels,
     "rates": _rates,
+    "scenarios": _scenarios,
 }
 
 
