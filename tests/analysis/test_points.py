@@ -110,3 +110,28 @@ def test_the_objective_defaults_by_suite_and_the_matrix_overrides_it(flips: Path
     assert objective_of(replace(run, manifest=decode), "concurrency-sweep") == "decode"
     single = {**run.manifest, "matrix": {**matrix, "workload": {"suite": "single"}}}
     assert objective_of(replace(run, manifest=single), "single") == "decode"
+
+
+def test_a_scenario_is_judged_by_its_own_kind_of_serving(flips: Path) -> None:
+    """The scenarios suite's phases are named after suites: single decides by decode, the
+    concurrent ones by throughput; named phases have no order, so no crossover, but on/off."""
+    from dataclasses import replace
+
+    from specbench.analysis.points import Level, Point
+    from specbench.analysis.sweeps import ArmAlong
+
+    run = load_run(flips)
+    matrix = {**run.manifest["matrix"], "workload": {"suite": "scenarios"}}
+    scen = replace(run, manifest={**run.manifest, "matrix": matrix})
+
+    def at(name: str) -> Point:
+        return Point(f"scenarios @ {name}", "scenarios", (name,), Level("phase", math.nan, name))
+
+    assert objective_of(scen, "scenarios", at("single")) == "decode"
+    assert objective_of(scen, "scenarios", at("concurrent")) == "throughput"
+    assert objective_of(scen, "scenarios", at("chat")) == "throughput"
+    along = ArmAlong("draft4", [("single", "faster"), ("prefill", "undetermined"), ("concurrent", "slower")])
+    named = replace(along, named=True)
+    assert named.text("mixed") == (
+        "draft4: on for single; off for concurrent; prefill not settled (no significant difference)"
+    )

@@ -64,6 +64,24 @@ def test_concurrency_sweep_has_enough_requests_per_level() -> None:
     assert per_level[1] >= 1 and per_level[4] >= 4 and per_level[16] >= 16
 
 
+def test_scenarios_run_the_four_field_operating_points_one_phase_each() -> None:
+    """Issue 40: single (batch 1, 512 / 512), prefill (8k / 256, 4 in flight), concurrent (2k /
+    512, 16), chat (2k / 256, 2), scaled, in that order; each phase has at least as many requests
+    as it keeps in flight and its own prompt ids (no prefix cached from another scenario)."""
+    requests, _, _ = build_requests(matrix("scenarios", scale=0.1), Path("."))
+    phases = list(dict.fromkeys(r.phase for r in requests))
+    assert phases == ["single", "prefill", "concurrent", "chat"]
+    shape = {r.phase: (r.target_tokens, r.max_tokens, r.concurrency) for r in requests}
+    assert shape == {
+        "single": (51, 51, 1),
+        "prefill": (819, 26, 4),
+        "concurrent": (205, 51, 16),
+        "chat": (205, 26, 2),
+    }
+    assert all(sum(r.phase == p for r in requests) >= shape[p][2] for p in phases)
+    assert all(r.ignore_eos and r.prompt_id.split("#")[0].endswith(f"@{r.phase}") for r in requests)
+
+
 def test_agent_requests_carry_tools_and_a_fill_point() -> None:
     requests, _, _ = build_requests(matrix("agent"), Path("."))
     assert all(r.tools and len(r.tools) == 8 for r in requests)

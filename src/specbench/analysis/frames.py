@@ -228,7 +228,7 @@ def machine_frame(df: pd.DataFrame, baseline: str, arms: list[str]) -> pd.DataFr
 
 # -- decode rate distributions (the plots' boxes and bands) -------------------------------------
 MedianCI = tuple[float, float, float]
-FACETS = ("category", "machine")
+FACETS = ("category", "machine", "point")
 
 
 def decode_cis(detail: pd.DataFrame, arms: list[str]) -> dict[tuple[str, str], dict[str, MedianCI]]:

@@ -94,32 +94,39 @@ def _distribution(
 
 
 def decode_distribution(a: Analysis) -> Figure | None:
+    """Decode rate by arm; one panel per operating point where the run has several (issue 40: a
+    sweep's levels pooled in one box read as one wide, two-humped distribution)."""
     run, df = a.run, a.detail
     if not df["decode_tok_s"].notna().any():
         return None
+    if len(a.points) > 1:
+        return _faceted(a, "point", order=[p.name for p in a.points])
     fig = new_figure(max(6.0, 1.3 * len(run.measured_arms) + 2), 4.5)
     ax = fig.add_subplot()
     _distribution(ax, df, run.measured_arms, run.baseline, a.decode_cis[("", "")])
     return fig
 
 
-def _facets(count: int, height: float = 3.2) -> tuple[Figure, list[Any]]:
+def _facets(count: int, height: float = 3.2, sharey: bool = True) -> tuple[Figure, list[Any]]:
     cols = min(3, count)
     rows = math.ceil(count / cols)
     fig = new_figure(5.0 * cols, height * rows)
-    axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=sharey).ravel()
     for ax in axes[count:]:
         ax.set_visible(False)
     return fig, list(axes[:count])
 
 
-def _faceted(a: Analysis, column: str) -> Figure | None:
-    """One decode-rate panel per value of ``column``; None unless there are at least two."""
+def _faceted(a: Analysis, column: str, order: list[str] | None = None) -> Figure | None:
+    """One decode-rate panel per value of ``column`` (in ``order`` where given); None unless
+    there are at least two."""
     run, df = a.run, a.detail
     values = sorted(str(v) for v in df[column].dropna().unique())
+    values = [v for v in order if v in values] if order else values
     if len(values) < 2:
         return None
-    fig, axes = _facets(len(values))
+    # A sweep's levels differ by multiples (450 vs 50 tok/s): each keeps its own scale.
+    fig, axes = _facets(len(values), sharey=column != "point")
     notes = _category_notes(a) if column == "category" else {}
     for ax, value in zip(axes, values, strict=True):
         cis = a.decode_cis[(column, value)]
@@ -144,6 +151,10 @@ def _category_notes(a: Analysis) -> dict[str, str]:
 
 
 def decode_by_category(a: Analysis) -> Figure | None:
+    """Decode rate per category: pooled over a sweep's levels it would mix loads, so a run with
+    several operating points draws its categories per point (the report's per-point tables)."""
+    if len(a.points) > 1:
+        return None
     return _faceted(a, "category")
 
 
