@@ -8,10 +8,12 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from specbench.errors import ArmStartError, RunIncompleteError, SpecbenchError
 from specbench.executors.base import Observer
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.matrix.load import load_matrix
 from specbench.run import adaptive
+from specbench.run.modelfiles import check_model_files
 from specbench.run.plan import Plan
 from specbench.run.prepare import (
     RunOptions,
@@ -23,7 +25,7 @@ from specbench.run.prepare import (
     plan_for,
     prepare,
 )
-from specbench.run.runner import Runner
+from specbench.run.runner import START_FAILURE, Runner
 from specbench.store.rundir import RunStore
 
 if TYPE_CHECKING:
@@ -137,6 +139,36 @@ def run_problems(out: Path, records: list[dict[str, Any]] | None = None) -> list
     return problems
 
 
+def run_incomplete(out: Path, records: list[dict[str, Any]] | None = None) -> SpecbenchError | None:
+    """The error a finished run ends with (None: it can answer its question), raised by the CLI
+    after the summary. An arm whose engine would not start is :class:`ArmStartError` (exit 4, as
+    documented for an engine that would not start), even when earlier launches of it measured
+    something or it failed in an earlier invocation: the run directory's state decides, so a
+    ``--resume`` that leaves the arm failed ends as the run that failed it did. Any other problem
+    (a crash, no successful request) is :class:`RunIncompleteError` (exit 6)."""
+    problems = run_problems(out, records)
+    if not problems:
+        return None
+    message = "run incomplete: " + "; ".join(problems)
+    arms = RunStore(out).manifest().get("arms", {})
+    return (
+        ArmStartError(message)
+        if any(_did_not_start(info) for info in arms.values())
+        else RunIncompleteError(message)
+    )
+
+
+def _did_not_start(arm: dict[str, Any]) -> bool:
+    """A failed arm whose engine would not start; a manifest written before the ``failure`` field
+    says so only in its error text."""
+    if arm.get("status") != "failed":
+        return False
+    failure = arm.get("failure")
+    if failure is None:
+        return str(arm.get("error", "")).startswith("engine did not start")
+    return bool(failure == START_FAILURE)
+
+
 def dry_run(matrix_path: Path, llama_server: str | None = None) -> list[tuple[str, list[str]]]:
     """Every arm's exact command line (environment first), without launching anything."""
     matrix = load_matrix(matrix_path)
@@ -204,12 +236,14 @@ def plan_tune(
 ) -> TunePlan:
     """``specbench tune --dry-run``: each workload's race as planned (:mod:`specbench.tune.plan`).
     Refuses what ``tune`` would before its first launch: a bad tune block, a non-loopback host (tune
-    has no --allow-remote-host), a missing engine, an existing tune without ``--resume``."""
+    has no --allow-remote-host), a model file cut short, a missing engine, an existing tune without
+    ``--resume``."""
     from specbench.tune.execute import load_tune
     from specbench.tune.plan import plan_tune as make_tune_plan
 
     matrix, spec = load_tune(matrix_path)
     check_host(matrix, matrix_path, allowed=False)
+    check_model_files(matrix)  # a GGUF cut short, as the tune's first prepare would refuse it
     engine = make_engine(matrix, llama_server)
     return make_tune_plan(matrix_path, matrix, spec, engine, out, resume=resume, probe=probe)
 

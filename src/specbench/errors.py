@@ -11,7 +11,8 @@ where they enter, so the CLI maps exactly one family to exit codes::
     ├── InstallError               exit 3   llama-server could not be fetched or built
     ├── EngineError                exit 4   an engine would not start, crashed or misbehaved
     │   └── EngineStartError                the process exited or never became healthy
-    │       └── PortTakenError              another process answers on the engine's port
+    │       ├── PortTakenError              another process answers on the engine's port
+    │       └── ArmStartError               a run ended with an arm whose engine would not start
     ├── ClientError                         a request failed at the HTTP/SSE level, or a client worker died
     ├── StoreError                 exit 5   a run directory is missing, damaged, mismatched or locked
     │   └── DiskFullError          exit 5   a write failed for lack of space (resumable)
@@ -62,6 +63,12 @@ class EngineStartError(EngineError):
 
 class PortTakenError(EngineStartError):
     """Another process answered on the engine's port: nothing it says may be stored as data."""
+
+
+class ArmStartError(EngineStartError):
+    """The run ended with an arm whose engine would not start (its model would not load, a flag
+    it refuses). Raised after the summary, like :class:`RunIncompleteError`, and the records so far
+    are kept (``--resume``): exit 4, because the fix is the engine's input, not the measurement."""
 
 
 class ClientError(SpecbenchError):

@@ -13,6 +13,7 @@ import yaml
 
 from specbench import api
 from specbench.engines.process import error_line
+from specbench.errors import ArmStartError
 from specbench.run.launch import START_ATTEMPTS
 from specbench.run.progress import restart_text
 from specbench.store.rundir import RunStore
@@ -41,10 +42,31 @@ def test_a_failed_arm_and_an_arm_without_one_success_are_problems(tmp_path: Path
     ]
 
 
+@pytest.mark.parametrize(
+    ("entry", "code"),
+    [
+        ({"status": "failed", "failure": "start", "error": "engine did not start with model m: x"}, 4),
+        ({"status": "failed", "error": "engine did not start: x"}, 4),  # a manifest from before `failure`
+        ({"status": "failed", "failure": "crash", "error": "engine crashed twice in repeat 1"}, 6),
+        ({"status": "failed", "failure": "hang", "error": "engine stopped answering twice in repeat 0"}, 6),
+    ],
+)
+def test_an_arm_whose_engine_would_not_start_ends_the_run_with_exit_4(
+    tmp_path: Path, entry: dict[str, Any], code: int
+) -> None:
+    """Issue 44: docs/faults.md's 4 (an engine would not start), not 6, also when the arm has
+    records from an earlier launch (here: one success); a crash or a hang is still 6."""
+    out = _store_with(tmp_path, {"a": {"status": "ok"}, "b": entry}, [{"arm": "a"}, {"arm": "b"}])
+    error = api.run_incomplete(out)
+    assert error is not None and error.exit_code == code
+    assert str(error) == f"run incomplete: arm b failed: {entry['error']}"
+    assert isinstance(error, ArmStartError) == (code == 4)
+
+
 def test_a_healthy_run_has_no_problems(tmp_path: Path) -> None:
     records = [{"arm": "a"}, {"arm": "a", "error": {"message": "x"}}]
     out = _store_with(tmp_path, {"a": {"status": "ok"}}, records)
-    assert api.run_problems(out) == []
+    assert api.run_problems(out) == [] and api.run_incomplete(out) is None
 
 
 def test_retry_failed_makes_failed_arms_runnable_and_keeps_their_errors(tmp_path: Path) -> None:
@@ -84,12 +106,16 @@ def test_an_engine_that_cannot_start_is_retried_then_resumed_with_retry_failed(
         runner.run()
         entry = RunStore(out).manifest()["arms"]["draft4"]
         assert entry["status"] == "failed" and len(entry["start_failures"]) == START_ATTEMPTS
-        assert "draft.gguf" in entry["error"]  # the engine's own error line, not its usage text
+        said = entry["error"].split("before becoming healthy: ", 1)[1]
+        assert "draft.gguf" in said  # the engine's own error line, not its usage text
         shutil.copyfile(dense_pair.draft, draft)  # the cause is fixed, but the arm stays failed
         again = specbench("run", str(matrix), "--out", str(out), "--resume")
         output = again.communicate(timeout=300)[0]
-        assert again.returncode == 6, output
-        assert output.strip().splitlines()[-1].startswith("error: run incomplete: arm draft4 failed")
+        # still an engine that would not start (exit 4): --resume alone does not launch it again
+        assert again.returncode == 4, output
+        loads = f"with model {dense_pair.target} and draft {draft}"
+        last = output.strip().splitlines()[-1]
+        assert last.startswith(f"error: run incomplete: arm draft4 failed: engine did not start {loads}: ")
         fixed = specbench("run", str(matrix), "--out", str(out), "--resume", "--retry-failed")
         output = fixed.communicate(timeout=300)[0]
     finally:
@@ -144,3 +170,84 @@ def test_a_hung_engine_fails_the_cell_fast_and_the_restart_finishes_it(
     # specbench stopped it (SIGTERM cannot end a stopped process: SIGKILL, -9): not "engine exited"
     assert len(restarts) == 1 and "engine stopped answering (no /health answer" in restarts[0]
     assert "specbench stopped it (exit code -9)" in restarts[0]
+
+
+def _unloadable(source: Path, dest: Path) -> Path:
+    """A copy of a lab model that reads as a GGUF, whole, but names an architecture llama.cpp
+    does not know: the engine exits at load ("unknown model architecture"), after every check."""
+    data = source.read_bytes()
+    at = data.index(b"llama", data.index(b"general.architecture"))
+    dest.write_bytes(data[:at] + b"llamx" + data[at + 5 :])
+    return dest
+
+
+@pytestmark_engine
+def test_a_model_the_engine_cannot_load_exits_4_naming_the_file_and_keeps_the_rest(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    """Issue 44: was exit 6 ("an arm failed"), and the last line quoted llama.cpp's "error loading
+    model" without the file."""
+    name = tag()
+    draft = _unloadable(dense_pair.draft, tmp_path / "draft.gguf")
+    matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=1, forward_probe=False)
+    raw = yaml.safe_load(matrix.read_text())
+    raw["arms"]["draft4"] = ["--alias", name, "-md", str(draft), "--spec-type", "draft-simple"]
+    matrix.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    try:
+        proc = specbench("run", str(matrix), "--out", str(out), "--no-report")
+        output = proc.communicate(timeout=300)[0]
+    finally:
+        orphans = kill_all(name)
+    assert proc.returncode == 4 and orphans == 0, output
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(
+        f"error: run incomplete: arm draft4 failed: engine did not start with model {dense_pair.target} "
+        f"and draft {draft}: exited with code 1 before becoming healthy: "
+    )
+    assert "unknown model architecture: 'llamx'" in last
+    store = RunStore(out)  # what ran is kept, and the run can be continued
+    assert {arm for arm, _, _ in store.completed()} == {"baseline"} and len(store.completed()) == 3
+    assert store.manifest()["arms"]["draft4"]["failure"] == "start"
+
+
+@pytestmark_engine
+def test_a_target_cut_short_after_the_check_fails_to_start_with_exit_4_and_measured_launches_kept(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    """A file that changes after the check (docs/faults.md: checks are of the input, not of the
+    future): cut short before the second round, both arms, each measured once, would not start."""
+    name = tag()
+    target = tmp_path / "target.gguf"
+    shutil.copyfile(dense_pair.target, target)
+    matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=2, forward_probe=False)
+    raw = yaml.safe_load(matrix.read_text())
+    raw["model"] = str(target)
+    raw["arms"]["draft4"] = ["--alias", name, "--spec-type", "ngram-simple"]
+    matrix.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "run"
+    runner = api.prepare_run(matrix, out)
+
+    def cut_before_round_two(event: str, info: dict[str, Any]) -> None:
+        if event == "cell" and info["repeat"] == 1 and target.stat().st_size > 4096:
+            with target.open("r+b") as fh:
+                fh.truncate(target.stat().st_size // 2)
+
+    runner.observe = cut_before_round_two
+    try:
+        runner.run()
+    finally:
+        orphans = kill_all(name)
+    store = RunStore(out)
+    assert orphans == 0 and {(arm, repeat) for arm, _, repeat in store.completed()} == {
+        ("baseline", 0),
+        ("draft4", 0),
+    }
+    error = api.run_incomplete(out)
+    assert isinstance(error, ArmStartError) and error.exit_code == 4
+    for arm in ("baseline", "draft4"):
+        entry = store.manifest()["arms"][arm]
+        assert entry["failure"] == "start" and entry["error"].startswith(
+            f"engine did not start with model {target}: exited with code 1 before becoming healthy: "
+        )
+        assert "data is not within the file bounds" in entry["error"]  # llama.cpp's own words

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -131,8 +132,13 @@ def _assert_one_line(code: int, err: str, allowed: set[int] = DOCUMENTED) -> Non
     assert "internal error" not in lines[0] and "Traceback" not in err, err
 
 
+#: A whole GGUF with no tensors (magic, version 3, no tensors, no keys): it passes the model-file
+#: check, so each case reaches the check of the input it mutates (four bytes read as cut short).
+STAND_IN_GGUF = b"GGUF" + struct.pack("<IQQ", 3, 0, 0)
+
+
 def _write(folder: Path, matrix: dict[str, Any] | str) -> Path:
-    (folder / "model.gguf").write_bytes(b"GGUF")
+    (folder / "model.gguf").write_bytes(STAND_IN_GGUF)
     path = folder / "matrix.yaml"
     path.write_text(matrix if isinstance(matrix, str) else yaml.safe_dump(matrix))
     return path
@@ -341,6 +347,13 @@ def _fifo(folder: Path) -> str:
     return str(path)
 
 
+def _cut_gguf(folder: Path) -> str:
+    """The first four bytes of a GGUF: what an interrupted download leaves."""
+    path = folder / "cut.gguf"
+    path.write_bytes(b"GGUF")
+    return str(path)
+
+
 def _a_file(folder: Path) -> str:
     path = folder / "afile"
     path.write_text("x")
@@ -451,6 +464,8 @@ EDGES: dict[str, tuple[Callable[[Path], list[str]], int, str]] = {
         2,
         "character device",
     ),
+    "model-cut-short": (lambda t: ["run", _edge_matrix(t, model=_cut_gguf(t)), "--dry-run"], 2, "cut short"),
+    "model-cut-short-run": (lambda t: ["run", _edge_matrix(t, model=_cut_gguf(t))], 2, "cut short"),
     "matrix-a-fifo": (lambda t: ["run", _fifo(t), "--dry-run"], 2, "FIFO"),
     "duplicate-repeats": (
         lambda t: ["run", _edge_text(t, DUPLICATE_REPEATS), "--dry-run"],

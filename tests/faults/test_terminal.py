@@ -72,7 +72,9 @@ def test_the_summary_table_escapes_arm_names_and_verdicts() -> None:
         **{"arm": NASTY, "status": "ok", "requests": 1, "errors": 0, "acceptance_source": ""},
         "verdict": NASTY,
     }
-    result: Any = SimpleNamespace(run=SimpleNamespace(confidence=0.95), summary=pd.DataFrame([row]))
+    result: Any = SimpleNamespace(
+        run=SimpleNamespace(confidence=0.95), summary=pd.DataFrame([row]), points=[]
+    )
     sink = io.StringIO()
     Console(file=sink, force_terminal=False, width=400).print(summary.summary_table(result))
     out = sink.getvalue()
@@ -91,7 +93,7 @@ def test_an_arm_name_is_never_broken_across_lines_in_a_narrow_terminal() -> None
         }
         for arm in ("baseline", "ngram-mod", "draft-simple-k8")
     ]
-    result: Any = SimpleNamespace(run=SimpleNamespace(confidence=0.95), summary=pd.DataFrame(rows))
+    result: Any = SimpleNamespace(run=SimpleNamespace(confidence=0.95), summary=pd.DataFrame(rows), points=[])
     sink = io.StringIO()
     Console(file=sink, force_terminal=False, width=80).print(summary.summary_table(result))
     out = sink.getvalue()

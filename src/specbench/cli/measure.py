@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from specbench.cli._app import EXIT_CODES, app, interrupt_on_signals
-from specbench.errors import ConfigError, RunIncompleteError, SpecbenchError
+from specbench.errors import ConfigError, SpecbenchError
 from specbench.matrix.config import LOOPBACK
 from specbench.run.progress import console, printable
 from specbench.store.outdir import out_path
@@ -127,10 +127,10 @@ def run_command(
         )
         result = analyse_dir(out)  # once: the summary and the report show the same numbers
         print_summary(result)
-        problems = api.run_problems(out, result.run.records)
-        if problems:  # after the summary: the reason is the console's last line
+        incomplete = api.run_incomplete(out, result.run.records)
+        if incomplete is not None:  # after the summary: the reason is the console's last line
             _finish_partial(out, no_report, result)
-            raise RunIncompleteError("run incomplete: " + "; ".join(problems))
+            raise incomplete
         print("\n".join(api.finish_lines(out, report=not no_report, analysis=result)))
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted: records so far are in {printable(out)}; continue with --resume")

@@ -233,6 +233,11 @@ class Engine(ABC):
         """The separate draft model file an arm's flags name (None: no separate draft model)."""
         return None
 
+    def threads(self, args: Sequence[str]) -> tuple[str, int] | None:
+        """The CPU threads ``args`` ask the engine to generate with: (the flag as spelled, the
+        count). None: the flags leave it to the engine, or this engine takes no such flag."""
+        return None
+
     def arm_warnings(self, args: list[str]) -> list[str]:
         """Flag combinations this engine accepts but that do not do what they seem to, each a
         phrase after "arm NAME: " (printed in the plan, so a dry run shows them before a launch)."""

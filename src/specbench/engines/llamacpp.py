@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from specbench.engines.argtable import ArgTable
-from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, sum_series
+from specbench.engines.base import (
+    Engine,
+    MetricSamples,
+    Speculation,
+    int_value,
+    split_flags,
+    sum_series,
+)
 from specbench.engines.helpparse import llama_table, sane
 from specbench.engines.helptext import help_text
 from specbench.engines.http import apply_template, template_token_count
@@ -21,6 +28,8 @@ _LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d
 _VERSION = re.compile(r"version:\s*(\S+)\s*\(build\s*(\d+),\s*commit\s*(\w+)\)")
 _PREFIX = "llamacpp:"
 DRAFT_FLAGS = ("-md", "--model-draft", "--spec-draft-model")
+#: The generation thread count (common/arg.cpp); -tb (batch, prefill) and -td (draft) aside.
+THREAD_FLAGS = ("-t", "--threads")
 #: Draft length flags of the model-based methods, newest spelling first, and the default K.
 DRAFT_N_FLAGS = ("--spec-draft-n-max", "--draft-max", "--draft-n", "--draft")
 DEFAULT_DRAFT_N = 3
@@ -278,6 +287,22 @@ class LlamaCppEngine(Engine):
         found = [args[i + 1] for i, a in enumerate(args[:-1]) if a in names]
         found += [a.split("=", 1)[1] for a in args if a.split("=", 1)[0] in names and "=" in a]
         return found[-1] if found else None
+
+    def threads(self, args: Sequence[str]) -> tuple[str, int] | None:
+        # The last of -t / --threads wins, as llama.cpp parses them; N <= 0 is llama.cpp's own
+        # default (common/arg.cpp), and a value that is no integer fails the launch anyway.
+        found: tuple[str, str | None] | None = None
+        for flag, value in split_flags(args):
+            name, eq, inline = flag.partition("=")
+            if name in THREAD_FLAGS:
+                found = (name, inline if eq else value)
+        if found is None or found[1] is None:
+            return None
+        try:
+            count = int(found[1])
+        except ValueError:
+            return None
+        return (found[0], count) if count > 0 else None
 
     def arm_warnings(self, args: list[str]) -> list[str]:
         # llama.cpp loads a draft given with -md alone, then frees it: the arm runs as the

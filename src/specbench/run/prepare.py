@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +35,8 @@ from specbench.executors.base import Observer
 from specbench.matrix.config import LOOPBACK, Cell, Matrix, RequestSpec, plan_cells
 from specbench.run import adaptive
 from specbench.run.attach import attach_matrix, check_attach_url, identify_server
+from specbench.run.machineload import cpu_room, threads_warning
+from specbench.run.modelfiles import check_model_files
 from specbench.run.plan import Plan, make_plan, write_plan
 from specbench.run.runner import Runner
 from specbench.store.outdir import check_run_dir
@@ -83,6 +86,8 @@ def check(matrix: Matrix, source: Path, out: Path, options: RunOptions = RunOpti
     check_out(out, options)
     check_host(matrix, source, options.allow_remote_host)
     attach = options.attach
+    if not attach:  # an attached server loaded its own files
+        check_model_files(matrix)
     engine = make_engine(matrix, options.llama_server) if not attach else None
     if attach:
         attached = AttachedEngine(*identify_server(check_attach_url(attach)))
@@ -279,7 +284,7 @@ def commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
 
 def plan_for(matrix: Matrix, engine: Engine, cells: list[Cell], out: Path, probe: bool = True) -> Plan:
     probes = engine.forward_probe_request([1]) is not None
-    warnings = _arm_warnings(matrix, engine) + _cut_warnings(cells, out)
+    warnings = _arm_warnings(matrix, engine) + _thread_warnings(matrix, engine) + _cut_warnings(cells, out)
     return make_plan(
         matrix, cells, out, commands(matrix, engine), probe, forward_probe=probes, warnings=warnings
     )
@@ -296,8 +301,31 @@ def _cut_warnings(cells: list[Cell], out: Path) -> list[str]:
 
 def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
     """The engine's warnings, one line each, naming every arm it concerns (common_args: all)."""
+    return _per_arm(matrix, lambda arm: engine.arm_warnings(list(matrix.arm_args(arm))))
+
+
+def _thread_warnings(matrix: Matrix, engine: Engine) -> list[str]:
+    """Arms whose engine threads outnumber the cores free of other work, measured now: an
+    oversubscribed CPU decode measures the machine's contention, not the method. The engine
+    reads its own thread flag (an attached server's flags are not ours to judge: none); the
+    machine is sampled only when an arm asks for more than one thread."""
+    asked = {arm: engine.threads(matrix.arm_args(arm)) for arm in matrix.arms}
+    if not any(a and a[1] > 1 for a in asked.values()):
+        return []
+    cores, busy = cpu_room()
+
+    def warn(arm: str) -> list[str]:
+        flag = asked[arm]
+        found = threads_warning(*flag, cores, busy) if flag else None
+        return [found] if found else []
+
+    return _per_arm(matrix, warn)
+
+
+def _per_arm(matrix: Matrix, warnings: Callable[[str], list[str]]) -> list[str]:
+    """``warnings`` of each arm, one line each, naming every arm it concerns (common_args: all)."""
     arms: dict[str, list[str]] = {}
     for arm in matrix.arms:
-        for warning in engine.arm_warnings(list(matrix.arm_args(arm))):
+        for warning in warnings(arm):
             arms.setdefault(warning, []).append(arm)
     return [f"arm{'s' if len(a) > 1 else ''} {', '.join(a)}: {w}" for w, a in arms.items()]

@@ -35,6 +35,9 @@ from specbench.store.machineprobe import record_machine_probe
 from specbench.store.rundir import RunStore, now_iso
 from specbench.store.sink import RecordSink
 
+#: An arm's manifest ``failure`` when its engine would not start (exited or never healthy).
+START_FAILURE = "start"
+
 
 @dataclass
 class Runner:
@@ -123,7 +126,8 @@ class Runner:
             try:
                 server = self._launcher().start(cell)
             except EngineStartError as exc:
-                self._fail_arm(cell, f"engine did not start: {exc}", exc.log_tail)
+                reason = f"engine did not start with {self._loads(cell)}: {exc}"
+                self._fail_arm(cell, reason, exc.log_tail, START_FAILURE)
                 return
             try:
                 self._driver().serve(cell, todo, server, attempt)
@@ -139,7 +143,10 @@ class Runner:
             )
         why = "stopped answering" if server.hung else "crashed"
         self._fail_arm(
-            cell, f"engine {why} twice in repeat {cell.repeat}", log_tail(self.sink.log_path(cell.arm))
+            cell,
+            f"engine {why} twice in repeat {cell.repeat}",
+            log_tail(self.sink.log_path(cell.arm)),
+            "hang" if server.hung else "crash",
         )
 
     def _launcher(self) -> Launcher:
@@ -153,8 +160,16 @@ class Runner:
             self.attach_url, self.api_key, self.spec_probe,
         )  # fmt: skip
 
-    def _fail_arm(self, cell: Cell, reason: str, tail: str) -> None:
-        self.sink.set_arm_status(cell.arm, status="failed", error=reason, log_tail=tail)
+    def _loads(self, cell: Cell) -> str:
+        """The model files the arm's engine was given: the engine's own error line often names
+        none of them ("tensor data is not within the file bounds"), and the fix is one of them."""
+        draft = self.engine.draft_model(list(cell.args))
+        return f"model {self.matrix.model}" + (f" and draft {draft}" if draft else "")
+
+    def _fail_arm(self, cell: Cell, reason: str, tail: str, failure: str) -> None:
+        """``failure``: how it failed (:data:`START_FAILURE`, "crash", "hang"), kept in the
+        manifest: an arm whose engine would not start ends the run with exit 4, not 6."""
+        self.sink.set_arm_status(cell.arm, status="failed", error=reason, log_tail=tail, failure=failure)
         self.observe("failed", {"arm": cell.arm, "reason": reason, "log_tail": tail})
 
 
