@@ -380,7 +380,11 @@ def _undetermined(n_launches: int, needed: int | None) -> S.Comparison:
 
 def test_an_undetermined_verdict_always_says_how_far_it_is_from_settling() -> None:
     # the number printed is how many MORE launches, with its range (issue 28.3), never "~N launches"
-    assert S.verdict_text(_undetermined(3, 297)) == "undetermined (about 294 more launches, 147–882)"
+    assert (
+        S.verdict_text(_undetermined(3, 297)) == "undetermined (about 294 more launches, between 147 and 882)"
+    )
     # an effect on the band's edge has no finite count: out of reach, said so (not a bare word)
-    assert S.verdict_text(_undetermined(3, None)) == "undetermined (> 1000 launches)"
+    assert S.verdict_text(_undetermined(3, None)) == "undetermined (over 1,000 more launches)"
+    # an open upper end reads as words, never "4–> 1000" (issue 44)
+    assert S.launch_span(4, None) == ", between 4 and over 1,000"
     assert S.verdict_text(_undetermined(2, None)).startswith("undetermined (LOW_N")

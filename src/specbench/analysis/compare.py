@@ -148,6 +148,4 @@ def _undetermined_change(fa: L.LaunchFit, fb: L.LaunchFit, diff: float) -> str:
     more = L.more_launches(both, 0.01)
     if more is None:
         return "undetermined"
-    high = more.high if more.high is not None else f"> {L.MAX_NEEDED}"
-    span = "" if more.low == more.high else f", {more.low}–{high}"
-    return f"undetermined (about {more.more} more launches per run{span})"
+    return f"undetermined (about {more.more} more launches per run{stats.launch_span(more.low, more.high)})"

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from specbench.analysis import measures, stability, stats
 from specbench.analysis.checks import Finding
@@ -50,6 +51,25 @@ def untrusted_arms(found: list[Finding]) -> dict[str, list[str]]:
         if f.severity == "error":
             for arm in f.arms:
                 out.setdefault(arm, []).append(f.code)
+    return out
+
+
+def with_findings(frame: pd.DataFrame, found: list[Finding], baseline: str) -> pd.DataFrame:
+    """``frame``'s verdict cells (rows with ``arm``, ``verdict`` and, per point, ``point``) never
+    say less than the findings (issue 44: a thread-confounded arm read "faster" at ×7.46 with no
+    word of the CONFOUND; a draft that never drafted "undetermined (about 17 more launches)"): an
+    arm an error finding names — other than the measured outcome, SPEC_LOSS — carries its codes,
+    and no launch estimate, since more launches cannot make it a valid comparison."""
+    if frame.empty or "verdict" not in frame:
+        return frame
+    out = frame.copy()
+    for i, row in out.iterrows():
+        point = str(row["point"]) if "point" in out else ""
+        here = [f for f in found if f.point in ("", point)]
+        codes = sorted(set(untrusted_arms(here).get(str(row["arm"]), [])) - OUTCOMES)
+        if codes and row["arm"] != baseline:
+            word = str(row["verdict"]).split(" (", 1)[0] or "no verdict"
+            out.at[i, "verdict"] = f"{word} — not trusted: {', '.join(codes)} (see findings)"
     return out
 
 

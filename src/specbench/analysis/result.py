@@ -14,7 +14,7 @@ import pandas as pd
 
 from specbench.analysis import crossover, frames, measures, stats, sweeps
 from specbench.analysis.answer import Answer, answer
-from specbench.analysis.decision import Decision, decision_table, nameable
+from specbench.analysis.decision import Decision, decision_table, nameable, with_findings
 from specbench.analysis.finding import Finding
 from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
@@ -99,9 +99,9 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
         run_dir=run_dir,
         findings=found,
         decisions=decisions,
-        summary=_summary(run),
+        summary=with_findings(_summary(run), found, run.baseline),
         comparisons={} if run.sweeps else comparisons(run),
-        by_workload=frames.summary_frame(run),
+        by_workload=with_findings(frames.summary_frame(run), found, run.baseline),
         workloads=workload_names(run) if run.sweeps else names,
         crossovers=crossover.crossover_frame(run),
         winners=crossover.winners_frame(run),

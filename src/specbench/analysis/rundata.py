@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -209,12 +210,15 @@ def arm_summary(run: RunData) -> pd.DataFrame:
     rows = []
     for arm in run.arms:
         sub = run.df[run.df["arm"] == arm]
+        status = run.manifest.get("arms", {}).get(arm, {}).get("status", "not run")
+        # A baseline that failed or measured nothing is no yardstick: no "1.00×" (issue 44).
+        broken = arm == run.baseline and (status == "failed" or sub.empty)
         rate, source = arm_acceptance(run, arm)
         failed = sum(1 for r in run.records if r["arm"] == arm and r.get("error") and not r.get("warmup"))
         rows.append(
             {
                 "arm": arm,
-                "status": run.manifest.get("arms", {}).get(arm, {}).get("status", "not run"),
+                "status": status,
                 "requests": len(sub),
                 "errors": failed,
                 "ttft_ms": sub["ttft_ms"].median(),
@@ -222,15 +226,23 @@ def arm_summary(run: RunData) -> pd.DataFrame:
                 "e2e_ms": sub["e2e_ms"].median(),
                 "acceptance": rate,
                 "acceptance_source": source,
-                "speedup": 1.0 if arm == run.baseline else (cmps[arm].ratio if arm in cmps else np.nan),
+                "speedup": _speedup(run, cmps, arm, broken),
                 "ci_low": cmps[arm].ci_low if arm in cmps else np.nan,
                 "ci_high": cmps[arm].ci_high if arm in cmps else np.nan,
                 "confidence": cmps[arm].confidence if arm in cmps else np.nan,
-                "verdict": _verdict(run, cmps, arm, unstable),
+                "verdict": "baseline (failed: no speedup)" if broken else _verdict(run, cmps, arm, unstable),
                 "error_rate": stats.error_rate_text(cmps[arm]) if arm in cmps else "",
             }
         )
     return pd.DataFrame(rows)
+
+
+def _speedup(run: RunData, cmps: dict[str, stats.Comparison], arm: str, broken: bool) -> float:
+    if broken:
+        return math.nan
+    if arm == run.baseline:
+        return 1.0
+    return cmps[arm].ratio if arm in cmps else math.nan
 
 
 def _verdict(run: RunData, cmps: dict[str, stats.Comparison], arm: str, unstable: set[str]) -> str:

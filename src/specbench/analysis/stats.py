@@ -203,13 +203,20 @@ def ci_label(c: Comparison) -> str:
 
 
 def more_text(c: Comparison) -> str:
-    """ "about 4 more launches, 2–11": launch pairs to ADD at the observed effect, with the range
-    the launch variance's uncertainty allows (docs/statistics.md); "" when not estimable."""
+    """ "about 4 more launches, between 2 and 11": launch pairs to ADD at the observed effect,
+    with the range the launch variance's uncertainty allows (docs/statistics.md); "" when not
+    estimable. Plain words (issue 44: "4–> 1000" read as an arrow)."""
     if c.more_launches is None:
         return ""
     lo, hi = c.more_range if c.more_range is not None else (c.more_launches, c.more_launches)
-    span = "" if lo == hi else f", {lo}–{hi if hi is not None else f'> {L.MAX_NEEDED}'}"
-    return f"about {c.more_launches} more launch{'es' if c.more_launches != 1 else ''}{span}"
+    return f"about {c.more_launches} more launch{'es' if c.more_launches != 1 else ''}{launch_span(lo, hi)}"
+
+
+def launch_span(lo: int, hi: int | None) -> str:
+    """ ", between 2 and 11", ", between 4 and over 1,000", or "" when the two agree."""
+    if lo == hi:
+        return ""
+    return f", between {lo} and {f'{hi:,}' if hi is not None else f'over {L.MAX_NEEDED:,}'}"
 
 
 def error_rate_text(c: Comparison) -> str:
@@ -237,7 +244,7 @@ def verdict_text(c: Comparison) -> str:
     if c.more_launches is not None:
         return f"undetermined ({more_text(c)})"
     if c.paired and c.n_launches >= L.MIN_LAUNCHES:  # the effect sits on the band's edge
-        return f"undetermined (> {L.MAX_NEEDED} launches)"
+        return f"undetermined (over {L.MAX_NEEDED:,} more launches)"
     return "undetermined"
 
 
