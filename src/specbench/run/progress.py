@@ -10,6 +10,7 @@ hide lines), and a "[/x]" in it would be read as rich markup (a MarkupError ende
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +30,13 @@ from rich.progress import (
 
 from specbench.engines.install import BuildOptions, install_llamacpp
 
-console = Console(stderr=True)
+#: Off a terminal (a log, a pipe) no line is hard-wrapped (issue 44: stderr in a file broke command
+#: lines and "4–>\n1000" at 80 columns): rich wraps at the console's width, so it is made wider
+#: than any line, and soft wrap leaves long lines whole.
+UNWRAPPED = 100_000
+console = Console(
+    stderr=True, soft_wrap=not sys.stderr.isatty(), width=None if sys.stderr.isatty() else UNWRAPPED
+)
 
 # C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what
 # a terminal shows ("Trojan Source", CVE-2021-42574).
