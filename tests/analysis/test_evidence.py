@@ -128,3 +128,28 @@ def test_a_burst_takes_vllms_own_decode_timing_when_the_server_gives_it() -> Non
     rec = burst_record(25.0)  # vLLM --enable-per-request-metrics: mean inter-token latency in the engine
     assert metrics.server_decode_tok_s(rec) == 40.0 and metrics.decode_tok_s(rec) == 40.0
     assert evidence.untimed_decode(metrics.frame([rec]), ["draft"]) == []
+
+
+def test_a_chat_template_s_fixed_prefix_is_named_not_read_as_a_broken_cold_design() -> None:
+    """Issue 44: SmolLM2's template prepends a fixed 24-token system prompt, which the server
+    caches; on short prompts that was > 50 % of every prompt and fired CACHED_PREFILL on every
+    run. Now the shared prefix is named (info) and the check reads past it."""
+    df = pd.DataFrame(
+        {
+            "arm": ["a"] * 4,
+            "prompt_id": ["p1", "p2", "p3", "p4"],
+            "category": ["chat"] * 4,
+            "prompt_tokens": [40.0, 44.0, 38.0, 60.0],
+            "cached_tokens": [24.0, 24.0, 24.0, 55.0],  # p4 re-sent: a real cache hit past the prefix
+        }
+    )
+    system = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\n<|im_start|>user\n"
+    cells = [{"rendered_prompts": [{"text": system + "Hello"}, {"text": system + "Write a poem"}]}]
+    found = evidence.cached_prefill(df, ["a"], cells)
+    hot = [f for f in found if f.severity != "info"]
+    (info,) = [f for f in found if f.severity == "info"]
+    assert len(hot) == 1 and "1 of 4 requests" in hot[0].evidence and "p4: 55 of 60" in hot[0].evidence
+    assert "first 24 prompt tokens" in info.evidence and "chat template" in info.evidence
+    # without the rendered prompts (no evidence of a template) the old reading stands
+    (old,) = evidence.cached_prefill(df, ["a"])
+    assert "4 of 4 requests" in old.evidence

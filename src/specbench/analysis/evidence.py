@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,25 +33,69 @@ CACHED_SHARE = 0.5  # more than this share of a cold request's prompt from the c
 WARM_BY_DESIGN = ("cache-", "agent-")
 
 
-def cached_prefill(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
+def cached_prefill(
+    df: pd.DataFrame, arms: Sequence[str], cells: Sequence[Mapping[str, Any]] = ()
+) -> list[Finding]:
+    """CACHED_PREFILL per arm whose cold requests took most of their prompt from the cache. A
+    prefix every prompt shares because the chat template writes it (a fixed system prompt: 24
+    tokens on SmolLM2) is cached by any server and is no broken cold-prompt design (issue 44):
+    where every cold request took at least ``k`` tokens from the cache and the prompts as the
+    server rendered them (``cells``) share a common start, the check reads the requests past
+    those ``k`` tokens, and says where the shared prefix is (info)."""
     out = []
+    template = shared_start(cells)
     for arm in arms:
         sub = df[(df["arm"] == arm) & df["cached_tokens"].notna() & (df["prompt_tokens"] > 0)]
         cold = sub[~sub["category"].fillna("").astype(str).str.startswith(WARM_BY_DESIGN)]
-        hot = cold[cold["cached_tokens"] > CACHED_SHARE * cold["prompt_tokens"]]
+        shared = float(cold["cached_tokens"].min()) if len(cold) >= 2 and template else 0.0
+        cached, prompt = cold["cached_tokens"] - shared, cold["prompt_tokens"] - shared
+        hot = cold[(prompt > 0) & (cached > CACHED_SHARE * prompt)]
         if len(hot):
-            worst = hot.iloc[int(np.argmax((hot["cached_tokens"] / hot["prompt_tokens"]).to_numpy()))]
-            out.append(
-                Finding(
-                    "CACHED_PREFILL",
-                    (arm,),
-                    f"{arm}: {len(hot)} of {len(cold)} requests meant to be cold took more than "
-                    f"{CACHED_SHARE:.0%} of their prompt from the cache (e.g. {worst['prompt_id']}: "
-                    f"{worst['cached_tokens']:.0f} of {worst['prompt_tokens']:.0f} tokens cached); their "
-                    "TTFT and prefill are cache hits, not prefills.",
-                )
-            )
+            out.append(_cached(arm, hot, len(cold), shared))
+        if shared > 0:
+            out.append(_template_prefix(arm, shared, template, len(cold)))
     return out
+
+
+def _cached(arm: str, hot: pd.DataFrame, cold: int, shared: float) -> Finding:
+    share = (hot["cached_tokens"] - shared) / (hot["prompt_tokens"] - shared)
+    worst = hot.iloc[int(np.argmax(share.to_numpy()))]
+    past = f" past the {shared:.0f}-token prefix every prompt shares" if shared else ""
+    return Finding(
+        "CACHED_PREFILL",
+        (arm,),
+        f"{arm}: {len(hot)} of {cold} requests meant to be cold took more than "
+        f"{CACHED_SHARE:.0%} of their prompt{past} from the cache (e.g. {worst['prompt_id']}: "
+        f"{worst['cached_tokens']:.0f} of {worst['prompt_tokens']:.0f} tokens cached); their "
+        "TTFT and prefill are cache hits, not prefills.",
+    )
+
+
+def _template_prefix(arm: str, shared: float, template: str, cold: int) -> Finding:
+    shown = template if len(template) <= 60 else template[:57] + "…"
+    return Finding(
+        "CACHED_PREFILL",
+        (arm,),
+        f"{arm}: all {cold} cold requests took their first {shared:.0f} prompt tokens from the cache: "
+        f"the prompts as the server renders them all start {shown!r} — a prefix the chat template "
+        "writes, which any server caches after the first request. TTFT excludes it; the cold-prompt "
+        "check reads each request past it.",
+        "info",
+    )
+
+
+def shared_start(cells: Sequence[Mapping[str, Any]]) -> str:
+    """The start every prompt the server rendered shares (cells' ``rendered_prompts``), "" with
+    fewer than two distinct prompts or no common start."""
+    texts = {
+        str(p.get("text") or "")
+        for cell in cells
+        for p in cell.get("rendered_prompts") or []
+        if isinstance(p, Mapping)
+    }
+    texts.discard("")
+    # character by character is the point here: texts, not paths
+    return os.path.commonprefix(sorted(texts)) if len(texts) >= 2 else ""  # noqa: RUF071
 
 
 def client_server_disagreement(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:

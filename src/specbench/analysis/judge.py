@@ -42,7 +42,7 @@ def _evidence_findings(run: RunData) -> list[Finding]:
     """What the records and cells say about the measurement itself: cache, client vs server, load."""
     arms = run.measured_arms
     return (
-        evidence.cached_prefill(run.df, arms)
+        evidence.cached_prefill(run.df, arms, run.cells)
         + evidence.client_server_disagreement(run.df, arms)
         + evidence.untimed_decode(run.df, arms)
         + busy.busy_findings(run.cells, arms)
