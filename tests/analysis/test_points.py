@@ -135,3 +135,34 @@ def test_a_scenario_is_judged_by_its_own_kind_of_serving(flips: Path) -> None:
     assert named.text("mixed") == (
         "draft4: on for single; off for concurrent; prefill not settled (no significant difference)"
     )
+
+
+def test_a_rate_sweep_is_decided_rate_by_rate_on_goodput() -> None:
+    """Issue 40: rate sweeps give per-level verdicts the same way, on goodput; the rate table stays."""
+    from specbench.analysis import analyse
+    from tests.analysis.test_goodput import run_of, sweep_records
+
+    run = run_of(sweep_records({1.0: 0.7, 2.0: 0.7, 4.0: 1.3}), {"e2e_ms": 1000.0})
+    run.manifest["matrix"]["workload"] = {"suite": "rate-sweep"}
+    a = analyse(run)
+    assert [d.workload for d in a.decisions] == [f"rate-sweep @ {r:g} req/s" for r in (1.0, 2.0, 4.0)]
+    assert {d.measure for d in a.decisions} == {"goodput"}
+    assert not a.goodput.table.empty  # the rate sweep's own table and load crossover stay
+
+
+def test_a_length_sweep_is_answered_length_by_length_and_keeps_its_crossover(tmp_path: Path) -> None:
+    """Records without a sweep phase (the synthetic ones say "main", as an import may) are placed
+    by the level their prompt id names (``@len32``)."""
+    plan = Plan(
+        arms={"baseline": Arm(decode_tok_s=30, prefill_ms=200), "spec": spec(45, prefill_ms=1000)},
+        lengths=(32, 512),
+        prompts_per_category=2,
+        workload="length-sweep",
+    )
+    a = analyse_dir(make_run(tmp_path / "run", plan))
+    assert [d.workload for d in a.decisions] == [
+        "length-sweep @ 32 tokens out",
+        "length-sweep @ 512 tokens out",
+    ]
+    assert set(a.crossovers["workload"]) == {"length-sweep"}  # L* spans the lengths
+    assert a.crossover_lengths  # and the speedup-vs-length plot still has its L*

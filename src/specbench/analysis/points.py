@@ -81,9 +81,10 @@ def level_of(phase: str | None) -> Level | None:
 
 
 def phase_of(rec: Mapping[str, Any]) -> str:
-    """The record's phase; for a record without one, the level its prompt id names, else main."""
+    """The record's phase; for a record without one (or the main one: an import, a synthetic
+    record), the level its prompt id names, else main."""
     phase = rec.get(PHASE)
-    if phase:
+    if phase and phase != MAIN:
         return str(phase)
     m = _SUFFIX.search(str(rec.get("prompt_id") or ""))
     return m.group(1) if m else MAIN
