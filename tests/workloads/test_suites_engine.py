@@ -66,6 +66,44 @@ def test_concurrency_sweep_records_levels(llama_server: Path, dense_pair: Pair, 
     store = run_suite(tmp_path, dense_pair, llama_server, "concurrency-sweep", levels=[1, 4])
     levels = [r["concurrency"] for r in store.records()]
     assert levels.count(1) == 2 and levels.count(4) == 4
+    assert {r["phase"] for r in store.records()} == {"c1", "c4"}
+
+
+def test_a_real_concurrency_sweep_is_analysed_level_by_level(
+    llama_server: Path, dense_pair: Pair, tmp_path: Path
+) -> None:
+    """Issue 40 on the real llama-server: a sweep at 1 and 4 in flight, two arms, three launches.
+    Whatever the speeds on this machine, the answer is per level (never one pooled line), every
+    measure is compared at every level, and no distribution finding is read across levels."""
+    from specbench.analysis import analyse_dir
+
+    matrix = {
+        "model": str(dense_pair.target),
+        "common_args": ["-c", "4096", "-np", "4", "-t", "1"],
+        "arms": {
+            "baseline": [],
+            "ngram": ["--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2"],
+        },
+        "workload": {"suite": "concurrency-sweep", "levels": [1, 4], "prompts": 2, "max_tokens": 16},
+        "repeats": 3,
+        "warmup": 0,
+        "forward_probe": False,
+        "engine_binary": str(llama_server),
+    }
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(matrix))
+    api.prepare_run(path, tmp_path / "run").run()
+    a = analyse_dir(tmp_path / "run")
+    names = ["concurrency-sweep @ 1 in flight", "concurrency-sweep @ 4 in flight"]
+    assert [d.workload for d in a.decisions] == names
+    assert {d.measure for d in a.decisions} == {"throughput"}
+    assert not any(line.startswith("concurrency-sweep:") for line in a.answer_lines())
+    table = a.operating_points
+    assert set(table["point"]) == set(names) and set(table["arm"]) == {"ngram"}
+    assert {"throughput", "ttft_p99", "e2e_p99", "decode"} <= set(table["measure"])
+    assert (table["launches"] == 3).all()
+    spread = [f for f in a.findings if f.code in ("DRIFT", "BIMODAL", "UNSTABLE", "STALLED")]
+    assert all(f.point in names for f in spread)
 
 
 def test_cache_reuse_shows_cached_tokens(llama_server: Path, dense_pair: Pair, tmp_path: Path) -> None:

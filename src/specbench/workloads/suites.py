@@ -247,10 +247,10 @@ def _scenarios(ctx: Context) -> list[RequestSpec]:
         s = SUITES[name]
         flight = s.concurrency
         pool = (ctx.prompts * (1 + flight // max(len(ctx.prompts), 1)))[: max(len(ctx.prompts), flight)]
-        shape: dict[str, Any] = {
+        shape: dict[str, Any] = {  # the matrix's max_tokens / input_tokens override every phase's
             "concurrency": flight,
-            "max_tokens": ctx.tokens(s.max_tokens),
-            "target_tokens": ctx.tokens(s.input_tokens or 512),
+            "max_tokens": ctx.spec.max_tokens or ctx.tokens(s.max_tokens),
+            "target_tokens": ctx.spec.input_tokens or ctx.tokens(s.input_tokens or 512),
             "ignore_eos": True,
         }
         out += [ctx.request(f"{p.id}@{name}", p.category, p.as_messages(), phase=name, **shape) for p in pool]
