@@ -10,7 +10,8 @@ Two questions per arm, both with the launch-level mixed model (:mod:`specbench.a
   Var = se_A² + se_B² and Welch–Satterthwaite degrees of freedom. A machine that got faster moves
   both the arm and the baseline; the speedup comparison is what a change in speculation shows in.
 
-Arms present in only one run are listed, not silently dropped.
+Arms present in only one run are listed, not silently dropped. Runs that sweep are compared
+level by level (issue 40): one row per arm at each operating point both runs measured.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from scipy import stats as sps
 
 from specbench.analysis import RunData, load_run, stability, stats
 from specbench.analysis import launches as L
+from specbench.analysis.rundata import for_point
 from specbench.errors import StoreError
 from specbench.store.rundir import RunStore
 
 COMPARE_COLUMNS = [
-    "arm", "n_a", "n_b", "median_a", "median_b", "ratio", "ci_low", "ci_high", "verdict", "p_value",
+    "point", "arm", "n_a", "n_b", "median_a", "median_b", "ratio", "ci_low", "ci_high", "verdict", "p_value",
     "speedup_a", "speedup_b", "speedup_change", "speedup_ci_low", "speedup_ci_high", "speedup_verdict",
 ]  # fmt: skip
 
@@ -43,13 +45,31 @@ def compare_runs(a: Path, b: Path, metric: str = "decode_tok_s") -> pd.DataFrame
     common = [arm for arm in run_a.measured_arms if arm in run_b.measured_arms]
     if not common:
         raise StoreError(f"{a} and {b} have no measured arm in common")
-    rows = [_compare_arm(run_a, run_b, arm, metric) for arm in common]
-    rows += [{"arm": arm, "verdict": "only in a"} for arm in run_a.measured_arms if arm not in common]
+    frames = [_point_frame(pa, pb, name, common, metric) for name, pa, pb in _points(run_a, run_b)]
+    rows = [{"arm": arm, "verdict": "only in a"} for arm in run_a.measured_arms if arm not in common]
     rows += [{"arm": arm, "verdict": "only in b"} for arm in run_b.measured_arms if arm not in common]
-    df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
-    _caveat_unstable(df, run_a, run_b)
+    df = pd.concat([*frames, pd.DataFrame(rows, columns=COMPARE_COLUMNS)], ignore_index=True)
     df["args_changed"] = [arm in common and run_a.arm_args(arm) != run_b.arm_args(arm) for arm in df["arm"]]
     df.attrs.update(metric=metric, a=str(a), b=str(b), warnings=run_warnings(a, b))
+    return df
+
+
+def _points(run_a: RunData, run_b: RunData) -> list[tuple[str, RunData, RunData]]:
+    """(point, a, b): the whole runs where neither sweeps, else each point both measured, each
+    run restricted to it (a sweep's levels are never pooled into one comparison)."""
+    if not (run_a.sweeps or run_b.sweeps):
+        return [("", run_a, run_b)]
+    there = {p.name for p in run_b.points}
+    return [
+        (p.name, for_point(run_a, p.name), for_point(run_b, p.name)) for p in run_a.points if p.name in there
+    ]
+
+
+def _point_frame(run_a: RunData, run_b: RunData, point: str, arms: list[str], metric: str) -> pd.DataFrame:
+    measured = [arm for arm in arms if arm in run_a.measured_arms and arm in run_b.measured_arms]
+    rows = [{"point": point, **_compare_arm(run_a, run_b, arm, metric)} for arm in measured]
+    df = pd.DataFrame(rows, columns=COMPARE_COLUMNS)
+    _caveat_unstable(df, run_a, run_b)
     return df
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -115,7 +116,9 @@ def compare(
     from specbench.analysis.compare import compare_runs
     from specbench.report import format_comparison
     from specbench.report.compat import compare_lines
+    from specbench.run.progress import UNWRAPPED
 
     df = compare_runs(run_a, run_b)
-    print(format_comparison(df))
+    # Off a terminal the table is never wrapped (a log keeps each row whole, issue 44).
+    print(format_comparison(df, width=150 if sys.stdout.isatty() else UNWRAPPED))
     print("\n".join(compare_lines(run_a, run_b, df)))

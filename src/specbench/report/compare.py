@@ -25,11 +25,14 @@ def format_comparison(df: pd.DataFrame, width: int = 150) -> str:
     metric = df.attrs.get("metric", "decode_tok_s")
     table = Table(title=f"{metric}: b vs a ({df.attrs.get('b', 'b')} vs {df.attrs.get('a', 'a')})",
                   title_justify="left")  # fmt: skip
-    cols = ("arm", "median a", "median b", "b vs a", "95 % CI", "verdict",
+    points = bool(df["point"].fillna("").astype(str).str.len().gt(0).any()) if "point" in df else False
+    cols = (*(("at",) if points else ()), "arm", "median a", "median b", "b vs a", "95 % CI", "verdict",
             "speedup a → b", "change (95 % CI)", "speedup verdict", "args changed")  # fmt: skip
     for col in cols:
-        table.add_column(col, justify="left" if col in ("arm", "verdict", "speedup verdict") else "right")
+        left = col in ("at", "arm", "verdict", "speedup verdict")
+        table.add_column(col, justify="left" if left else "right")
     for r in df.to_dict("records"):
+        at = (str(r["point"]) if pd.notna(r["point"]) else "",) if points else ()
         ci = f"{r['ci_low']:.3f}–{r['ci_high']:.3f}" if pd.notna(r["ci_low"]) else "—"
         medians = tuple(f"{r[k]:.2f}" if pd.notna(r[k]) else "—" for k in ("median_a", "median_b"))
         speedups = (
@@ -41,7 +44,7 @@ def format_comparison(df: pd.DataFrame, width: int = 150) -> str:
             else "—"
         )
         table.add_row(
-            str(r["arm"]), *medians, _x(r["ratio"]), ci, str(r["verdict"]), speedups, change,
+            *at, str(r["arm"]), *medians, _x(r["ratio"]), ci, str(r["verdict"]), speedups, change,
             str(r["speedup_verdict"]) if pd.notna(r["speedup_verdict"]) else "—",
             "yes" if r["args_changed"] else "no",
         )  # fmt: skip
