@@ -166,3 +166,23 @@ def test_a_length_sweep_is_answered_length_by_length_and_keeps_its_crossover(tmp
     ]
     assert set(a.crossovers["workload"]) == {"length-sweep"}  # L* spans the lengths
     assert a.crossover_lengths  # and the speedup-vs-length plot still has its L*
+
+
+def test_compare_goes_level_by_level(flips: Path, tmp_path: Path) -> None:
+    from specbench.analysis.compare import compare_runs
+
+    plan = Plan(
+        arms={
+            "baseline": Arm(decode_tok_s=20, level_factor={4: 2.0}),
+            "draft4": spec(30, level_factor={4: 1.2}),
+        },
+        levels=(1, 4),
+        prompts_per_category=2,
+        repeats=4,
+        workload="concurrency-sweep",
+        seed=1,
+    )
+    df = compare_runs(flips, make_run(tmp_path / "b", plan))
+    rows = df[df["arm"] == "draft4"].set_index("point")
+    assert list(rows.index) == [AT_1, AT_4]
+    assert rows.loc[AT_1, "speedup_change"] < 1.05 and rows.loc[AT_4, "speedup_change"] > 1.08  # ×0.8 → ×0.9
