@@ -3,20 +3,25 @@
 Each point is a public measurement: device, model, quant, method, K and, where the source gives
 it, the acceptance (or the mean accepted length). The theory is calibrated on each source's own
 baseline (η_bw fitted so the predicted baseline equals the published one, ``predict
---baseline-tok-s``) and then predicts the speculative arm. Prints prediction vs measurement per
-point, the error (measured / predicted − 1), the mean and median absolute error, how many signs
-(gain or loss) agree, and the share of listed points the theory can express; ``--markdown``
-prints the table that docs/theory.md carries.
+--baseline-tok-s``) and then predicts the speculative arm with the engine's named host costs and
+verify curve, and the 80 % interval of the terms it does not know for the point
+(theory/terms.py). Prints prediction vs measurement per point, the error (measured / predicted −
+1), the mean and median absolute error, how many signs (gain or loss) agree, how many
+measurements fall inside the interval, and the share of listed points the theory can express;
+``--markdown`` prints the table that docs/theory.md carries.
 
     .venv/bin/python bench/theory_published.py [--markdown]
 
-η_bw is each point's own baseline fit. Of the engine constants (``theory.engines``), llama.cpp's
-on a CPU was fitted on a lab run and does not apply to these GPU points; vLLM's EAGLE-3 host cost
-per drafting pass was fitted once on one point listed here (``fit=True``, the K = 2 row of
-vllm#20780). The summary gives the error over every point and over the held-out ones (all but
-the fitted point) separately. Where a source gives no acceptance, the point says which α
-it assumes and why (``alpha_note``). ``UNEXPRESSIBLE`` lists the sources the theory cannot put
-a number on, with the reason; they count against the expressible share.
+Two validations. *As fitted*: η_bw is each point's own baseline fit; vLLM's EAGLE-3 host cost per
+drafting pass was fitted once on one point listed here (``fit=True``, the K = 2 row of
+vllm#20780), so the summary gives the held-out points (all but that one) separately.
+*Leave-one-source-out*: each source's points are predicted with the engine tables less every
+entry fitted on that source (theory/engines.py ``fitted_on``): vllm#20780's EAGLE-3 rows then
+have no proposer cost and its band is the unknown engine's. The model's structure was still
+chosen with these points in view (the early-stopping drafts, the replay, host sampling), which
+no refit undoes. Where a source gives no acceptance, the point says which α it assumes and why
+(``alpha_note``) and gives it a band (``alpha_range``). ``UNEXPRESSIBLE`` lists the sources the
+theory cannot put a number on, with the reason; they count against the expressible share.
 """
 
 from __future__ import annotations
@@ -26,12 +31,13 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from specbench.theory import alpha_from_acceptance, calibrate_efficiency, predict
-from specbench.theory.engines import engine_efficiency
+from specbench.theory import alpha_from_acceptance, predict
+from specbench.theory.engines import HOST_COSTS
 from specbench.theory.formulas import alpha_from_tokens_per_round
-from specbench.theory.presets import get_gpu
+from specbench.theory.interval import Interval
 from specbench.theory.speedup import Tree
 from specbench.theory.stopping import predict_stopped
+from specbench.theory.terms import Priors
 
 THC_3090 = "https://hackmd.io/ODXuOQNzSiyUITz7g9mtBw"  # llama.cpp, one RTX 3090, batch 1, greedy
 HIFI_A100 = "https://huggingface.co/fraQtl/Qwen3.6-35B-A3B-Hi-Fi-MTP-runtime"  # llama.cpp, A100-80GB
@@ -76,6 +82,7 @@ class Point:
     context: int = 4096
     engine: str = "llama.cpp"
     fit: bool = False  # an engine constant was fitted on this point (theory/engines.py)
+    alpha_range: tuple[float, float] | None = None  # an estimated α: its band (theory/terms.py)
 
     @property
     def measured(self) -> float:
@@ -85,11 +92,18 @@ class Point:
 
 DRAFT = {"draft_model": "Qwen3.5-0.8B", "draft_quant": "Q8_0"}
 A3090 = "α 0.72: the report's drafter counters, 53.7 % at K = 3"
+# Estimated acceptances get a band (theory/terms.py "acceptance"). Both are judgements, not
+# measurements: the drafter's counter was read once, at K = 3, on the report's own prompts, and is
+# carried to K = 8–32 (±0.05 in α); the n-gram arm has no published acceptance at all (from a
+# coin flip to the lab's designed 0.9).
+A3090_RANGE = (ALPHA_3090 - 0.05, ALPHA_3090 + 0.05)
+NGRAM_RANGE = (0.5, 0.9)
 
 
 def a3090(label: str, method: str, k: int, low: float, high: float | None = None, **kw: Any) -> Point:
     """A point of the RTX 3090 report (Qwen3.6-35B-A3B UD-Q4_K_XL, baseline 139.9 tok/s)."""
     note = kw.pop("note", A3090)
+    kw.setdefault("alpha_range", A3090_RANGE)
     high_ratio = high / 139.9 if high else None
     return Point(label, THC_3090, *A35, method, k, 139.9, low / 139.9, ALPHA_3090, note, high_ratio, **kw)
 
@@ -100,7 +114,12 @@ POINTS = [
     a3090("3090 draft 0.8B, defaults, n-max 16", "draft", 16, 55.3, 56.5, stop=True, **DRAFT),
     a3090("3090 draft 0.8B, defaults, n-max 32", "draft", 32, 55.3, 56.5, stop=True, **DRAFT),
     a3090(
-        "3090 ngram-mod n=24, n-min 48, n-max 64", "ngram", 64, 85.6, note="α 0.72 assumed (none published)"
+        "3090 ngram-mod n=24, n-min 48, n-max 64",
+        "ngram",
+        64,
+        85.6,
+        note="α 0.72 assumed (none published)",
+        alpha_range=NGRAM_RANGE,
     ),
     Point(
         "A100 MTP K=4, A 76.0 %",
@@ -200,35 +219,39 @@ class Row:
     point: Point
     predicted: float
     breakdown: str
+    interval: Interval | None = None
 
     @property
     def error(self) -> float:
         return self.point.measured / self.predicted - 1.0
 
+    @property
+    def covered(self) -> bool:
+        """The published speedup lies inside the prediction's interval."""
+        return self.interval is not None and self.interval.covers(self.point.measured)
+
 
 ENGINE_KEYS = {"llama.cpp": "llamacpp", "vLLM": "vllm", "SGLang": "sglang"}
 
 
-def evaluate(p: Point) -> Row:
+def evaluate(p: Point, priors: Priors | None = None) -> Row:
     """Calibrate η_bw on the point's baseline, then predict its speculative arm with the engine's
-    named host costs (theory/engines.py)."""
-    eff = engine_efficiency(ENGINE_KEYS[p.engine], get_gpu(p.gpu), method=p.method)
+    named host costs and verify curve (theory/engines.py, theory/curves.py) and the interval
+    from the terms not known for it (theory/terms.py). ``priors``: the tables to use (a
+    leave-one-source-out fold passes them without the entries fitted on the held-out source)."""
     kw: dict[str, Any] = {
         "draft_model": p.draft_model,
         "draft_quant": p.draft_quant,
         "replay": p.replay,
         "draft_host_sampling": p.host_sampling,
         "context": p.context,
+        "baseline_tok_s": p.baseline_tok_s,
+        "engine": ENGINE_KEYS[p.engine],
+        "priors": priors,
     }
-    shape: dict[str, Any] = {"tree": p.tree, "tensor_parallel": p.tensor_parallel}
-    if p.stop:  # predict_stopped takes a fitted efficiency
-        kw["efficiency"] = calibrate_efficiency(
-            p.baseline_tok_s, p.model, p.gpu, p.quant, context=p.context, efficiency=eff
-        )
-    else:
-        shape["baseline_tok_s"], kw["efficiency"] = p.baseline_tok_s, eff
     acc = {"accepted_length": p.accepted_length} if p.accepted_length else {"alpha": p.alpha}
-    pred = predict(p.model, p.gpu, p.quant, p.method, p.k, **acc, **kw, **shape)
+    shape = {"tree": p.tree, "tensor_parallel": p.tensor_parallel}
+    pred = predict(p.model, p.gpu, p.quant, p.method, p.k, **acc, **kw, **shape, alpha_range=p.alpha_range)
     b, ms = pred.breakdown, 1e3
     terms = (
         f"K={p.k}: step {b.target_step_s * ms:.1f}, round {b.round_s * ms:.1f} = draft {b.draft_s * ms:.1f}"
@@ -238,11 +261,23 @@ def evaluate(p: Point) -> Row:
         f" (draft host {b.draft_host_s * ms:.1f})"
     )
     if not p.stop:
-        return Row(p, pred.speedup, terms)
+        return Row(p, pred.speedup, terms, pred.interval.speedup if pred.interval else None)
     stopped = predict_stopped(
-        p.model, p.gpu, p.quant, p.method, p.k, alpha=p.alpha, stop=p.alpha, n_min=p.n_min, **kw
-    )
-    return Row(p, stopped.speedup, f"stops early: mean draft {stopped.mean_draft:.1f}; at full {terms}")
+        p.model, p.gpu, p.quant, p.method, p.k, alpha=p.alpha, stop=p.alpha, n_min=p.n_min,
+        alpha_range=p.alpha_range, **kw,
+    )  # fmt: skip
+    why = f"stops early: mean draft {stopped.mean_draft:.1f}; at full {terms}"
+    return Row(p, stopped.speedup, why, stopped.interval)
+
+
+def leave_one_source_out(points: list[Point]) -> list[Row]:
+    """Each source's points predicted with the tables less every entry fitted on that source
+    (theory/engines.py ``fitted_on``): what the model says of a source it has never seen."""
+    rows = []
+    for source in dict.fromkeys(p.source for p in points):
+        priors = Priors(host_costs=tuple(c for c in HOST_COSTS if c.fitted_on != source))
+        rows += [evaluate(p, priors) for p in points if p.source == source]
+    return rows
 
 
 def _measured(p: Point) -> str:
@@ -253,23 +288,41 @@ def _measured(p: Point) -> str:
 def _errors(rows: list[Row]) -> str:
     errors = [abs(r.error) for r in rows]
     signs = sum((r.predicted > 1) == (r.point.measured > 1) for r in rows)
+    covered = sum(r.covered for r in rows)
     return (
         f"{len(rows)} points: mean absolute error {statistics.fmean(errors) * 100:.1f} %, median"
-        f" {statistics.median(errors) * 100:.1f} %, signs right {signs}/{len(rows)}"
+        f" {statistics.median(errors) * 100:.1f} %, signs right {signs}/{len(rows)}, inside the 80 %"
+        f" interval {covered}/{len(rows)} ({covered / len(rows) * 100:.0f} %)"
     )
 
 
-def summary(rows: list[Row]) -> str:
-    """Mean and median absolute error and sign agreement, over the held-out points (every point
-    no constant was fitted on) and over all; the expressible share."""
+def summary(rows: list[Row], loso: list[Row] | None = None) -> str:
+    """Mean and median absolute error, sign agreement and interval coverage: over the held-out
+    points (every point no constant was fitted on), over all, and leave-one-source-out."""
     held = [r for r in rows if not r.point.fit]
     fitted = ", ".join(r.point.label for r in rows if r.point.fit) or "none"
     listed = len(rows) + len(UNEXPRESSIBLE)
-    return (
+    text = (
         f"Held out: {_errors(held)}. All: {_errors(rows)}; expressible {len(rows)}/{listed}"
         f" ({len(rows) / listed * 100:.0f} %). Fitted on: {fitted} (vLLM's EAGLE-3 host cost per"
         " drafting pass, theory/engines.py); η_bw is each point's own baseline."
     )
+    if loso:
+        text += f" Leave-one-source-out: {_errors(loso)}."
+    return text
+
+
+COLUMNS = ("point", "engine", "acceptance", "predicted [80 %]", "published", "error",
+           "left out: predicted [80 %]", "error", "widest term (left out)")  # fmt: skip
+
+
+def _cell(r: Row) -> str:
+    i = r.interval
+    return f"{r.predicted:.2f}x [{i.low:.2f}–{i.high:.2f}]" if i else f"{r.predicted:.2f}x"
+
+
+def _dominant(r: Row) -> str:
+    return (r.interval.dominant_text() if r.interval else None) or "—"
 
 
 def main() -> None:
@@ -277,28 +330,33 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true", help="print the docs/theory.md table")
     args = parser.parse_args()
     rows = [evaluate(p) for p in POINTS]
+    loso = {r.point.label: r for r in leave_one_source_out(POINTS)}
     if args.markdown:
-        print("| point | engine | acceptance | predicted | published | error |")
-        print("|---|---|---|---|---|---|")
+        print(f"| {' | '.join(COLUMNS)} |")
+        print("|---" * len(COLUMNS) + "|")
         for r in rows:
             acc = f"AL {r.point.accepted_length}" if r.point.accepted_length else f"α {r.point.alpha:.2f}"
             label = f"{r.point.label} (**fitted**)" if r.point.fit else r.point.label
+            o = loso[r.point.label]
             print(
-                f"| {label} | {r.point.engine} | {acc} | {r.predicted:.2f}x | {_measured(r.point)}"
-                f" | {r.error * 100:+.0f} % |"
+                f"| {label} | {r.point.engine} | {acc} | {_cell(r)} | {_measured(r.point)}"
+                f" | {r.error * 100:+.0f} %{'' if r.covered else ' (outside)'} | {_cell(o)}"
+                f" | {o.error * 100:+.0f} %{'' if o.covered else ' (outside)'} | {_dominant(o)} |"
             )
         print("\nNot expressible:\n")
         print("\n".join(f"- {label} ({url}): {why}" for label, url, why in UNEXPRESSIBLE))
-        print(f"\n{summary(rows)}")
+        print(f"\n{summary(rows, list(loso.values()))}")
         return
     for r in rows:
+        o = loso[r.point.label]
         print(
-            f"{r.point.label:55} predicted {r.predicted:5.2f}x  published {_measured(r.point):12}"
-            f" error {r.error * 100:+5.0f} %   ({r.breakdown}; {r.point.alpha_note})"
+            f"{r.point.label:55} predicted {_cell(r):22} published {_measured(r.point):12}"
+            f" error {r.error * 100:+5.0f} %  left out {_cell(o):22} {o.error * 100:+5.0f} %"
+            f"   ({r.breakdown}; {r.point.alpha_note}; widest: {_dominant(o)})"
         )
     for label, url, why in UNEXPRESSIBLE:
         print(f"{label:55} not expressible: {why} ({url})")
-    print(summary(rows))
+    print(summary(rows, list(loso.values())))
 
 
 if __name__ == "__main__":

@@ -89,6 +89,10 @@ def predict_command(
     tree_top_k: Annotated[int, typer.Option(help="tree draft: candidates per level (1: a chain)")] = 1,
     tree_tokens: Annotated[int, typer.Option(help="tree draft: draft tokens verified per round")] = 0,
     alpha: Annotated[float | None, typer.Option(help="per-token acceptance probability")] = None,
+    alpha_range: Annotated[
+        tuple[float, float] | None,
+        typer.Option(help="LOW HIGH: the acceptance was estimated; its band widens the interval"),
+    ] = None,
     draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
     concurrency: Annotated[int, typer.Option(help="requests in flight")] = 1,
     context: Annotated[int, typer.Option(help="tokens in context")] = 4096,
@@ -150,7 +154,7 @@ def predict_command(
     if not (model and device and method):
         raise ConfigError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)")
     _check_predict_flags(method, draft_model, acceptance, alpha, accepted_length)
-    efficiency = _engine_costs(engine, device, method)
+    _check_engine(engine)
     result = theory.predict(
         model,
         device,
@@ -167,24 +171,18 @@ def predict_command(
         tensor_parallel=tensor_parallel,
         accepted_length=accepted_length,
         tree=theory.Tree(tree_top_k, tree_tokens or draft_max) if tree_top_k > 1 or tree_tokens else None,
-        efficiency=efficiency,
+        engine=engine,
+        alpha_range=alpha_range,
     )
     _note_gpu_alias(gpu)
     print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
 
 
-def _engine_costs(engine: str | None, device: Any, method: str) -> Any:
-    """--engine: the engine's named host costs (theory/engines.py) on this device and method; None
-    without --engine (the model's defaults: no engine-specific cost)."""
-    from specbench.theory.engines import engine_efficiency
-    from specbench.theory.hardware import Gpu
-    from specbench.theory.presets import get_gpu
-
-    if engine is None:
-        return None
-    if engine not in ("llamacpp", "vllm", "sglang"):
+def _check_engine(engine: str | None) -> None:
+    """--engine: one the theory names host costs and verify curves for (docs/theory.md); without
+    it the engine is unknown, and the interval says so."""
+    if engine is not None and engine not in ("llamacpp", "vllm", "sglang"):
         raise ConfigError(f"--engine: {engine!r} is not one of llamacpp, vllm, sglang")
-    return engine_efficiency(engine, device if isinstance(device, Gpu) else get_gpu(device), method=method)
 
 
 def _device(gpu: str | None, bandwidth_gbs: float | None, tflops: float | None) -> Any:

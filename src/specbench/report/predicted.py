@@ -1,9 +1,11 @@
 """The "Predicted vs measured" section: the theory model calibrated on the baseline arm, per arm.
 
 The theory fits η_bw so its baseline equals the measured baseline, then predicts each speculative
-arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.analysis.predicted.arms`).
-``error = measured / predicted − 1``. The theory is computed by :func:`specbench.analysis.result.analyse`;
-when no prediction is possible the section is one line saying why; it never stops the report.
+arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.analysis.predicted.arms`),
+each with the 80 % interval of the terms the run does not measure and the term that dominates it
+(:mod:`specbench.analysis.predicted.spread`). ``error = measured / predicted − 1``. The theory is
+computed by :func:`specbench.analysis.result.analyse`; when no prediction is possible the section is
+one line saying why; it never stops the report.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ NOTE = (
     "Theory (docs/theory.md) calibrated so its baseline equals the measured one; each arm is predicted "
     "from its measured acceptance A at its configured K. Replayed: the same cost model on the drafting "
     "the arm actually did (rounds, tokens per draft). Round ms: one drafting round measured from the "
-    "decode windows vs modelled; the gap is what the model leaves out. error = measured / predicted − 1."
+    "decode windows vs modelled; the gap is what the model leaves out. error = measured / predicted − 1. "
+    "[80 %]: the interval the terms this run does not measure give (the engine's host work, the launch "
+    "latency, the verify cost where no probe measured it); the line under the table names the widest."
 )
 
 

@@ -54,11 +54,26 @@ Fitted once, in closed form, on the K = 2 row of vllm#20780 alone (0.62 ms per p
 divided by the K passes); its K = 3–7 rows and every other point are held out
 (bench/theory_published.py). EAGLE-1 in the same table needs no such term and gets none; vLLM
 on a CPU, SGLang and llama.cpp: unknown, 0.
+
+**Bands.** Each value carries the band the interval of a prediction uses (theory/interval.py),
+from the same evidence: ``spec_pass_s`` 0.08–0.90 ms (the six arms' own closed-form values on
+the first H200 run; the range of six values is about their 14–86 % range), ``draft_pass_s``
+0.49–0.62 ms (the closed-form value of each K = 2–7 row of vllm#20780), ``query_context_share``
+0.36–0.61 (the held-out arms above), ``drafted_s`` 0.22–0.74 ms (up to the largest per-token gap
+a held-out MoE arm showed before the context term, 11 ms at 14.8 tokens; down to half the fit,
+a judgement: no arm was measured below it). An engine with none of these for the device and
+method pays ``round_s`` with the band of :data:`UNKNOWN_ROUND`: from none up to the most any
+engine was measured to spend per round on that kind of device.
+
+Each entry names the one source it was fitted on (``fitted_on``), so a validation can drop the
+entries fitted on the source it holds out (bench/theory_published.py, leave-one-source-out).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
 
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
@@ -68,26 +83,97 @@ LLAMACPP_CPU_QUERY_CONTEXT_SHARE = 0.5
 LLAMACPP_GPU_SPEC_PASS_S = 0.19e-3
 VLLM_EAGLE3_DRAFT_PASS_S = 0.62e-3
 CPU_DEVICE = "cpu"
+VLLM_EAGLE = "https://github.com/vllm-project/vllm/issues/20780"
+LAB_CPU = "make demo on the 2-core VM, 2026-11-28 (lab MoE pair, draft4)"
+LAB_H200 = "first H200 GPU-kit run, 2026-11-28 (lab dense pair, draft4)"
+
+Device = Literal["gpu", "cpu"]
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """One named engine cost: ``field`` of :class:`Efficiency` for ``engine`` on a ``device``
+    (and only for ``method`` when given), its fitted value, its band and the one source it was
+    fitted on."""
+
+    engine: str
+    device: Device
+    field: str
+    value: float
+    low: float
+    high: float
+    label: str
+    fitted_on: str
+    method: str | None = None
+    unit: str = "ms"
+
+    @property
+    def display(self) -> float:
+        return 1e3 if self.unit == "ms" else 1.0
+
+
+HOST_COSTS: tuple[HostCost, ...] = (
+    HostCost("llamacpp", "cpu", "drafted_s", LLAMACPP_CPU_DRAFTED_S, 0.22e-3, 0.74e-3,
+             "llama-server's host work per drafted token on a CPU", LAB_CPU),
+    HostCost("llamacpp", "cpu", "query_context_share", LLAMACPP_CPU_QUERY_CONTEXT_SHARE, 0.36, 0.61,
+             "the share of the step's context cost each further verified token pays (llama.cpp CPU)",
+             LAB_CPU, unit=""),
+    HostCost("llamacpp", "gpu", "spec_pass_s", LLAMACPP_GPU_SPEC_PASS_S, 0.08e-3, 0.90e-3,
+             "llama-server's host work per pass of a speculating slot on a GPU", LAB_H200),
+    HostCost("vllm", "gpu", "draft_pass_s", VLLM_EAGLE3_DRAFT_PASS_S, 0.49e-3, 0.62e-3,
+             "vLLM's EAGLE-3 proposer host work per drafting pass", VLLM_EAGLE, method="eagle3"),
+)  # fmt: skip
+
+# No named cost for the engine, device and method: the host work per round is not known. The
+# band runs from none to the most measured per round on that kind of device: 0.90 ms, the lab
+# MoE pair's draft8 arm on the first H200 run (llama-server), and 3.7 ms, llama-server's round
+# on the 2-core VM's MoE pair before drafted_s (--fit-arm draft4; docs/theory.md).
+UNKNOWN_ROUND = {
+    "gpu": HostCost("*", "gpu", "round_s", 1.0e-4, 0.0, 0.90e-3,
+                    "host work per round of an engine with no measured host cost (GPU)", "none"),
+    "cpu": HostCost("*", "cpu", "round_s", 1.0e-4, 0.0, 3.7e-3,
+                    "host work per round of an engine with no measured host cost (CPU)", "none"),
+}  # fmt: skip
+
+
+def device_kind(gpu: Gpu) -> Device:
+    """ "cpu" for the measured ``cpu`` device (the runner's probe), "gpu" for every preset."""
+    return "cpu" if gpu.name == CPU_DEVICE else "gpu"
+
+
+def host_costs(
+    engine: str | None, gpu: Gpu, method: str | None, costs: Sequence[HostCost] = HOST_COSTS
+) -> list[HostCost]:
+    """The named costs ``engine`` pays on ``gpu`` for ``method`` (None: those every method pays)."""
+    kind = device_kind(gpu)
+    return [
+        c
+        for c in costs
+        if c.engine == engine and c.device == kind and (c.method is None or c.method == method)
+    ]
 
 
 def engine_efficiency(
-    engine: str, gpu: Gpu, base: Efficiency | None = None, method: str | None = None
+    engine: str,
+    gpu: Gpu,
+    base: Efficiency | None = None,
+    method: str | None = None,
+    costs: Sequence[HostCost] = HOST_COSTS,
 ) -> Efficiency:
     """``base`` (default efficiencies) with the named host costs of ``engine`` on ``gpu`` for
     ``method`` (a drafting method of theory/methods.py; None: the costs every method pays)."""
     eff = base or Efficiency()
-    if engine == "llamacpp" and gpu.name == CPU_DEVICE:
-        eff = replace(
-            eff, drafted_s=LLAMACPP_CPU_DRAFTED_S, query_context_share=LLAMACPP_CPU_QUERY_CONTEXT_SHARE
-        )
-    elif engine == "llamacpp":
-        eff = replace(eff, spec_pass_s=LLAMACPP_GPU_SPEC_PASS_S)
-    return method_efficiency(engine, gpu, eff, method) if method else eff
+    for c in host_costs(engine, gpu, None, costs):
+        eff = replace(eff, **{c.field: c.value})
+    return method_efficiency(engine, gpu, eff, method, costs) if method else eff
 
 
-def method_efficiency(engine: str, gpu: Gpu, eff: Efficiency, method: str) -> Efficiency:
+def method_efficiency(
+    engine: str, gpu: Gpu, eff: Efficiency, method: str, costs: Sequence[HostCost] = HOST_COSTS
+) -> Efficiency:
     """``eff`` with the host costs ``engine`` pays only for ``method`` (the others untouched,
     so a fitted round overhead survives)."""
-    if engine == "vllm" and method == "eagle3" and gpu.name != CPU_DEVICE:
-        return replace(eff, draft_pass_s=VLLM_EAGLE3_DRAFT_PASS_S)
+    for c in host_costs(engine, gpu, method, costs):
+        if c.method is not None:
+            eff = replace(eff, **{c.field: c.value})
     return eff

@@ -7,6 +7,8 @@ from specbench.theory.speedup import Prediction
 
 
 def _bound(bound: str) -> str:
+    if bound == "curve":
+        return "the engine's measured curve"
     return "measured" if bound == "measured" else f"{bound}-bound"
 
 
@@ -38,6 +40,8 @@ def format_prediction(p: Prediction) -> str:
         f"  bytes       step {_fmt_bytes(b.step_bytes)}, verify {_fmt_bytes(b.verify_bytes)}"
         f" ({b.verify_bytes / b.step_bytes:.2f}x), draft pass {_fmt_bytes(b.draft_bytes)}",
     ]
+    if p.interval is not None:
+        lines += _interval_lines(p)
     if b.experts_touched_step:
         ratio = b.experts_touched_verify / b.experts_touched_step
         lines.append(
@@ -52,3 +56,17 @@ def format_prediction(p: Prediction) -> str:
     elif b.checkpoint_s:
         lines.append(f"  checkpoint  {mib:.1f} MiB of recurrent state per round, over the host link")
     return "\n".join(lines)
+
+
+def _interval_lines(p: Prediction) -> list[str]:
+    """``interval    ×1.44 [1.25–1.68] (80 %) …`` and the term that dominates its width."""
+    assert p.interval is not None
+    i = p.interval
+    base = i.baseline_tok_s
+    lines = [
+        f"  interval    speedup {i.speedup.text()}, baseline {base.text(1, '')} tok/s"
+        " (80 %, from the terms not known for this setup)"
+    ]
+    if i.dominant:
+        lines.append(f"  widest      {i.dominant}")
+    return lines

@@ -15,12 +15,17 @@ hybrids, and emits τ(α, γ) tokens per sequence::
 target restored from a host checkpoint; the replay pass emits one more token, so a round then
 yields τ + (1 − α^γ) tokens).
     spec tok/s = C · τ / t_round              speedup = spec / baseline
+
+Without a run, the verify pass is ``max(roofline, v(T) · step)`` with v(T) the engine's measured
+curve where one is known (theory/curves.py), and every prediction carries an interval from the
+terms it does not know for its setup (theory/terms.py, propagated by theory/interval.py).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from specbench.errors import ConfigError
@@ -29,12 +34,15 @@ from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.cost import (
     Bound,
     Efficiency,
+    ForwardCost,
     forward_cost,
     forward_time,
     head_share,
     roofline,
     sampling_time,
 )
+from specbench.theory.curves import Floor, verify_band
+from specbench.theory.engines import engine_efficiency
 from specbench.theory.formulas import (
     acceptance_from_alpha,
     alpha_from_acceptance,
@@ -44,6 +52,7 @@ from specbench.theory.formulas import (
 )
 from specbench.theory.hardware import Gpu
 from specbench.theory.inputs import Weights, check_inputs
+from specbench.theory.interval import ENDS, End, Interval, Swing, propagate
 from specbench.theory.methods import (
     DraftSetup,
     catchup_time,
@@ -56,11 +65,13 @@ from specbench.theory.methods import (
 )
 from specbench.theory.parallel import tensor_parallel_device
 from specbench.theory.presets import get_gpu, get_model, get_quant
+from specbench.theory.terms import Priors, Unknowns, blind_unknowns
 
 # Fitting η_bw to a measured baseline is in theory/calibrate.py, the text of a Prediction in
 # theory/predicttext.py.
 
 TargetPass = Callable[[int], float]  # tokens in one target pass -> seconds
+PassBound = Bound | Literal["measured", "curve"]  # "curve": the engine's verify curve (curves.py)
 
 
 @dataclass(frozen=True)
@@ -85,8 +96,8 @@ class Breakdown:
     draft_bytes: float
     step_flops: float
     verify_flops: float
-    bound: Bound | Literal["measured"]
-    verify_bound: Bound | Literal["measured"]
+    bound: PassBound
+    verify_bound: PassBound
     checkpoint_bytes: int
     catchup_s: float = 0.0  # the drafter's pass over the verified batch (methods.py)
     snapshot_s: float = 0.0  # per-token state snapshots written by the verify (snapshot methods)
@@ -100,8 +111,23 @@ class Breakdown:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """A prediction's intervals from the terms it does not know (theory/interval.py): the
+    speedup's and the baseline rate's, each with every term's swing."""
+
+    speedup: Interval
+    baseline_tok_s: Interval
+
+    @property
+    def dominant(self) -> str | None:
+        """The term that dominates the speedup's width, with its band, or None."""
+        return self.speedup.dominant_text()
+
+
+@dataclass(frozen=True)
 class Prediction:
-    """Predicted decode rates (tokens/s summed over all sequences) and the breakdown."""
+    """Predicted decode rates (tokens/s summed over all sequences) and the breakdown;
+    ``interval`` (from :func:`predict`) says how far the unknown terms move them."""
 
     model: str
     gpu: str
@@ -116,6 +142,7 @@ class Prediction:
     speedup: float
     breakdown: Breakdown
     efficiency: Efficiency
+    interval: Spread | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,6 +186,11 @@ def predict(
     tensor_parallel: int = 1,
     accepted_length: float | None = None,
     tree: Tree | None = None,
+    engine: str | None = None,
+    alpha_range: tuple[float, float] | None = None,
+    spread: bool = True,
+    terms_at: tuple[str, End] | None = None,
+    priors: Priors | None = None,
 ) -> Prediction:
     """Predict baseline and speculative decode rates (see the module docstring).
 
@@ -170,6 +202,14 @@ def predict(
     splits each pass over that many devices (theory/parallel.py). ``accepted_length`` is a
     published mean tokens per round (bonus included) in place of an acceptance; ``tree`` makes
     the draft a tree of ``draft_max`` levels (:class:`Tree`).
+
+    ``engine`` (llamacpp, vllm, sglang; None: not known) adds its named host costs
+    (theory/engines.py) and its measured verify curve (theory/curves.py). The prediction's
+    ``interval`` comes from the terms not known for this setup (theory/terms.py);
+    ``alpha_range`` makes the acceptance one of them (an estimated α). ``spread=False`` skips
+    the interval; ``terms_at=(key, end)`` evaluates the model with one term at one end of its
+    band instead (for callers that propagate a composite prediction, theory/stopping.py);
+    ``priors`` replaces the tables of host costs and curves.
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
@@ -182,26 +222,88 @@ def predict(
     device = tensor_parallel_device(
         gpu if isinstance(gpu, Gpu) else get_gpu(gpu), tensor_parallel, target.arch
     )
-    if baseline_tok_s is not None:
-        efficiency = fit_bandwidth(
-            baseline_tok_s, target, device, context, concurrency=concurrency, efficiency=efficiency
-        )
-    return predict_architecture(
-        target,
+    priors = priors or Priors()
+    base = efficiency or Efficiency()
+    if engine is not None:
+        base = engine_efficiency(engine, device, base, m, priors.host_costs)
+    band = verify_band(engine, device, target.bytes_per_weight, target.arch.is_moe, priors.curves)
+    given = (acceptance, alpha, accepted_length)
+    fixed: dict[str, Any] = {
+        "draft": Weights(get_model(draft_model), dq.bytes_per_weight, dq.name) if draft_model else None,
+        "concurrency": concurrency,
+        "context": context,
+        "replay": replay,
+        "draft_host_sampling": draft_host_sampling,
+        "tree": tree,
+    }
+
+    def run(eff: Efficiency, floor: Floor | None, accept: tuple[float | None, ...]) -> Prediction:
+        if baseline_tok_s is not None:
+            eff = fit_bandwidth(
+                baseline_tok_s, target, device, context, concurrency=concurrency, efficiency=eff
+            )
+        acc, a, length = accept
+        return predict_architecture(
+            target, device, m, draft_max, acceptance=acc, alpha=a, accepted_length=length,
+            efficiency=eff, verify_floor=floor, **fixed,
+        )  # fmt: skip
+
+    central = run(base, band.floor(None), given)
+    width = (tree.tokens if tree else draft_max) + 1
+    unknowns = blind_unknowns(
+        engine,
         device,
         m,
-        draft_max,
-        acceptance=acceptance,
-        alpha=alpha,
-        draft=Weights(get_model(draft_model), dq.bytes_per_weight, dq.name) if draft_model else None,
-        concurrency=concurrency,
-        context=context,
-        efficiency=efficiency,
-        replay=replay,
-        draft_host_sampling=draft_host_sampling,
-        accepted_length=accepted_length,
-        tree=tree,
+        base,
+        band=band,
+        verify_tokens=concurrency * width,
+        roof_steps=roofline_steps(target, device, central.efficiency, concurrency, width, context),
+        baseline_known=baseline_tok_s is not None,
+        alpha=central.breakdown.alpha,
+        alpha_range=alpha_range,
+        priors=priors,
     )
+
+    def at(key: str, end: End) -> Prediction:
+        a = unknowns.alpha(None, key, end)
+        accept = given if a is None else (None, a, None)
+        return run(unknowns.efficiency(base, key, end), unknowns.floor(key, end), accept)
+
+    if terms_at is not None:
+        return at(*terms_at)
+    return replace(central, interval=spread_of(central, unknowns, at)) if spread else central
+
+
+def spread_of(central: Prediction, unknowns: Unknowns, at: Callable[[str, End], Prediction]) -> Spread:
+    """The speedup's and the baseline's intervals: ``at(key, end)`` for every term and end
+    (an end the model cannot evaluate, such as a baseline no efficiency explains, moves nothing)."""
+    results: dict[tuple[str, End], Prediction | None] = {}
+    for term in unknowns.terms:
+        for end in ENDS:
+            try:
+                results[term.key, end] = at(term.key, end)
+            except ConfigError:
+                results[term.key, end] = None
+
+    def swings(field: str) -> list[Swing]:
+        def value(key: str, end: End) -> float:
+            p = results[key, end]
+            return float(getattr(p, field)) if p is not None else math.nan
+
+        return [Swing(t, value(t.key, "low"), value(t.key, "high")) for t in unknowns.terms]
+
+    return Spread(
+        propagate(central.speedup, swings("speedup")),
+        propagate(central.baseline_tok_s, swings("baseline_tok_s")),
+    )
+
+
+def roofline_steps(target: Weights, gpu: Gpu, eff: Efficiency, seqs: int, width: int, context: int) -> float:
+    """The roofline's verify over ``width`` tokens per sequence, in its own decode steps."""
+    g = gpu.for_weights(target.quant)
+    step = forward_time(forward_cost(target.arch, target.bytes_per_weight, seqs, 1, context), g, eff)
+    verify = forward_cost(target.arch, target.bytes_per_weight, seqs, width, context)
+    return forward_time(verify, g, eff) / step
 
 
 @dataclass(frozen=True)
@@ -237,6 +339,7 @@ def predict_architecture(
     accepted_length: float | None = None,
     tree: Tree | None = None,
     step_context_slope_s: float = 0.0,
+    verify_floor: Floor | None = None,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
@@ -244,7 +347,9 @@ def predict_architecture(
     :mod:`specbench.run.forwardprobe`); it replaces the roofline for the baseline step and the
     verify pass. The probe's passes run at an empty context; ``step_context_slope_s`` (seconds per
     context position of one measured decode step, from the baseline's requests) lets the verify's
-    further tokens pay their share of it (:func:`verify_context_time`).
+    further tokens pay their share of it (:func:`verify_context_time`). Without ``target_pass``,
+    ``verify_floor(T)`` (decode steps; theory/curves.py) puts the engine's measured verify cost
+    under the roofline's: the verify takes the larger of the two.
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
@@ -270,7 +375,7 @@ def predict_architecture(
     tau = accepted_length or (tree_tokens_per_round(a, draft_max, tree.top_k) if tree else None)
     eff = efficiency or Efficiency()
     gpu = gpu.for_weights(target.quant)
-    bd = _breakdown(setup, gpu, eff, a, acc, target_pass, tau, step_context_slope_s)
+    bd = _breakdown(setup, gpu, eff, a, acc, target_pass, tau, step_context_slope_s, verify_floor)
     base = concurrency / bd.target_step_s
     spec = concurrency * bd.tokens_per_round / bd.round_s
     return Prediction(
@@ -299,6 +404,7 @@ def _breakdown(
     target_pass: TargetPass | None,
     tau_given: float | None = None,
     context_slope_s: float = 0.0,
+    floor: Floor | None = None,
 ) -> Breakdown:
     width = s.verify_width  # γ + 1 for a chain, the tree's draft tokens + 1
     step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
@@ -310,11 +416,9 @@ def _breakdown(
     extra_samples = samples - sampling_time(s.target, s.seqs, gpu, eff)
     if target_pass is None:
         t_step = forward_time(step, gpu, eff) + sampling_time(s.target, s.seqs, gpu, eff)
-        t_verify = forward_time(verify, gpu, eff) + samples
-        bounds: tuple[Bound | Literal["measured"], ...] = (
-            roofline(step, gpu, eff)[1],
-            roofline(verify, gpu, eff)[1],
-        )
+        t_body, verify_bound = _floored(verify, step, gpu, eff, floor)
+        t_verify = t_body + samples
+        bounds: tuple[PassBound, ...] = (roofline(step, gpu, eff)[1], verify_bound)
     else:  # the measured step holds its own sampling; the probe's prefills sample one position
         t_step, t_verify = target_pass(s.seqs), target_pass(s.seqs * width) + extra_samples
         # ... and compute one LM-head row where the verify computes γ+1 per sequence (cost.py)
@@ -326,7 +430,7 @@ def _breakdown(
     t_verify += t_context
     ckpt_target, ckpt_draft = checkpoint_time(drafting, s, alpha, gpu)
     t_snap = snapshot_time(s, gpu, eff)
-    t_replay = _replay_time(s, gpu, eff, alpha, target_pass)
+    t_replay = _replay_time(s, gpu, eff, alpha, target_pass, floor)
     tokens = tau + (replay_tokens(alpha, s.gamma)[0] if t_replay else 0.0)
     t_drafted = s.seqs * (width - 1) * eff.drafted_s  # the engine's host work per drafted token
     spent = (
@@ -375,6 +479,18 @@ def _breakdown(
     )
 
 
+def _floored(
+    cost: ForwardCost, step: ForwardCost, gpu: Gpu, eff: Efficiency, floor: Floor | None
+) -> tuple[float, PassBound]:
+    """A pass's roofline time, or the engine's curve at its tokens times the step when that is
+    more (theory/curves.py), and which of them bound it."""
+    t, bound = forward_time(cost, gpu, eff), roofline(cost, gpu, eff)[1]
+    if floor is None:
+        return t, bound
+    by_curve = floor(cost.tokens) * forward_time(step, gpu, eff)
+    return (by_curve, "curve") if by_curve > t else (t, bound)
+
+
 def verify_context_time(further_tokens: float, context: int, slope_s: float, eff: Efficiency) -> float:
     """What a measured verify misses at the run's context: the forward probe's prefills attend to
     an empty cache, and the measured step pays its context once. Each of the pass's further tokens
@@ -384,7 +500,12 @@ def verify_context_time(further_tokens: float, context: int, slope_s: float, eff
 
 
 def _replay_time(
-    s: DraftSetup, gpu: Gpu, eff: Efficiency, alpha: float, target_pass: TargetPass | None
+    s: DraftSetup,
+    gpu: Gpu,
+    eff: Efficiency,
+    alpha: float,
+    target_pass: TargetPass | None,
+    floor: Floor | None = None,
 ) -> float:
     """P_reject · (t(target, C × m) + t(drafter, C × m)), m = E[a | a < γ] + 1, with replay on a
     hybrid target that a host checkpoint restores (methods.py); else 0."""
@@ -392,10 +513,11 @@ def _replay_time(
         return 0.0
     p_reject, tokens = replay_tokens(alpha, s.gamma)
     low = int(tokens)
+    step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
     times = [
         target_pass(s.seqs * t) + sampling_time(s.target, s.seqs * (t - 1), gpu, eff)
         if target_pass
-        else forward_time(forward_cost(s.target, s.target_bpw, s.seqs, t, s.context), gpu, eff)
+        else _floored(forward_cost(s.target, s.target_bpw, s.seqs, t, s.context), step, gpu, eff, floor)[0]
         + sampling_time(s.target, s.seqs * t, gpu, eff)
         for t in (low, low + 1)
     ]

@@ -18,14 +18,19 @@ sequences are not combined.) The speedup is the ratio of expectations over D::
 with tokens(d), time(d) the round of :func:`specbench.theory.speedup.predict` at K = d. The usual input
 is c = α: a calibrated drafter is sure about the tokens it gets right. That is an assumption, not
 a measurement; on a run, the *replayed* column uses the drafted lengths the server counted.
+
+Its interval comes from the same unknown terms as :func:`predict`'s at K (theory/terms.py), each
+set at the ends of its band in every round of the expectation; an estimated acceptance moves the
+continuation probability with it when c = α.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from specbench.errors import ConfigError
+from specbench.theory.interval import End, Interval, Term, propagate, swings_of
 from specbench.theory.speedup import predict
 
 
@@ -36,6 +41,7 @@ class StoppedPrediction:
     speedup: float
     mean_draft: float
     baseline_tok_s: float
+    interval: Interval | None = None
 
 
 def stop_distribution(stop: float, k: int) -> list[float]:
@@ -55,13 +61,50 @@ def predict_stopped(
     alpha: float,
     stop: float,
     n_min: int = 0,
+    alpha_range: tuple[float, float] | None = None,
+    spread: bool = True,
     **kw: Any,
 ) -> StoppedPrediction:
     """:func:`predict` for a drafter that stops at its first unsure token (module docstring).
 
-    ``kw`` passes on to :func:`predict` (draft model, efficiency, replay, ...).
+    ``kw`` passes on to :func:`predict` (draft model, efficiency, baseline, engine, replay, ...);
+    ``alpha_range`` and ``spread`` as there.
     """
+    result = _stopped(model, gpu, quant, method, draft_max, alpha, stop, n_min, kw)
+    if not spread:
+        return result
+    full = predict(model, gpu, quant, method, draft_max, alpha=alpha, alpha_range=alpha_range, **kw)
+    terms = [s.term for s in full.interval.speedup.swings] if full.interval else []
+
+    def at(term: Term, end: End) -> float | None:
+        if term.key == "acceptance":
+            a = term.at(end)
+            return _stopped(
+                model, gpu, quant, method, draft_max, a, a if stop == alpha else stop, n_min, kw
+            ).speedup
+        shifted = {**kw, "terms_at": (term.key, end)}
+        try:
+            return _stopped(model, gpu, quant, method, draft_max, alpha, stop, n_min, shifted).speedup
+        except ConfigError:  # a baseline this end cannot explain: it moves nothing
+            return None
+
+    return replace(result, interval=propagate(result.speedup, swings_of(terms, at)))
+
+
+def _stopped(
+    model: str,
+    gpu: str,
+    quant: str,
+    method: str,
+    draft_max: int,
+    alpha: float,
+    stop: float,
+    n_min: int,
+    kw: dict[str, Any],
+) -> StoppedPrediction:
+    """The expectation over the drafted length (module docstring), without an interval."""
     probs = stop_distribution(stop, draft_max)
+    kw = {**kw, "spread": False}
     first = predict(model, gpu, quant, method, 1, alpha=alpha, **kw)
     one = first.breakdown
     tokens = time = 0.0

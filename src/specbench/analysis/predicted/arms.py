@@ -15,11 +15,16 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
     predicted = (C · τ(α, K) / t_round) / (C / t_step)       error = measured / predicted − 1
 
 ``measured`` is :func:`specbench.analysis.comparisons`' paired ratio with its 95 % CI.
+
+Interval. Both the predicted and the replayed speedup carry the 80 % interval of the terms the
+run does not measure (analysis/predicted/spread.py, theory/interval.py), and the arm names the
+term that dominates its width.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,14 +34,17 @@ from specbench.analysis import RunData
 from specbench.analysis.predicted import counts as C
 from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
 from specbench.analysis.predicted.setup import RunSetup, calibrate_setup, run_setup
+from specbench.analysis.predicted.spread import Refit, Scenario, run_unknowns, scenario
 from specbench.analysis.predicted.stored import read_stored
 from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
 from specbench.theory.engines import method_efficiency
+from specbench.theory.interval import ENDS, End, Interval, Swing, propagate
 from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.speedup import Prediction, predict_architecture
+from specbench.theory.terms import Unknowns
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,11 @@ class ArmPrediction:
     round_note: str | None = None  # why round_ms_measured is not measurable (analysis/predicted/counts.py)
     fitted: bool = False
     reason: str | None = None
+    predicted_low: float = math.nan  # the 80 % interval of the unknown terms (spread.py)
+    predicted_high: float = math.nan
+    replayed_low: float = math.nan
+    replayed_high: float = math.nan
+    widest: str | None = None  # the term that dominates the interval's width, with its band
 
     @property
     def error(self) -> float:
@@ -148,7 +161,14 @@ def _curve_dict(curve: PassCurve | None) -> dict[str, Any] | None:
 
 def _verify_source(s: RunSetup) -> str:
     if s.curve is None:
-        return "Verify cost from the roofline (the run has no forward probe)."
+        floor = s.verify.floor(None) if s.verify else None
+        if s.verify is None or floor is None:
+            return "Verify cost from the roofline (the run has no forward probe)."
+        steps = ", ".join(f"v({k})={floor(k * s.concurrency):.2f}" for k in (2, 5, 9, 17))
+        return (
+            f"Verify cost from the roofline, or where more, from the curves measured for {s.verify.label}"
+            f" ({steps} decode steps; theory/curves.py): the run has no forward probe."
+        )
     ks = [k for k in (2, 5, 9, 17) if k * s.concurrency <= s.curve.sizes[-1]]  # measured, not extrapolated
     shown = ", ".join(f"v({k})={s.curve.ratio(k * s.concurrency):.2f}" for k in ks)
     return f"Verify cost measured by the forward probe ({shown} decode steps)."
@@ -189,12 +209,13 @@ def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficienc
         target_pass=setup.curve,
         replay=setup.replays,
         step_context_slope_s=setup.context_slope_s,
+        verify_floor=setup.verify_floor,
     )
 
 
 def _arm_efficiency(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Efficiency:
     """``eff`` with the engine's host costs for the arm's method (theory/engines.py)."""
-    return method_efficiency(setup.engine, setup.gpu, eff, spec.method)
+    return method_efficiency(setup.engine, setup.gpu, eff, spec.method, setup.host_costs)
 
 
 def _spec(setup: RunSetup, arm: str) -> ArmMethod:
@@ -224,7 +245,12 @@ def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency
     return replace(eff, round_s=max(0.0, needed - (p.breakdown.round_s - p.breakdown.overhead_s)))
 
 
-def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> ArmPrediction:
+Scenarios = Callable[[str, End, Unknowns], Scenario | None]
+
+
+def _arm(
+    setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None, scenarios: Scenarios | None = None
+) -> ArmPrediction:
     measured = ArmPrediction(
         arm,
         measured_speedup=cmp.ratio if cmp else math.nan,
@@ -240,12 +266,50 @@ def _arm(setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None) -> 
         replayed = _replayed(setup, spec, acceptance, eff, measured)
     except ConfigError as err:
         return replace(measured, reason=str(err))
-    return replace(
+    result = replace(
         replayed,
         acceptance=acceptance,
         alpha=p.breakdown.alpha,
         predicted_speedup=p.speedup,
         predicted_tok_s=p.spec_tok_s / setup.concurrency,
+    )
+    return _with_interval(result, setup, spec, acceptance, eff, scenarios) if scenarios else result
+
+
+def _with_interval(
+    arm: ArmPrediction,
+    setup: RunSetup,
+    spec: ArmMethod,
+    acceptance: float,
+    eff: Efficiency,
+    scenarios: Scenarios,
+) -> ArmPrediction:
+    """``arm`` with the intervals of its predicted and replayed speedups (spread.py)."""
+    unknowns = run_unknowns(setup, spec, eff)
+    moved = {(t.key, end): scenarios(t.key, end, unknowns) for t in unknowns.terms for end in ENDS}
+
+    def interval(central: float, value: Callable[[Scenario], float]) -> Interval:
+        def at(key: str, end: End) -> float:
+            sc = moved[key, end]
+            return value(sc) if sc is not None else math.nan
+
+        return propagate(central, [Swing(t, at(t.key, "low"), at(t.key, "high")) for t in unknowns.terms])
+
+    predicted = interval(
+        arm.predicted_speedup, lambda sc: _predict(sc.setup, spec, acceptance, sc.efficiency).speedup
+    )
+    replayed = interval(
+        arm.replayed_speedup,
+        lambda sc: _replayed(sc.setup, spec, acceptance, sc.efficiency, arm).replayed_speedup,
+    )
+    shown = replayed if math.isfinite(arm.replayed_speedup) else predicted
+    return replace(
+        arm,
+        predicted_low=predicted.low,
+        predicted_high=predicted.high,
+        replayed_low=replayed.low,
+        replayed_high=replayed.high,
+        widest=shown.dominant_text(),
     )
 
 
@@ -307,17 +371,30 @@ def _replayed(
 
 
 def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:
-    """Calibrate on ``setup`` and predict every measured non-baseline arm."""
+    """Calibrate on ``setup`` and predict every measured non-baseline arm, each with its interval."""
     eff = calibrate_setup(setup)
     if fit_arm is not None:
         eff = fit_round_overhead(setup, eff, fit_arm)
     cmps = analysis.comparisons(setup.run)
+    scenarios = _scenarios(setup, (lambda s, e: fit_round_overhead(s, e, fit_arm)) if fit_arm else None)
     arms = [
-        replace(_arm(setup, arm, eff, cmps.get(arm)), fitted=arm == fit_arm)
+        replace(_arm(setup, arm, eff, cmps.get(arm), scenarios), fitted=arm == fit_arm)
         for arm in setup.run.measured_arms
         if arm != setup.run.baseline
     ]
     return RunTheory(setup, eff, arms)
+
+
+def _scenarios(setup: RunSetup, refit: Refit | None) -> Scenarios:
+    """Each (term, end)'s recalibrated scenario (spread.py), computed once for all the arms."""
+    cache: dict[tuple[str, End], Scenario | None] = {}
+
+    def get(key: str, end: End, unknowns: Unknowns) -> Scenario | None:
+        if (key, end) not in cache:
+            cache[key, end] = scenario(setup, unknowns, key, end, refit)
+        return cache[key, end]
+
+    return get
 
 
 def run_theory(run_dir: Path, fit_arm: str | None = None, run: RunData | None = None) -> RunTheory:

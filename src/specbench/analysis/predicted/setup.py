@@ -29,12 +29,18 @@ from specbench.errors import ConfigError
 from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
-from specbench.theory.engines import engine_efficiency
+from specbench.theory.curves import Floor, VerifyBand, verify_band
+from specbench.theory.engines import HOST_COSTS, HostCost, engine_efficiency
 from specbench.theory.hardware import Gpu
+from specbench.theory.interval import End
 from specbench.theory.passcurve import PassCurve
 
 DEFAULT_CONTEXT = 512
 MIN_CONTEXT_SPAN = 32  # positions the baseline requests must span to fit a context slope
+# The probe's band: z of an 80 % two-sided range, and the standard error of a median from the
+# MAD (1.4826 · MAD estimates σ; the median's standard error is √(π/2) · σ / √n).
+Z80 = 1.2816
+MEDIAN_SE = 1.2533 * 1.4826
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,15 @@ class RunSetup:
     base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
     run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
     context_slope_s: float = 0.0  # the baseline step's seconds per context position (context_slope)
+    curve_band: tuple[PassCurve, PassCurve] | None = None  # the probe's curve at its 80 % ends
+    verify: VerifyBand | None = None  # without a probe: the engine's measured curves (theory/curves.py)
+    verify_end: End | None = None  # which end of ``verify`` the arms use (None: its central value)
+    host_costs: tuple[HostCost, ...] = HOST_COSTS  # the engines' named costs (theory/engines.py)
+
+    @property
+    def verify_floor(self) -> Floor | None:
+        """The engine's verify curve under the roofline when the run has no probe (theory/curves.py)."""
+        return self.verify.floor(self.verify_end) if self.verify is not None else None
 
     @property
     def replays(self) -> bool:
@@ -108,6 +123,7 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
     ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
     curve = pass_curve(run, level, rate)
     slope = context_slope(base) if curve is not None else 0.0
+    target = models.target
     return RunSetup(
         run,
         models,
@@ -120,6 +136,8 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
         ceiling.efficiency,
         run_dir,
         slope,
+        probe_band(run, level, rate) if curve is not None else None,
+        None if curve else verify_band(_engine(run), gpu, target.bytes_per_weight, target.arch.is_moe),
     )
 
 
@@ -149,6 +167,38 @@ def pass_curve(run: RunData, concurrency: int, rate: float) -> PassCurve | None:
     return PassCurve.from_probe(curve, 1.0 / rate, anchor=concurrency)
 
 
+def probe_band(run: RunData, concurrency: int, rate: float) -> tuple[PassCurve, PassCurve] | None:
+    """The probe's curve with each size above the anchor C moved down and up by the 80 % range
+    of its median's increase over C's, ``±z·√(se(T)² + se(C)²)``: what the probe leaves unknown
+    of the verify. The median's standard error comes from the MAD, so a launch whose prefills ran
+    slow throughout (one in four on the 2026-12-04 H200 run, 9–14 ms against 4) does not widen it
+    the way a standard deviation would."""
+    probes = [c.get("forward_probe") for c in run.cells if c.get("arm") == run.baseline]
+    samples = forward_samples(p for p in probes if isinstance(p, dict))
+    if not samples or min(samples) > concurrency:
+        return None
+    medians = {t: statistics.median(v) for t, v in samples.items()}
+    anchor = max(t for t in samples if t <= concurrency)
+    se = {t: _median_se(v) for t, v in samples.items()}
+
+    def moved(sign: float) -> PassCurve:
+        curve = {
+            t: m if t <= anchor else max(0.0, m + sign * Z80 * math.hypot(se[t], se[anchor]))
+            for t, m in medians.items()
+        }
+        return PassCurve.from_probe(curve, 1.0 / rate, anchor=concurrency)
+
+    return moved(-1.0), moved(1.0)
+
+
+def _median_se(values: list[float]) -> float:
+    if len(values) < 2:
+        return 0.0
+    m = statistics.median(values)
+    mad = statistics.median(abs(v - m) for v in values)
+    return MEDIAN_SE * mad / math.sqrt(len(values))
+
+
 def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Efficiency:
     """η_bw such that the predicted baseline equals the measured one (see the module docstring)."""
     c = setup.concurrency
@@ -163,7 +213,12 @@ def calibrate_setup(setup: RunSetup, efficiency: Efficiency | None = None) -> Ef
 
 
 def forward_curve(probes: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """Median prefill ms per token count over every probe's valid samples.
+    """Median prefill ms per token count over every probe's valid samples (:func:`forward_samples`)."""
+    return {size: statistics.median(v) for size, v in forward_samples(probes).items()}
+
+
+def forward_samples(probes: Iterable[Mapping[str, Any]]) -> dict[int, list[float]]:
+    """Prefill ms per token count over every probe's valid samples, sizes in order.
 
     A sample counts only when the server says it prefilled exactly the tokens sent (``prompt_n``
     equal to ``tokens``); anything else would put a different pass on the curve.
@@ -174,4 +229,4 @@ def forward_curve(probes: Iterable[Mapping[str, Any]]) -> dict[int, float]:
             ms, n = s.get("prompt_ms"), s.get("prompt_n")
             if isinstance(ms, int | float) and ms > 0 and n == s.get("tokens"):
                 by_size.setdefault(int(n), []).append(float(ms))
-    return {size: statistics.median(v) for size, v in sorted(by_size.items())}
+    return dict(sorted(by_size.items()))

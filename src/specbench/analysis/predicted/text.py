@@ -20,6 +20,14 @@ def measured_cell(p: ArmPrediction) -> str:
     return f"{p.measured_speedup:.2f}x{ci}"
 
 
+def speedup_cell(central: float, low: float, high: float) -> str:
+    """``1.20x [1.05–1.32]``: a speedup with its 80 % interval (left out when there is none)."""
+    if not math.isfinite(central):
+        return "—"
+    band = f" [{low:.2f}–{high:.2f}]" if math.isfinite(low) and math.isfinite(high) else ""
+    return f"{central:.2f}x{band}"
+
+
 def _draft_cell(p: ArmPrediction) -> str:
     if not math.isfinite(p.mean_draft):
         return "—"
@@ -45,9 +53,9 @@ def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
             "K": str(p.draft_max),
             "acceptance A": _fmt(p.acceptance, ".3f"),
             "α": _fmt(p.alpha, ".3f"),
-            "predicted": _fmt(p.predicted_speedup, ".2f") + "x",
+            "predicted [80 %]": speedup_cell(p.predicted_speedup, p.predicted_low, p.predicted_high),
             "drafted/round (share)": _draft_cell(p),
-            "replayed": _fmt(p.replayed_speedup, ".2f") + "x",
+            "replayed [80 %]": speedup_cell(p.replayed_speedup, p.replayed_low, p.replayed_high),
             "round ms measured / model": _round_cell(p),
             "measured (95 % CI)": measured_cell(p),
             "error": error_cell(p),
@@ -61,7 +69,15 @@ def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
     """The lines under the table: arms not predicted, and figures not measurable, with the reason."""
     skipped = [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
     rounds = [f"{p.arm}: round time not measurable: {p.round_note}" for p in arms if p.round_note]
-    return skipped + rounds + [line for p in arms if (line := rare_drafting_line(p))]
+    rare = [line for p in arms if (line := rare_drafting_line(p))]
+    return skipped + rounds + rare + [line for p in arms if (line := widest_line(p))]
+
+
+def widest_line(p: ArmPrediction) -> str | None:
+    """What makes an arm's interval as wide as it is: the term that dominates its width."""
+    if p.skipped or not p.widest:
+        return None
+    return f"{p.arm}: the interval is widest in {p.widest}"
 
 
 RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold

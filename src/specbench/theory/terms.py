@@ -1,0 +1,187 @@
+"""The terms a prediction does not know for its setup, their bands, and how each enters the model.
+
+Which terms are unknown depends on what the caller has (theory/interval.py propagates them):
+
+- **verify cost at T tokens** (``verify``): the engine's measured curves (theory/curves.py); no
+  curve: the roofline up to the highest curve measured. Gone when a forward probe measured it.
+- **engine host work** (an Efficiency field): theory/engines.py's band for the engine, device and
+  method; none named: ``round_s`` from 0 up to the most measured. Never gone: no run isolates it
+  (``--fit-arm`` fits it on one arm).
+- **launch latency** (``launch``): ``LAUNCH``, × 0.7–1.2 of ``kernel_s`` and ``forward_s``. Never
+  gone for a drafter (a baseline fit absorbs the target's).
+- **bandwidth efficiency** (``bandwidth``): ``BANDWIDTH``, 0.30–0.93. Gone with a measured
+  baseline (``baseline_tok_s``, a run).
+- **acceptance** (``acceptance``): the caller's ``alpha_range``. Gone when measured (a run) or
+  given as exact.
+
+``LAUNCH``: calibrating on the first H200 lease's baselines scaled the default latencies to
+0.69 (MoE) and 0.75 (dense) of themselves (llama.cpp's CUDA graphs), and the measured draft
+passes of that run (0.28–0.36 ms) were 0.93–1.2 of the modelled 0.30 ms. ``BANDWIDTH``: η_bw as
+the published baselines calibrate it (bench/theory_published.py): 0.30 (A100, 35B-A3B Q4_K_M,
+latency-bound), 0.70 (RTX 3090, 35B-A3B UD-Q4_K_XL), 0.77 and 0.87 (H100, Llama-3 8B BF16,
+vLLM), 0.93 (8×H100, Llama-3.3-70B, SGLang); their range, central value the default 0.6.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from specbench.errors import ConfigError
+from specbench.theory.cost import Efficiency
+from specbench.theory.curves import VERIFY_CURVES, Floor, VerifyBand, VerifyCurve
+from specbench.theory.engines import HOST_COSTS, UNKNOWN_ROUND, HostCost, device_kind, host_costs
+from specbench.theory.hardware import Gpu
+from specbench.theory.interval import End, Term
+
+LAUNCH = (0.7, 1.2)
+BANDWIDTH = (0.30, 0.93)
+BANDWIDTH_SOURCE = "η_bw of the published baselines (A100 0.30 … 8×H100 0.93; bench/theory_published.py)"
+LAUNCH_SOURCE = "the first H200 lease: baselines 0.69–0.75 of the defaults, draft passes 0.93–1.2"
+
+
+@dataclass(frozen=True)
+class Priors:
+    """What the theory knows about engines: their named host costs and measured verify curves.
+    A validation passes tables without the entries fitted on what it holds out."""
+
+    host_costs: tuple[HostCost, ...] = HOST_COSTS
+    curves: tuple[VerifyCurve, ...] = VERIFY_CURVES
+
+
+@dataclass(frozen=True)
+class Unknowns:
+    """The terms not known for one setup and the verify band (None: the verify is measured)."""
+
+    terms: tuple[Term, ...]
+    band: VerifyBand | None = None
+
+    def keys(self) -> tuple[str, ...]:
+        return tuple(t.key for t in self.terms)
+
+    def term(self, key: str) -> Term:
+        for t in self.terms:
+            if t.key == key:
+                return t
+        raise ConfigError(f"no unknown term {key!r} for this setup; known: {', '.join(self.keys())}")
+
+    def floor(self, key: str | None = None, end: End | None = None) -> Floor | None:
+        """The verify floor with ``key`` at ``end`` (the central floor unless key is ``verify``)."""
+        if self.band is None:
+            return None
+        return self.band.floor(end if key == "verify" else None)
+
+    def efficiency(self, eff: Efficiency, key: str | None = None, end: End | None = None) -> Efficiency:
+        """``eff`` with ``key`` at ``end`` of its band (unchanged for verify, acceptance and no key)."""
+        if key is None or end is None or key in ("verify", "acceptance"):
+            return eff
+        value = self.term(key).at(end)
+        if key == "launch":
+            return replace(eff, kernel_s=eff.kernel_s * value, forward_s=eff.forward_s * value)
+        return replace(eff, **{key: value})
+
+    def alpha(self, alpha: float | None, key: str | None = None, end: End | None = None) -> float | None:
+        """The acceptance α with ``key`` at ``end`` (``alpha`` unless key is ``acceptance``)."""
+        return self.term(key).at(end) if key == "acceptance" and end is not None else alpha
+
+
+def verify_term(band: VerifyBand, tokens: float, roof_steps: float) -> Term | None:
+    """The verify term at ``tokens`` (C·(γ+1)), in decode steps: each end the larger of the
+    roofline's ``roof_steps`` and the band's floor; None when the band has no width there."""
+
+    def steps(end: End | None) -> float:
+        floor = band.floor(end)
+        return max(roof_steps, floor(tokens)) if floor else roof_steps
+
+    low, central, high = steps("low"), steps(None), steps("high")
+    if high - low < 1e-9:
+        return None
+    return Term("verify", band.text(tokens), low, central, high, "decode steps", band.sources())
+
+
+def host_terms(
+    engine: str | None, gpu: Gpu, method: str, eff: Efficiency, costs: Sequence[HostCost]
+) -> list[Term]:
+    """The engine's named host costs on ``gpu`` for ``method`` as terms (their bands), or the
+    unknown per-round host work when it has none (theory/engines.py)."""
+    named = host_costs(engine, gpu, method, costs)
+    return [_host_term(c, eff) for c in named or [UNKNOWN_ROUND[device_kind(gpu)]]]
+
+
+def _host_term(c: HostCost, eff: Efficiency) -> Term:
+    central = float(getattr(eff, c.field))
+    return Term(
+        c.field,
+        c.label,
+        min(c.low, central),
+        central,
+        max(c.high, central),
+        c.unit,
+        f"fitted on {c.fitted_on}" if c.fitted_on != "none" else "nothing measured for this engine",
+        c.display,
+    )
+
+
+def launch_term() -> Term:
+    return Term(
+        "launch",
+        "the launch latency per kernel and per pass, as a share of the defaults (2 µs, 0.2 ms)",
+        LAUNCH[0],
+        1.0,
+        LAUNCH[1],
+        "×",
+        LAUNCH_SOURCE,
+    )
+
+
+def bandwidth_term(eff: Efficiency) -> Term:
+    return Term(
+        "bandwidth",
+        "the bandwidth efficiency η_bw (no measured baseline)",
+        min(BANDWIDTH[0], eff.bandwidth),
+        eff.bandwidth,
+        max(BANDWIDTH[1], eff.bandwidth),
+        "",
+        BANDWIDTH_SOURCE,
+    )
+
+
+def acceptance_term(alpha: float, alpha_range: tuple[float, float]) -> Term:
+    low, high = sorted(alpha_range)
+    if not 0.0 <= low <= high < 1.0:
+        raise ConfigError(f"alpha_range must lie within [0, 1), got {alpha_range}")
+    return Term(
+        "acceptance",
+        "the acceptance α per drafted token (estimated)",
+        min(low, alpha),
+        alpha,
+        max(high, alpha),
+        "",
+        "the caller's range",
+    )
+
+
+def blind_unknowns(
+    engine: str | None,
+    gpu: Gpu,
+    method: str,
+    eff: Efficiency,
+    *,
+    band: VerifyBand | None,
+    verify_tokens: float,
+    roof_steps: float,
+    baseline_known: bool,
+    alpha: float | None = None,
+    alpha_range: tuple[float, float] | None = None,
+    priors: Priors | None = None,
+) -> Unknowns:
+    """Every term a prediction without a run does not know (the module docstring's table)."""
+    priors = priors or Priors()
+    terms: list[Term | None] = [verify_term(band, verify_tokens, roof_steps) if band else None]
+    terms += host_terms(engine, gpu, method, eff, priors.host_costs)
+    terms.append(launch_term())
+    if not baseline_known:
+        terms.append(bandwidth_term(eff))
+    if alpha_range is not None and alpha is not None:
+        terms.append(acceptance_term(alpha, alpha_range))
+    return Unknowns(tuple(t for t in terms if t is not None), band)

@@ -1,0 +1,131 @@
+"""Every prediction carries an interval from the terms not known for its setup (theory/terms.py),
+names the term that dominates its width, and narrows when a term is measured."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from specbench.cli import app
+from specbench.theory import predict, predict_stopped
+from specbench.theory.engines import HOST_COSTS, LLAMACPP_GPU_SPEC_PASS_S
+from specbench.theory.presets import get_gpu
+from specbench.theory.terms import BANDWIDTH, LAUNCH, Priors
+from tests.theory.labpair import lab_config
+
+H200 = get_gpu("H200")
+H100 = get_gpu("H100 SXM")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    folder = tmp_path_factory.mktemp("lab")
+    return lab_config(folder, "gpu", "dense"), lab_config(folder, "gpu", "draft")
+
+
+def _keys(p: object) -> set[str]:
+    interval = getattr(p, "interval", None)
+    assert interval is not None
+    return {s.term.key for s in interval.speedup.swings}
+
+
+def test_a_blind_prediction_has_an_interval_around_it_and_names_its_widest_term(
+    pair: tuple[str, str],
+) -> None:
+    target, draft = pair
+    p = predict(target, H200, "F16", "draft", 4, alpha=0.8, draft_model=draft, context=247, engine="llamacpp")
+    assert p.interval is not None
+    s, base = p.interval.speedup, p.interval.baseline_tok_s
+    assert s.low < p.speedup < s.high and base.low < p.baseline_tok_s < base.high
+    assert _keys(p) == {"verify", "spec_pass_s", "launch", "bandwidth"}
+    # no baseline: η_bw 0.30–0.93 makes the baseline's band and dominates the speedup's
+    assert (
+        p.interval.dominant
+        == f"the bandwidth efficiency η_bw (no measured baseline): {BANDWIDTH[0]:.2f}–{BANDWIDTH[1]:.2f}"
+    )
+    assert s.dominant is not None and s.dominant.term.key == "bandwidth"
+
+
+def test_a_measured_baseline_removes_the_bandwidth_term_and_narrows_the_interval(
+    pair: tuple[str, str],
+) -> None:
+    target, draft = pair
+    kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp"}
+    blind = predict(target, H200, "F16", "draft", 4, **kw)
+    fitted = predict(target, H200, "F16", "draft", 4, baseline_tok_s=454.1, **kw)
+    assert "bandwidth" not in _keys(fitted)
+    assert fitted.interval is not None and blind.interval is not None
+    b = fitted.interval.baseline_tok_s
+    assert b.high - b.low < 1e-6 * b.central  # the baseline no longer depends on an unknown term
+    widths = [p.interval.speedup.high / p.interval.speedup.low for p in (fitted, blind) if p.interval]
+    assert widths[0] < widths[1]
+
+
+def test_an_estimated_acceptance_is_a_term_of_its_own(pair: tuple[str, str]) -> None:
+    target, draft = pair
+    kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp", "baseline_tok_s": 454.1}
+    exact = predict(target, H200, "F16", "draft", 4, **kw)
+    guessed = predict(target, H200, "F16", "draft", 4, alpha_range=(0.7, 0.85), **kw)
+    assert "acceptance" in _keys(guessed) and "acceptance" not in _keys(exact)
+    assert guessed.speedup == exact.speedup
+    assert guessed.interval is not None and exact.interval is not None
+    assert guessed.interval.speedup.low < exact.interval.speedup.low
+    assert guessed.interval.dominant == "the acceptance α per drafted token (estimated): 0.70–0.85"
+
+
+def test_each_end_of_a_term_is_the_model_with_that_value(pair: tuple[str, str]) -> None:
+    target, draft = pair
+    kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp"}
+    p = predict(target, H200, "F16", "draft", 4, **kw)
+    assert p.interval is not None
+    swing = next(s for s in p.interval.speedup.swings if s.term.key == "spec_pass_s")
+    assert (swing.term.low, swing.term.central) == (0.08e-3, LLAMACPP_GPU_SPEC_PASS_S)
+    high = predict(target, H200, "F16", "draft", 4, terms_at=("spec_pass_s", "high"), **kw)
+    assert high.breakdown.spec_pass_s == swing.term.high and high.speedup == swing.at_high
+    assert (
+        high.interval is None
+        and predict(target, H200, "F16", "draft", 4, spread=False, **kw).interval is None
+    )
+    launch = next(s for s in p.interval.speedup.swings if s.term.key == "launch")
+    assert (launch.term.low, launch.term.high) == LAUNCH and launch.at_low > p.speedup > launch.at_high
+
+
+def test_an_engine_without_named_costs_gets_the_unknown_round_host_work() -> None:
+    kw = {"accepted_length": 2.1, "context": 512, "baseline_tok_s": 141.4}
+    p = predict("Llama-3.1-8B", H100, "BF16", "eagle", 2, engine="vllm", **kw)
+    assert _keys(p) == {"verify", "round_s", "launch"}  # a vLLM verify: no curve measured, wide
+    e3 = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", **kw)
+    assert "draft_pass_s" in _keys(e3) and "round_s" not in _keys(e3)
+    # the same point with the table less the entry fitted on its source: back to the unknown
+    held_out = Priors(host_costs=tuple(c for c in HOST_COSTS if c.field != "draft_pass_s"))
+    loso = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", priors=held_out, **kw)
+    assert "round_s" in _keys(loso) and loso.breakdown.draft_host_s == 0.0
+    assert loso.speedup > e3.speedup
+
+
+def test_a_stopped_draft_carries_an_interval_too() -> None:
+    kw = {"draft_model": "Qwen3.5-0.8B", "draft_quant": "Q8_0", "replay": True, "baseline_tok_s": 139.9}
+    p = predict_stopped("Qwen3.6-35B-A3B", "RTX 3090", "UD-Q4_K_XL", "draft", 8, alpha=0.72, stop=0.72,
+                        engine="llamacpp", alpha_range=(0.67, 0.77), **kw)  # fmt: skip
+    assert p.interval is not None and p.interval.low < p.speedup < p.interval.high
+    assert {s.term.key for s in p.interval.swings} >= {"acceptance", "spec_pass_s", "launch"}
+    plain = predict_stopped("Qwen3.6-35B-A3B", "RTX 3090", "UD-Q4_K_XL", "draft", 8, alpha=0.72, stop=0.72,
+                            engine="llamacpp", spread=False, **kw)  # fmt: skip
+    assert plain.interval is None and plain.speedup == p.speedup
+
+
+def test_predict_prints_the_interval_and_the_widest_term(pair: tuple[str, str]) -> None:
+    target, draft = pair
+    args = ["predict", "--model", target, "--draft-model", draft, "--gpu", "H200", "--quant", "F16",
+            "--method", "draft", "--draft-max", "4", "--alpha", "0.8", "--context", "247"]  # fmt: skip
+    out = CliRunner().invoke(app, [*args, "--engine", "llamacpp"]).output
+    assert "interval    speedup ×1.4" in out and "widest      the bandwidth efficiency" in out
+    measured = ["--baseline-tok-s", "454.1", "--alpha-range", "0.7", "0.85"]
+    out = CliRunner().invoke(app, [*args, *measured, "--engine", "llamacpp"]).output
+    assert "widest      the acceptance α per drafted token (estimated): 0.70–0.85" in out
+    # no engine named: its verify cost is not known, from the roofline up to the worst measured
+    out = CliRunner().invoke(app, [*args, *measured[:2]]).output
+    assert (
+        "widest      the verify cost of an unnamed engine on CUDA (f16/bf16, dense; no curve measured)" in out
+    )
+    assert "--engine" in CliRunner().invoke(app, [*args, "--engine", "tgi"]).output
