@@ -94,7 +94,10 @@ def predict_command(
         typer.Option(help="LOW HIGH: the acceptance was estimated; its band widens the interval"),
     ] = None,
     draft_model: Annotated[str | None, typer.Option(help="draft model preset (method draft)")] = None,
-    concurrency: Annotated[int, typer.Option(help="requests in flight")] = 1,
+    concurrency: Annotated[
+        str,
+        typer.Option(help="requests in flight; several (1,8,64): each, and where speculation stops paying"),
+    ] = "1",
     context: Annotated[int, typer.Option(help="tokens in context")] = 4096,
     calibrate: Annotated[
         Path | None, typer.Option(help="run directory: calibrate on its baseline, predict every arm")
@@ -130,6 +133,7 @@ def predict_command(
 
     from specbench import theory
     from specbench.analysis import predicted
+    from specbench.theory.levels import parse_levels, predict_levels
 
     if presets:
         _print_presets()
@@ -155,7 +159,8 @@ def predict_command(
         raise ConfigError("predict: give --model, --gpu and --method (or --calibrate RUNDIR)")
     _check_predict_flags(method, draft_model, acceptance, alpha, accepted_length)
     _check_engine(engine)
-    result = theory.predict(
+    results = predict_levels(
+        parse_levels(concurrency),
         model,
         device,
         quant,
@@ -164,7 +169,6 @@ def predict_command(
         acceptance=acceptance,
         alpha=alpha,
         draft_model=draft_model,
-        concurrency=concurrency,
         context=context,
         replay=replay,
         baseline_tok_s=baseline_tok_s,
@@ -175,7 +179,23 @@ def predict_command(
         alpha_range=alpha_range,
     )
     _note_gpu_alias(gpu)
-    print(json.dumps(result.to_dict(), indent=1) if format == "json" else theory.format_prediction(result))
+    print(_prediction_text(results, format))
+
+
+def _prediction_text(results: list[Any], format: str) -> str:
+    """One level as before; several as one line each and where speculation stops paying."""
+    import json
+
+    from specbench import theory
+    from specbench.theory.levels import levels_of
+
+    if len(results) == 1:
+        (one,) = results
+        return json.dumps(one.to_dict(), indent=1) if format == "json" else theory.format_prediction(one)
+    if format != "json":
+        return theory.format_levels(results)
+    stop = theory.stops_paying(levels_of(results))
+    return json.dumps({"levels": [r.to_dict() for r in results], "stops_paying": stop}, indent=1)
 
 
 def _check_engine(engine: str | None) -> None:

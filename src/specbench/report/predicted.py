@@ -5,15 +5,16 @@ arm's decode speedup from the arm's measured acceptance (see :mod:`specbench.ana
 each with the 80 % interval of the terms the run does not measure and the term that dominates it
 (:mod:`specbench.analysis.predicted.spread`). ``error = measured / predicted − 1``. The theory is
 computed by :func:`specbench.analysis.result.analyse`; when no prediction is possible the section is
-one line saying why; it never stops the report.
+one line saying why; it never stops the report. A run that sweeps concurrency gets each level's
+calibration, one table with a level column, and per arm where speculation stops paying.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from specbench.analysis.predicted.arms import RunTheory
-from specbench.analysis.predicted.text import prediction_rows, skipped_lines
+from specbench.analysis.predicted.arms import RunTheory, SweepTheory
+from specbench.analysis.predicted.text import prediction_rows, skipped_lines, sweep_lines
 from specbench.report.document import Block, Bullets, Heading, Para, Table
 
 TITLE = "Predicted vs measured"
@@ -25,17 +26,28 @@ NOTE = (
     "[80 %]: the interval the terms this run does not measure give (the engine's host work, the launch "
     "latency, the verify cost where no probe measured it); the line under the table names the widest."
 )
+SWEEP_NOTE = (
+    "At C requests in flight a verify carries C × (K + 1) tokens. Where the forward probe (passes of up to"
+    " 65 tokens, one sequence) measured that width, the verify is the probe's; beyond it the arm is"
+    " predicted from the roofline, at least the probe's largest pass, with the interval reaching that pass"
+    ' extrapolated in proportion to its tokens, and the verify pass column says "beyond the probe".'
+)
 
 
 def theory_section(theory: RunTheory | str) -> list[Block]:
     """Blocks for a computed theory, or the one-line reason it is unavailable."""
     if isinstance(theory, str):
         return [Heading(TITLE), Para(f"No prediction: {theory}.")]
-    blocks: list[Block] = [Heading(TITLE), Para(theory.describe()), Para(NOTE)]
+    blocks: list[Block] = [Heading(TITLE), Para(theory.describe())]
+    if isinstance(theory, SweepTheory):
+        blocks += [Bullets(tuple(theory.level_lines())), Para(SWEEP_NOTE)]
+    blocks.append(Para(NOTE))
     rows = prediction_rows(theory.arms)
     if rows:
         blocks.append(Table(pd.DataFrame(rows), "decode speedup vs the baseline: predicted, measured, error"))
     skipped = skipped_lines(theory.arms)
+    if isinstance(theory, SweepTheory):
+        skipped += sweep_lines(theory)
     if skipped:
         blocks.append(Bullets(tuple(skipped)))
     if not rows and not skipped:

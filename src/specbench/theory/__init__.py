@@ -12,6 +12,8 @@ Public API::
     calibrate_efficiency(measured_baseline_tok_s, model, gpu, quant, context=4096) -> Efficiency
     predict_stopped(model, gpu, quant, method, draft_max, *, alpha=..., stop=..., n_min=0, ...)
         -> StoppedPrediction    (drafts that end at the first unsure token)
+    predict_levels([1, 8, 64], model, gpu, ...) -> [Prediction]; format_levels(predictions) -> str
+        (each concurrency level, and where speculation stops paying: stops_paying, theory/levels.py)
 
 A pure model (the last step of the analysis in the flow matrix → … → store → analysis (theory) →
 report): it takes in architectures, hardware, a method and an acceptance and hands on
@@ -37,6 +39,7 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time they load o
         tokens_per_round,
     )
     from specbench.theory.hardware import Gpu
+    from specbench.theory.levels import format_levels, predict_levels, stops_paying
     from specbench.theory.methods import METHODS
     from specbench.theory.predicttext import format_prediction
     from specbench.theory.presets import list_presets
@@ -57,11 +60,14 @@ _EXPORTS = {
     "alpha_from_acceptance": "formulas",
     "calibrate_efficiency": "calibrate",
     "experts_touched": "formulas",
+    "format_levels": "levels",
     "format_prediction": "predicttext",
     "list_presets": "presets",
     "predict": "speedup",
+    "predict_levels": "levels",
     "predict_stopped": "stopping",
     "saturation_tokens": "formulas",
+    "stops_paying": "levels",
     "tokens_per_round": "formulas",
 }
 __all__ = [
@@ -76,11 +82,14 @@ __all__ = [
     "alpha_from_acceptance",
     "calibrate_efficiency",
     "experts_touched",
+    "format_levels",
     "format_prediction",
     "list_presets",
     "predict",
+    "predict_levels",
     "predict_stopped",
     "saturation_tokens",
+    "stops_paying",
     "tokens_per_round",
 ]
 

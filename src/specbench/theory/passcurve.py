@@ -11,6 +11,12 @@ step's context-long KV read is paid once however many tokens the pass verifies. 
 with p(T) the median prefill time at T tokens, linear between measured sizes and, past the
 largest size m, proportional to T (a long pass is compute-bound: p(T) = p(m) · T / m).
 
+Past m the probe measured nothing, so callers that must not extrapolate silently (a verify of
+C·(K+1) tokens at C requests in flight, analysis/predicted) ask :meth:`PassCurve.covers` first
+and take the two ends of what the curve allows there: :meth:`held_ratio`, the largest pass held
+(a wider pass costs no less), and :meth:`ratio`, the proportional extrapolation (each further
+token at the largest pass's cost per token, which a wider matmul does not exceed).
+
 Measured against the rounds of lab runs (error of the baseline-calibrated prediction, K = 4/8),
 the difference did better than the ratio t_step · p(T)/p(C) on the dense pair (−10/−9 % against
 −20/−22 %, −1/−7 % against −7/−14 %, +9/+7 % against +2/−2 % in three runs) and worse on the
@@ -57,9 +63,22 @@ class PassCurve:
         p0, p1 = self.prefill_ms[i - 1], self.prefill_ms[i]
         return p0 + (p1 - p0) * (tokens - t0) / (t1 - t0)
 
+    @property
+    def largest(self) -> int:
+        """m, the most tokens in one pass the probe measured."""
+        return self.sizes[-1]
+
+    def covers(self, tokens: float) -> bool:
+        """Whether the probe measured a pass this wide (or wider)."""
+        return tokens <= self.sizes[-1]
+
     def ratio(self, tokens: float) -> float:
         """v(T) = t(T) / t_step: a T-token pass in units of the measured decode step."""
         return self(tokens) / self.step_s
+
+    def held_ratio(self, tokens: float) -> float:
+        """v(min(T, m)): the curve with its largest pass held past it (the low end beyond m)."""
+        return self.ratio(min(tokens, self.sizes[-1]))
 
     def __call__(self, tokens: float) -> float:
         """t(T) = t_step + max(0, p(T) − p(C)), in seconds (p is in ms)."""

@@ -19,6 +19,15 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 Interval. Both the predicted and the replayed speedup carry the 80 % interval of the terms the
 run does not measure (analysis/predicted/spread.py, theory/interval.py), and the arm names the
 term that dominates its width.
+
+Beyond the probe. The forward probe times passes of 1–65 tokens; at C requests in flight a
+verify carries C·(K+1). An arm whose verify is wider than the probe measured is predicted from
+the roofline, at least the probe's largest pass, and its interval reaches up to that pass
+extrapolated in proportion to its tokens (:func:`arm_setup`); the arm says so (``beyond_probe``).
+
+Levels. A run that sweeps concurrency is calibrated at each level on that level's requests
+(:class:`SweepTheory`): its baseline fixes η_bw there, the probe is anchored at its C, and the
+arms' acceptance, counts and measured speedups are the level's.
 """
 
 from __future__ import annotations
@@ -30,10 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from specbench import analysis
-from specbench.analysis import RunData
+from specbench.analysis import RunData, load_run
 from specbench.analysis.predicted import counts as C
 from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
-from specbench.analysis.predicted.setup import RunSetup, calibrate_setup, run_setup
+from specbench.analysis.predicted.setup import (
+    RunSetup,
+    calibrate_setup,
+    level_runs,
+    run_setup,
+    sweeps_concurrency,
+)
 from specbench.analysis.predicted.spread import Refit, Scenario, run_unknowns, scenario
 from specbench.analysis.predicted.stored import read_stored
 from specbench.analysis.stats import Comparison
@@ -80,6 +95,9 @@ class ArmPrediction:
     replayed_low: float = math.nan
     replayed_high: float = math.nan
     widest: str | None = None  # the term that dominates the interval's width, with its band
+    verify_tokens: int | None = None  # C·(K+1), the tokens one verify pass carries
+    point: str | None = None  # the operating point, at a level of a sweep (SweepTheory)
+    beyond_probe: str | None = None  # how the verify was bracketed where the probe did not reach it
 
     @property
     def error(self) -> float:
@@ -103,7 +121,11 @@ class RunTheory:
     arms: list[ArmPrediction]
 
     def describe(self) -> str:
-        """What the theory was calibrated on, in two sentences."""
+        """What the theory was calibrated on, and how the replayed rounds are costed."""
+        return f"{self.calibration()} {ROUND_LENGTHS}"
+
+    def calibration(self) -> str:
+        """What the theory was calibrated on: baseline, η_bw, models, C, context, verify."""
         s, t, eff = self.setup, self.setup.models.target, self.efficiency
         draft = f"; draft {s.models.draft.arch.name} at {s.models.draft.quant}" if s.models.draft else ""
         device = f"{s.gpu.name} ({s.gpu.bandwidth_gbs:.1f} GB/s)"
@@ -116,7 +138,7 @@ class RunTheory:
             f"Calibrated on {s.run.baseline} ({s.baseline_tok_s:.1f} tok/s per sequence, reproduced exactly):"
             f" η_bw {eff.bandwidth:.3f} of {device}, round overhead {eff.round_s * 1e3:.2f} ms{passes}."
             f" Target {t.arch.name} at {t.quant}{draft} (from {s.models.source});"
-            f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)} {ROUND_LENGTHS}"
+            f" C={s.concurrency}, context {s.context} tokens. {_verify_source(s)}"
             + (f" {s.roofline_note}" if s.roofline_note else "")
         )
 
@@ -137,6 +159,58 @@ class RunTheory:
             "verify_curve": _curve_dict(s.curve),
             "arms": [a.to_dict() for a in self.arms],
         }
+
+
+@dataclass(frozen=True)
+class LevelTheory:
+    """One operating point of a sweep: its theory, or why it has none."""
+
+    point: str
+    theory: RunTheory | None
+    reason: str | None = None
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.theory.setup.concurrency if self.theory is not None else None
+
+
+@dataclass(frozen=True)
+class SweepTheory(RunTheory):
+    """A run that sweeps concurrency, calibrated level by level. ``setup`` and ``efficiency`` are
+    the first calibrated level's (for callers that read one); ``arms`` are every level's, each
+    naming its point; ``levels`` holds each level's own calibration."""
+
+    levels: tuple[LevelTheory, ...] = ()
+
+    def describe(self) -> str:
+        shown = ", ".join(point_label(lv.point) for lv in self.levels)
+        return (
+            f"The run sweeps concurrency ({shown}): the theory is calibrated at each level on that"
+            " level's requests alone (its baseline fixes η_bw there, the forward probe is anchored at its"
+            " C, and each arm's acceptance, draft counts and measured speedup are the level's)."
+            f" {ROUND_LENGTHS}"
+        )
+
+    def level_lines(self) -> list[str]:
+        """Each level's calibration, or why it has none."""
+        return [f"At {point_label(lv.point)}: {_level_text(lv)}" for lv in self.levels]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Each level's calibration and arms (or why it has none), and every arm with its point."""
+        levels = [
+            {"point": lv.point, **(lv.theory.to_dict() if lv.theory else {"reason": lv.reason})}
+            for lv in self.levels
+        ]
+        return {"calibration": self.describe(), "levels": levels, "arms": [a.to_dict() for a in self.arms]}
+
+
+def _level_text(lv: LevelTheory) -> str:
+    return lv.theory.calibration() if lv.theory is not None else f"not predicted: {lv.reason}"
+
+
+def point_label(point: str) -> str:
+    """``8 in flight`` for the point ``concurrency-sweep @ 8 in flight`` (analysis/points.py)."""
+    return point.rsplit(" @ ", 1)[-1]
 
 
 # The assumption behind counts.round_lengths, said wherever the replayed column is shown.
@@ -160,6 +234,12 @@ def _curve_dict(curve: PassCurve | None) -> dict[str, Any] | None:
 
 
 def _verify_source(s: RunSetup) -> str:
+    if s.curve is not None and s.curve.largest < 2 * s.concurrency:
+        return (
+            f"The forward probe measured passes up to {s.curve.largest} tokens; every verify at"
+            f" {s.concurrency} in flight carries more, so none is measured (each arm says how it is"
+            " bracketed)."
+        )
     if s.curve is None:
         floor = s.verify.floor(None) if s.verify else None
         if s.verify is None or floor is None:
@@ -176,7 +256,8 @@ def _verify_source(s: RunSetup) -> str:
 
 # -- calibration ------------------------------------------------------------------------------
 def calibrate_from_run(run_dir: Path, fit_arm: str | None = None) -> Efficiency:
-    """Efficiency fitted to ``run_dir``'s baseline arm (and the round overhead to ``fit_arm``)."""
+    """Efficiency fitted to ``run_dir``'s baseline arm (and the round overhead to ``fit_arm``);
+    one level's, so a ConfigError on a sweep (:func:`run_theory` calibrates each level)."""
     setup = run_setup(run_dir)
     eff = calibrate_setup(setup)
     return fit_round_overhead(setup, eff, fit_arm) if fit_arm else eff
@@ -218,6 +299,32 @@ def _arm_efficiency(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Effici
     return method_efficiency(setup.engine, setup.gpu, eff, spec.method, setup.host_costs)
 
 
+def arm_setup(setup: RunSetup, spec: ArmMethod) -> RunSetup:
+    """``setup`` for ``spec``'s arm: the probe's curve where it measured a pass of the arm's
+    C·(K+1) tokens; past it the roofline, floored by the probe's largest pass and with the band up
+    to that pass in proportion (setup.verify_floor, spread.py), never the curve extrapolated
+    silently."""
+    tokens = setup.concurrency * (spec.draft_max + 1)
+    if setup.curve is None or setup.curve.covers(tokens):
+        return setup
+    return replace(setup, curve=None, curve_band=None, verify=None, beyond=setup.curve)
+
+
+def beyond_note(setup: RunSetup, spec: ArmMethod) -> str | None:
+    """What the arm's verify was, where the probe did not reach it; None where it did."""
+    probe = setup.beyond
+    if probe is None:
+        return None
+    tokens = setup.concurrency * (spec.draft_max + 1)
+    held, scaled = probe.held_ratio(tokens), probe.ratio(tokens)
+    return (
+        f"verifies {setup.concurrency} × {spec.draft_max + 1} = {tokens} tokens a pass, beyond the forward"
+        f" probe's {probe.largest}: predicted from the roofline, at least the probe's {probe.largest}-token"
+        f" pass ({held:.2f} decode steps), with the interval up to that pass in proportion to its tokens"
+        f" ({scaled:.2f}); not measured"
+    )
+
+
 def _spec(setup: RunSetup, arm: str) -> ArmMethod:
     spec = arm_method(setup.run.arm_args(arm), setup.run.engine)
     if spec is None:
@@ -234,7 +341,8 @@ def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency
     if cmp is None or not cmp.ratio > 0:
         raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
     spec, acceptance = _spec(setup, arm), _acceptance(setup.run, arm)
-    counts = C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max)
+    setup = arm_setup(setup, spec)
+    counts = _counts(setup, arm, spec)
     if counts.rounds > 0:
         step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
         pass_s = _arm_efficiency(setup, spec, eff).spec_pass_s
@@ -246,10 +354,11 @@ def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency
 
 
 Scenarios = Callable[[str, End, Unknowns], Scenario | None]
+ArmScenarios = Callable[[ArmMethod], Scenarios]  # an arm's scenarios (its verify: probe or beyond)
 
 
 def _arm(
-    setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None, scenarios: Scenarios | None = None
+    setup: RunSetup, arm: str, eff: Efficiency, cmp: Comparison | None, scenarios: ArmScenarios | None = None
 ) -> ArmPrediction:
     measured = ArmPrediction(
         arm,
@@ -260,7 +369,15 @@ def _arm(
     )
     try:
         spec = _spec(setup, arm)
-        measured = replace(measured, method=spec.method, label=spec.label, draft_max=spec.draft_max)
+        setup = arm_setup(setup, spec)
+        measured = replace(
+            measured,
+            method=spec.method,
+            label=spec.label,
+            draft_max=spec.draft_max,
+            verify_tokens=setup.concurrency * (spec.draft_max + 1),
+            beyond_probe=beyond_note(setup, spec),
+        )
         acceptance = _acceptance(setup.run, arm)
         p = _predict(setup, spec, acceptance, eff)
         replayed = _replayed(setup, spec, acceptance, eff, measured)
@@ -273,7 +390,7 @@ def _arm(
         predicted_speedup=p.speedup,
         predicted_tok_s=p.spec_tok_s / setup.concurrency,
     )
-    return _with_interval(result, setup, spec, acceptance, eff, scenarios) if scenarios else result
+    return _with_interval(result, setup, spec, acceptance, eff, scenarios(spec)) if scenarios else result
 
 
 def _with_interval(
@@ -354,7 +471,7 @@ def _replayed(
     setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, arm: ArmPrediction
 ) -> ArmPrediction:
     """``arm`` with the cost model replayed on its measured draft counts (analysis/predicted/counts.py)."""
-    counts = C.draft_counts(setup.run.df, setup.run.cells, arm.arm, spec.draft_max)
+    counts = _counts(setup, arm.arm, spec)
     if not counts.rounds > 0:
         return arm
     step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
@@ -368,6 +485,12 @@ def _replayed(
         round_ms_model=round_s * 1e3,
         round_note=C.round_not_measurable(counts, step_s, replays, pass_s),
     )
+
+
+def _counts(setup: RunSetup, arm: str, spec: ArmMethod) -> C.DraftCounts:
+    """The arm's draft counts; at one level of a sweep, its share of the launches' rounds."""
+    over = setup.sweep.df if setup.sweep is not None else None
+    return C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max, over)
 
 
 def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:
@@ -385,21 +508,70 @@ def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:
     return RunTheory(setup, eff, arms)
 
 
-def _scenarios(setup: RunSetup, refit: Refit | None) -> Scenarios:
-    """Each (term, end)'s recalibrated scenario (spread.py), computed once for all the arms."""
-    cache: dict[tuple[str, End], Scenario | None] = {}
+def _scenarios(setup: RunSetup, refit: Refit | None) -> ArmScenarios:
+    """Each (term, end)'s recalibrated scenario (spread.py), computed once for all the arms whose
+    verify the probe measured and once for those past it (arm_setup)."""
+    cache: dict[tuple[bool, str, End], Scenario | None] = {}
 
-    def get(key: str, end: End, unknowns: Unknowns) -> Scenario | None:
-        if (key, end) not in cache:
-            cache[key, end] = scenario(setup, unknowns, key, end, refit)
-        return cache[key, end]
+    def refit_at_level(moved: RunSetup, eff: Efficiency) -> Efficiency:
+        # the --fit-arm arm keeps its own verify (arm_setup places it again), whichever arm's
+        # scenario this is
+        assert refit is not None
+        return refit(_at_level(moved, setup), eff)
+
+    def get(spec: ArmMethod) -> Scenarios:
+        mine = arm_setup(setup, spec)
+        beyond = mine.beyond is not None
+        again = refit_at_level if refit is not None and beyond else refit
+
+        def moved(key: str, end: End, unknowns: Unknowns) -> Scenario | None:
+            if (beyond, key, end) not in cache:
+                cache[beyond, key, end] = scenario(mine, unknowns, key, end, again)
+            return cache[beyond, key, end]
+
+        return moved
 
     return get
 
 
+def _at_level(moved: RunSetup, level: RunSetup) -> RunSetup:
+    """A scenario of an arm past the probe with the level's own verify back (for the --fit-arm
+    refit, whose arm arm_setup places again)."""
+    return replace(
+        moved,
+        curve=level.curve,
+        curve_band=level.curve_band,
+        verify=level.verify,
+        verify_end=level.verify_end,
+        beyond=None,
+    )
+
+
 def run_theory(run_dir: Path, fit_arm: str | None = None, run: RunData | None = None) -> RunTheory:
-    """Calibration and per-arm predictions of ``run_dir`` (ConfigError when the theory cannot apply)."""
+    """Calibration and per-arm predictions of ``run_dir`` (ConfigError when the theory cannot
+    apply); a :class:`SweepTheory` when the run sweeps concurrency."""
+    run = run if run is not None else load_run(run_dir)
+    if sweeps_concurrency(run):
+        return sweep_theory(run_dir, run, fit_arm)
     return theory_for_setup(run_setup(run_dir, run), fit_arm)
+
+
+def sweep_theory(run_dir: Path, run: RunData, fit_arm: str | None = None) -> SweepTheory:
+    """Each operating point calibrated on its own requests (ConfigError when none can be)."""
+    levels = [_level(run_dir, run, point, sub, fit_arm) for point, sub in level_runs(run)]
+    done = [lv.theory for lv in levels if lv.theory is not None]
+    if not done:
+        raise ConfigError("; ".join(f"{lv.point}: {lv.reason}" for lv in levels))
+    arms = [replace(a, point=lv.point) for lv in levels if lv.theory for a in lv.theory.arms]
+    return SweepTheory(done[0].setup, done[0].efficiency, arms, tuple(levels))
+
+
+def _level(run_dir: Path, run: RunData, point: str, sub: RunData, fit_arm: str | None) -> LevelTheory:
+    try:
+        setup = replace(run_setup(run_dir, sub), sweep=run)
+        return LevelTheory(point, theory_for_setup(setup, fit_arm))
+    except ConfigError as err:
+        return LevelTheory(point, None, str(err))
 
 
 def predict_arms(run_dir: Path, fit_arm: str | None = None) -> list[ArmPrediction]:

@@ -133,11 +133,20 @@ def counted_rounds(cells: Iterable[Mapping[str, Any]], arm: str) -> float | None
     return float(sum(d for d in deltas if d is not None))
 
 
-def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str, k: int) -> DraftCounts:
-    """The arm's totals from its request rows (``df``: one row per measured request)."""
+def draft_counts(
+    df: pd.DataFrame,
+    cells: Iterable[Mapping[str, Any]],
+    arm: str,
+    k: int,
+    over: pd.DataFrame | None = None,
+) -> DraftCounts:
+    """The arm's totals from its request rows (``df``: one row per measured request). ``over``:
+    the requests the cells' counters cover, when ``df`` is one level of a sweep (:func:`level_rounds`)."""
     rows = df[df["arm"] == arm]
     drafted = float(rows["draft_n"].sum())
     counted = counted_rounds(cells, arm)
+    if counted is not None and over is not None:
+        counted = level_rounds(counted, _drafted_each(rows), _drafted_each(over[over["arm"] == arm]), k)
     rounds = counted if counted is not None else drafted / k
     # the decode window (first to last token) is tpot · (N − 1); a one-token request has none
     window = (rows["tpot_ms"] * (rows["output_tokens"] - 1) / 1000.0).where(rows["output_tokens"] > 1, 0.0)
@@ -150,8 +159,31 @@ def draft_counts(df: pd.DataFrame, cells: Iterable[Mapping[str, Any]], arm: str,
         rounds_counted=counted is not None,
         requests=len(rows),
         window_s=float(window.sum()) if window.notna().all() else math.nan,
-        drafted_each=tuple(float(d) for d in rows["draft_n"].fillna(0.0)),
+        drafted_each=tuple(_drafted_each(rows)),
     )
+
+
+def level_rounds(counted: float, level: Iterable[float], launch: Iterable[float], k: int) -> float:
+    """One level's share of rounds counted over launches that ran several levels.
+
+    /metrics is scraped once a launch, and a sweep's launch runs every level, so its ``drafts``
+    delta is the rounds of all of them. Each request needs at least ⌈d_i / K⌉ rounds; the level
+    gets its requests' minimum and the share of the launches' rounds beyond the minimum that its
+    minimum is of theirs. Where the launches drafted their minimum (on the H200 sweeps, every
+    draft arm), that is the level's own count exactly."""
+    least = _least_rounds(level, k)
+    everyone = _least_rounds(launch, k)
+    if not everyone > 0:
+        return 0.0
+    return least + max(0.0, counted - everyone) * least / everyone
+
+
+def _least_rounds(drafted: Iterable[float], k: int) -> float:
+    return float(sum(math.ceil(d / k) for d in drafted if d > 0))
+
+
+def _drafted_each(rows: pd.DataFrame) -> list[float]:
+    return [float(d) for d in rows["draft_n"].fillna(0.0)]
 
 
 def emitted_accepted(accepted: float, tokens: float, requests: int, rounds: float) -> float:

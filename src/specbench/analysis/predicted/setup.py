@@ -7,7 +7,10 @@ bandwidth efficiency::
 
     C / t(target, C × 1; η_bw) = C · r_b                       (brentq, η_bw ∈ (0, 1])
 
-:mod:`specbench.analysis.predicted.arms` then predicts each arm from this setup.
+:mod:`specbench.analysis.predicted.arms` then predicts each arm from this setup. A run that
+sweeps concurrency is one setup per level, each on that level's requests alone
+(:func:`level_runs`): a baseline at 64 in flight steps 8× slower than at 1 on the H200 lab pair,
+and no single η_bw is true at both.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pandas as pd
 from specbench import analysis
 from specbench.analysis import RunData, load_run
 from specbench.analysis.predicted.models import RunModels, device_from_run, model_from_run
+from specbench.analysis.rundata import for_point
 from specbench.errors import ConfigError
 from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.ceiling import within_roofline
@@ -62,10 +66,18 @@ class RunSetup:
     verify: VerifyBand | None = None  # without a probe: the engine's measured curves (theory/curves.py)
     verify_end: End | None = None  # which end of ``verify`` the arms use (None: its central value)
     host_costs: tuple[HostCost, ...] = HOST_COSTS  # the engines' named costs (theory/engines.py)
+    # An arm whose verify is wider than the probe measured: the probe, no longer ``curve``
+    # (arms.arm_setup); the verify is then the roofline, floored by the probe's largest pass.
+    beyond: PassCurve | None = None
+    sweep: RunData | None = None  # the whole run, when ``run`` is one level of its sweep
 
     @property
     def verify_floor(self) -> Floor | None:
-        """The engine's verify curve under the roofline when the run has no probe (theory/curves.py)."""
+        """The verify's floor under the roofline, in decode steps: past the probe its largest pass
+        held (at the band's high end: extrapolated in proportion, passcurve.py); without a probe
+        the engine's measured curve (theory/curves.py)."""
+        if self.beyond is not None:
+            return self.beyond.ratio if self.verify_end == "high" else self.beyond.held_ratio
         return self.verify.floor(self.verify_end) if self.verify is not None else None
 
     @property
@@ -88,8 +100,25 @@ def single_level(run: RunData) -> int:
     df = analysis.detail_frame(run)
     levels = sorted({int(c) for c in df.loc[df["arm"] == run.baseline, "concurrency"].dropna()})
     if len(levels) > 1:
-        raise ConfigError(f"the run sweeps concurrency {levels}: the theory calibrates one level at a time")
+        raise ConfigError(
+            f"the run sweeps concurrency {levels}: a calibration is one level's (run_theory does each)"
+        )
     return levels[0] if levels else 1
+
+
+def sweeps_concurrency(run: RunData) -> bool:
+    """Whether the baseline's requests ran at more than one concurrency level."""
+    try:
+        single_level(run)
+    except ConfigError:
+        return True
+    return False
+
+
+def level_runs(run: RunData) -> list[tuple[str, RunData]]:
+    """Each operating point's name and ``run`` restricted to its requests (analysis/points.py):
+    the unit a sweep is calibrated on, one level at a time."""
+    return [(p.name, for_point(run, p.name)) for p in run.points]
 
 
 def _context(df: pd.DataFrame) -> int:

@@ -4,7 +4,9 @@ On a run the baseline fixes η_bw, the acceptance is measured and the forward pr
 measures the verify, so three terms of a blind prediction (theory/terms.py) are gone or nearly:
 
 - **verify cost**: the probe's curve with the 80 % range of its medians (setup.probe_band);
-  without a probe the engine's measured curves, as blind;
+  without a probe the engine's measured curves, as blind; wider than the probe measured (C·(K+1)
+  tokens at C in flight), from the probe's largest pass held to it extrapolated in proportion to
+  its tokens (passcurve.py), each at least the roofline;
 - **engine host work**: as blind, theory/engines.py's band for the engine, device and method;
 - **launch latency**: as blind, with the baseline refitted at each end (an end the baseline rules
   out moves nothing);
@@ -25,6 +27,7 @@ from specbench.analysis.predicted.setup import RunSetup, calibrate_setup
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
 from specbench.theory.interval import End, Term
+from specbench.theory.passcurve import PassCurve
 from specbench.theory.speedup import roofline_steps
 from specbench.theory.terms import Unknowns, host_terms, launch_term, verify_term
 
@@ -48,6 +51,8 @@ def run_unknowns(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Unknowns:
 
 
 def _verify(setup: RunSetup, tokens: int, eff: Efficiency) -> Term | None:
+    if setup.beyond is not None:
+        return _beyond(setup, setup.beyond, tokens, eff)
     if setup.curve is not None and setup.curve_band is not None:
         low, high = (c.ratio(tokens) for c in setup.curve_band)
         if high - low < 1e-9:
@@ -63,11 +68,32 @@ def _verify(setup: RunSetup, tokens: int, eff: Efficiency) -> Term | None:
         )
     if setup.verify is None:
         return None
-    target = setup.models.target
-    roof = roofline_steps(
-        target, setup.gpu, eff, setup.concurrency, tokens // setup.concurrency, setup.context
+    return verify_term(setup.verify, tokens, _roof_steps(setup, tokens, eff))
+
+
+def _beyond(setup: RunSetup, probe: PassCurve, tokens: int, eff: Efficiency) -> Term | None:
+    """The verify past the probe's largest pass m: the roofline, no less than the pass at m (the
+    central value and the low end), up to the pass at m extrapolated in proportion to T."""
+    roof = _roof_steps(setup, tokens, eff)
+    low, high = max(roof, probe.held_ratio(tokens)), max(roof, probe.ratio(tokens))
+    if high - low < 1e-9:
+        return None
+    return Term(
+        "verify",
+        f"the verify cost at {tokens} tokens, beyond the forward probe's {probe.largest}",
+        low,
+        low,
+        high,
+        "decode steps",
+        f"the roofline, at least the probe's {probe.largest}-token pass;"
+        " at most that pass in proportion to its tokens",
     )
-    return verify_term(setup.verify, tokens, roof)
+
+
+def _roof_steps(setup: RunSetup, tokens: int, eff: Efficiency) -> float:
+    """The roofline's verify of ``tokens`` over the setup's C sequences, in its decode steps."""
+    c = setup.concurrency
+    return roofline_steps(setup.models.target, setup.gpu, eff, c, tokens // c, setup.context)
 
 
 Refit = Callable[[RunSetup, Efficiency], Efficiency]  # e.g. the round overhead fitted to an arm

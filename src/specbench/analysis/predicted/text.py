@@ -1,11 +1,15 @@
-"""Text for a run's theory: the per-arm table (predicted, replayed, measured, error) as rows or lines."""
+"""Text for a run's theory: the per-arm table (predicted, replayed, measured, error) as rows or
+lines; for a run that sweeps concurrency one table with a level column, each level's calibration,
+and per arm where speculation stops paying, predicted and measured (theory/levels.py)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
-from specbench.analysis.predicted.arms import ArmPrediction, RunTheory
+from specbench.analysis.predicted.arms import ArmPrediction, RunTheory, SweepTheory, point_label
+from specbench.theory.interval import Interval
+from specbench.theory.levels import Level, stops_paying
 
 
 def _fmt(value: float, spec: str) -> str:
@@ -44,40 +48,62 @@ def error_cell(p: ArmPrediction) -> str:
     return f"{text} %" + (" (fitted)" if p.fitted else "") if text != "—" else text
 
 
+def _name(p: ArmPrediction) -> str:
+    """The arm, and its level where the run sweeps: ``draft4 at 8 in flight``."""
+    return f"{p.arm} at {point_label(p.point)}" if p.point else p.arm
+
+
+def _verify_cell(p: ArmPrediction) -> str:
+    """``320 tokens, beyond the probe`` (where the forward probe did not measure it)."""
+    if p.verify_tokens is None:
+        return "—"
+    return f"{p.verify_tokens} tokens" + (", beyond the probe" if p.beyond_probe else "")
+
+
 def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
-    """The predicted arms as table rows of strings (skipped arms are left out)."""
+    """The predicted arms as table rows of strings (skipped arms are left out); a level column
+    where the run sweeps, and the verify's width where a level or an arm passed the probe."""
+    levels = any(p.point for p in arms)
+    widths = levels or any(p.beyond_probe for p in arms)
     return [
-        {
-            "arm": p.arm,
-            "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
-            "K": str(p.draft_max),
-            "acceptance A": _fmt(p.acceptance, ".3f"),
-            "α": _fmt(p.alpha, ".3f"),
-            "predicted [80 %]": speedup_cell(p.predicted_speedup, p.predicted_low, p.predicted_high),
-            "drafted/round (share)": _draft_cell(p),
-            "replayed [80 %]": speedup_cell(p.replayed_speedup, p.replayed_low, p.replayed_high),
-            "round ms measured / model": _round_cell(p),
-            "measured (95 % CI)": measured_cell(p),
-            "error": error_cell(p),
-        }
+        ({"level": point_label(p.point or "")} if levels else {})
+        | _row(p)
+        | ({"verify pass": _verify_cell(p)} if widths else {})
         for p in arms
         if not p.skipped
     ]
 
 
+def _row(p: ArmPrediction) -> dict[str, str]:
+    return {
+        "arm": p.arm,
+        "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
+        "K": str(p.draft_max),
+        "acceptance A": _fmt(p.acceptance, ".3f"),
+        "α": _fmt(p.alpha, ".3f"),
+        "predicted [80 %]": speedup_cell(p.predicted_speedup, p.predicted_low, p.predicted_high),
+        "drafted/round (share)": _draft_cell(p),
+        "replayed [80 %]": speedup_cell(p.replayed_speedup, p.replayed_low, p.replayed_high),
+        "round ms measured / model": _round_cell(p),
+        "measured (95 % CI)": measured_cell(p),
+        "error": error_cell(p),
+    }
+
+
 def skipped_lines(arms: Sequence[ArmPrediction]) -> list[str]:
     """The lines under the table: arms not predicted, and figures not measurable, with the reason."""
-    skipped = [f"{p.arm}: not predicted: {p.reason}" for p in arms if p.skipped]
-    rounds = [f"{p.arm}: round time not measurable: {p.round_note}" for p in arms if p.round_note]
+    skipped = [f"{_name(p)}: not predicted: {p.reason}" for p in arms if p.skipped]
+    rounds = [f"{_name(p)}: round time not measurable: {p.round_note}" for p in arms if p.round_note]
+    beyond = [f"{_name(p)}: {p.beyond_probe}" for p in arms if p.beyond_probe and not p.skipped]
     rare = [line for p in arms if (line := rare_drafting_line(p))]
-    return skipped + rounds + rare + [line for p in arms if (line := widest_line(p))]
+    return skipped + rounds + beyond + rare + [line for p in arms if (line := widest_line(p))]
 
 
 def widest_line(p: ArmPrediction) -> str | None:
     """What makes an arm's interval as wide as it is: the term that dominates its width."""
     if p.skipped or not p.widest:
         return None
-    return f"{p.arm}: the interval is widest in {p.widest}"
+    return f"{_name(p)}: the interval is widest in {p.widest}"
 
 
 RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
@@ -88,7 +114,7 @@ def rare_drafting_line(p: ArmPrediction) -> str | None:
     if p.skipped or not p.drafting_share < RARE_DRAFTING:
         return None
     return (
-        f"{p.arm}: predicted assumes a draft on every pass, but {p.drafting_share:.0%} of its passes "
+        f"{_name(p)}: predicted assumes a draft on every pass, but {p.drafting_share:.0%} of its passes "
         f"drafted; compare measured with replayed ({_fmt(p.replayed_speedup, '.2f')}x), which uses "
         "the drafting the arm actually did"
     )
@@ -103,9 +129,33 @@ def _table(rows: list[dict[str, str]]) -> list[str]:
     return line + [" ".join(r[c].ljust(width[c]) for c in cols).rstrip() for r in rows]
 
 
+def sweep_lines(theory: SweepTheory) -> list[str]:
+    """Per arm of a sweep: where speculation stops paying, predicted and measured (theory/levels.py;
+    measured by its 95 % CI where the analysis gave one, else by its value)."""
+    at = {lv.point: lv.concurrency for lv in theory.levels}
+    out = []
+    for arm in dict.fromkeys(p.arm for p in theory.arms if not p.skipped):
+        mine = [
+            (c, p) for p in theory.arms if p.arm == arm and not p.skipped and (c := at.get(p.point or ""))
+        ]
+        if len(mine) < 2:
+            continue
+        predicted = [
+            Level(c, Interval(p.predicted_speedup, p.predicted_low, p.predicted_high)) for c, p in mine
+        ]
+        measured = [Level(c, Interval(p.measured_speedup, p.ci_low, p.ci_high)) for c, p in mine]
+        out.append(f"{arm}: {stops_paying(predicted)}; measured: {stops_paying(measured, 'measured')}")
+    return out
+
+
 def format_arm_predictions(theory: RunTheory) -> str:
-    """The calibration line, the per-arm table (predicted, measured with CI, error) and skipped arms."""
-    lines = [theory.describe(), *_table(prediction_rows(theory.arms)), *skipped_lines(theory.arms)]
-    if len(lines) == 1:
+    """The calibration line, the per-arm table (predicted, measured with CI, error) and skipped
+    arms; for a sweep each level's calibration first and where each arm stops paying last."""
+    if isinstance(theory, SweepTheory):
+        head, tail = [theory.describe(), *theory.level_lines()], sweep_lines(theory)
+    else:
+        head, tail = [theory.describe()], []
+    lines = [*head, *_table(prediction_rows(theory.arms)), *skipped_lines(theory.arms), *tail]
+    if len(lines) == len(head):
         lines.append("no arm besides the baseline was measured")
     return "\n".join(lines)

@@ -1,0 +1,31 @@
+"""``specbench predict --concurrency 1,4,16`` on presets: each level predicted, and the level where
+speculation stops paying named from the intervals (theory/levels.py), bracketed by the one before."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from specbench.cli import app
+from specbench.theory import predict
+
+# A hybrid 27B with a 0.8B draft on a 3090: the host checkpoints of the recurrent state grow with
+# every sequence in flight, so the speedup falls fast with C (docs/theory.md).
+PRESET = ["--model", "Qwen3.6-27B", "--gpu", "rtx3090", "--method", "draft", "--draft-model", "Qwen3.5-0.8B",
+          "--draft-max", "3", "--alpha", "0.7", "--engine", "llamacpp"]  # fmt: skip
+
+
+def test_predict_names_the_level_where_speculation_stops_paying() -> None:
+    out = CliRunner().invoke(app, ["predict", *PRESET, "--concurrency", "1,4,16"]).output
+    one, four = (predict("Qwen3.6-27B", "rtx3090", "Q4_K_M", "draft", 3, alpha=0.7,
+                         draft_model="Qwen3.5-0.8B", engine="llamacpp", concurrency=c)
+                 for c in (1, 4))  # fmt: skip
+    assert one.interval is not None and four.interval is not None
+    assert one.interval.speedup.high > 1.0 >= four.interval.speedup.high  # the bracket the line names
+    assert (
+        "speculation stops paying between 1 and 4 in flight"
+        f" (predicted {one.interval.speedup.text()} at 1, {four.interval.speedup.text()} at 4)"
+    ) in out
+    assert all(f"C={c} " in out for c in (1, 4, 16))
+    # one level prints the single prediction as before
+    single = CliRunner().invoke(app, ["predict", *PRESET, "--concurrency", "4"]).output
+    assert "C=4, ctx=4096" in single and "stops paying" not in single
