@@ -120,3 +120,26 @@ def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path,
     assert any(f.code == "SPEC_LOSS" for f in findings(data))
     (arm,) = run_theory(tmp_path / "run").arms
     assert arm.predicted_speedup < 1.0 and arm.replayed_speedup < 1.0
+
+
+def test_the_table_carries_what_the_findings_say_of_an_arm(llama_server: Path, tmp_path: Path) -> None:
+    """Issue 44 on the real llama-server: an arm that never drafted (a draft whose vocabulary
+    llama.cpp rejects) and an arm whose threads differ from the baseline's. Their verdict cells
+    name SILENT_FALLBACK and CONFOUND, and neither offers "more launches" (they would not make
+    either a valid comparison); the baseline keeps its plain "baseline"."""
+    pair = lab_pair(arch="dense", alpha=0.8, incompatible_draft=True)
+    arms = {
+        "baseline": ["-t", "2"],
+        "draft4": ["-t", "2", *draft(pair.draft, 4)],
+        "ngram": ["-t", "1", "--spec-type", "ngram-mod"],
+    }
+    data = load_run(run(tmp_path, write_matrix(tmp_path, pair, llama_server, arms, repeats=3)))
+    from specbench.analysis import analyse
+
+    a = analyse(data)
+    verdicts = dict(zip(a.summary["arm"], a.summary["verdict"], strict=True))
+    assert verdicts["baseline"] == "baseline"
+    assert "not trusted: SILENT_FALLBACK" in verdicts["draft4"], verdicts
+    assert "not trusted: CONFOUND" in verdicts["ngram"], verdicts
+    assert not any("more launch" in verdicts[arm] for arm in ("draft4", "ngram")), verdicts
+    assert not any(d.arm in ("draft4", "ngram") for d in a.decisions)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.client.looplag import LoopLag
-from specbench.client.readstamps import stamps_of
+from specbench.client.readstamps import clamps_of, stamps_of
 from specbench.client.stream import Session, open_streamer, stream_chat
 from specbench.errors import ClientError
 
@@ -225,7 +225,10 @@ async def _serve(conn: Connection, timeout: float, concurrency: int, headers: di
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             elif msg[0] == "lag":
-                report = {**await lag.stop(), "stamps": stamps_of(session)} if msg[2] == "report" else None
+                report = None
+                if msg[2] == "report":
+                    stamps = {"stamps": stamps_of(session), "stamp_clamps": clamps_of(session)}
+                    report = {**await lag.stop(), **stamps}
                 lag = LoopLag()
                 lag.start()
                 conn.send(("reply", msg[1], report))

@@ -14,10 +14,12 @@ bytes one read brought, stamped with that read.
 
 The stamp itself is the moment the event loop's selector last returned (``SelectClock``): every
 read callback runs in the loop iteration that follows that poll, so the bytes that made the poll
-find the read were in the socket by then (bytes landing between the poll and the recv, microseconds
-later, ride with them), and reads that one poll found share its time instead of queueing behind each other's
-parsing (64 reads take about a millisecond to process one after another). Where the clock is not
-installed (a loop without a selector) the stamp is taken in ``data_received``.
+find the read were in the socket by then (bytes landing between the poll and the recv ride with
+them: microseconds later, or over a millisecond where the loop first reads many other sockets, so
+a poll stamp can be that early), and reads that one poll found share its time instead of queueing
+behind each other's parsing (64 reads take about a millisecond to process one after another).
+Where the clock is not installed (a loop without a selector) the stamp is taken in
+``data_received``.
 
 Neither asyncio nor aiohttp offers a public hook for this: the loop's ``_selector``, the
 connector's protocol factory (``_factory``) and the handler's current payload (``_payload``) are
@@ -32,8 +34,30 @@ process runs), so a loop busy parsing a finished response or writing a record no
 the stamps of the reads it finds afterwards (0.8-2.7 ms p99 gap error at 16-64 in flight with
 poll stamps on a busy 2-core box; the poll stamp is only as early as the loop's last poll). A
 read that took several of the server's writes at once carries the time the last of them arrived,
-as a poll stamp does. The kernel clock is the wall clock; it is put on ``perf_counter``'s clock by
-reading both back to back at each poll.
+as a poll stamp does. The kernel starts stamping only a while after the first socket asks (up to
+2.5 s seen on a 2-core VM) and stops when the last one closes; reads that came meanwhile carried no
+receive time and took the poll's, which can be before bytes that landed while the loop read the
+sockets ahead (1.3 ms early seen: a read stamped before the server sent it, issue #41). So a
+connector first has stamping switched on for the process and waits until it works
+(``kernel_stamping``), and a read that still comes without a receive time is stamped when read.
+
+The kernel's clock is the wall clock (CLOCK_REALTIME); ``perf_counter`` is CLOCK_MONOTONIC. NTP's
+slewing moves both alike (clock_gettime(2)), so the wall clock minus ``perf_counter`` only moves
+when the wall clock is stepped (clock_settime, a VM's clock set after a pause or a restore, a leap
+second). ``WallOffset`` keeps that difference from readings of both clocks back to back (at the
+start, at each poll and after each read): a reading whose two ``perf_counter`` reads are over 2 µs
+apart was split by the scheduler and is dropped, the tightest so far is kept (~0.15 µs wide), and
+one that disagrees with it by more than half their widths summed starts a new stretch: a step. The
+stated bound: a kernel stamp is put on ``perf_counter``'s clock to within ``CONVERSION_ERROR_NS``
+(3 µs). Converted with the latest reading alone, bytes that came in before a step and were read
+after it (a loop blocked across the step) would be off by the whole step, early by as much where
+the clock was put forward. Such bytes can be either side of the step; the read's bounds choose
+where they can, else the later time is kept (never earlier than the truth, late by at most the
+step; counted as ``ambiguous``). The bounds: a read's bytes came before the read itself and not
+before its request went out or the connection's previous read. A kernel stamp that can only be
+outside them by more than the bound is impossible, and a user would publish it: the read is stamped
+when it was read instead (late, never early), and counted (``early``, ``late``;
+``StampingConnector.clamps``, kept with the cell's client lag as ``stamp_clamps``).
 """
 
 from __future__ import annotations
@@ -47,7 +71,7 @@ import sys
 import threading
 import time
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, cast
@@ -132,39 +156,132 @@ def kernel_stamps(transport: Any) -> socket.socket | None:
     return sock
 
 
-_TIGHT_NS = 2_000  # two clock reads further apart than this were split by the scheduler
+_KEEPER: list[socket.socket] = []  # holds the kernel's receive timestamping on (kernel_stamping)
 
 
-def real_offset() -> int:
-    """The wall clock minus ``perf_counter`` (ns), from the tightest of a few back-to-back reads:
-    a process preempted between two reads would otherwise shift every kernel stamp by the pause
-    (35-43 µs seen on a busy 2-core box)."""
-    best = None
-    for _ in range(5):
-        before, real, after = _perf(), _real(), _perf()
-        if best is None or after - before < best[0]:
-            best = (after - before, real - ((before + after) >> 1))
-    assert best is not None
-    return best[1]
+@functools.cache
+def kernel_stamping(wait_s: float = 5.0) -> bool:
+    """Switch the kernel's receive timestamps on for the rest of this process, and wait (at most
+    ``wait_s``) until a loopback TCP read carries one. The kernel starts stamping only after the
+    first socket asks for it (deferred: up to 2.5 s seen on a 2-core VM) and stops once the last
+    one closes, so without this the first reads of a session carry none (issue #41). The socket
+    that holds it on is one UDP socket, never bound; False where no stamp came (other kernels)."""
+    try:
+        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+        _KEEPER.append(keeper)
+        with (
+            socket.create_server(("127.0.0.1", 0)) as server,
+            socket.create_connection(server.getsockname(), timeout=wait_s) as out,
+            server.accept()[0] as peer,
+        ):
+            peer.settimeout(wait_s)
+            peer.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            return _probe(out, peer, time.monotonic() + wait_s)
+    except OSError:
+        return False
+
+
+def _probe(out: socket.socket, peer: socket.socket, deadline: float) -> bool:
+    """Send a byte from ``out`` to ``peer`` until it comes with a receive time, or ``deadline``."""
+    while True:
+        out.send(b"x")
+        if _stamp(peer.recvmsg(1, _ANC_SIZE)[1]):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+
+
+# Two clock reads further apart than this were split by the scheduler (35-43 µs seen on a busy
+# 2-core box): such a reading says little about the offset and is dropped.
+_TIGHT_NS = 2_000
+# A reading's offset is off by at most half its width (1 µs). A new reading within half their
+# widths summed (2 µs) of the kept one is of the same stretch, so the kept one is within 2 + 1 µs
+# of the truth at every reading; further off, the wall clock was stepped (WallOffset.note).
+CONVERSION_ERROR_NS = 3 * _TIGHT_NS // 2
+_EPOCHS = 4  # stretches between steps kept: bytes older than three steps are rarer than steps
+
+
+class _Epoch:
+    """A stretch of time over which the wall clock minus ``perf_counter`` held (no step)."""
+
+    __slots__ = ("err_ns", "last_ns", "off_ns", "seen_ns", "since_ns")
+
+    def __init__(self, off_ns: int, err_ns: int, since_ns: int, seen_ns: int) -> None:
+        self.off_ns, self.err_ns = off_ns, err_ns  # the tightest reading's offset and its width
+        self.since_ns = since_ns  # the step that began it came after this (perf_counter_ns) ...
+        self.seen_ns = seen_ns  # ... and before this: its first reading
+        self.last_ns = seen_ns  # its latest reading: a next step comes after it
+
+
+class WallOffset:
+    """The wall clock minus ``perf_counter`` (ns), from readings of both back to back (``note``),
+    by stretches between steps of the wall clock (the last few kept), to put the kernel's receive
+    times on ``perf_counter``'s clock (``to_perf``) to within ``CONVERSION_ERROR_NS``."""
+
+    def __init__(self) -> None:
+        self.epochs: deque[_Epoch] = deque(maxlen=_EPOCHS)
+
+    def sample(self, tries: int = 16) -> bool:
+        """Read until one reading is tight (one in a few is split on a busy box, not all of them);
+        False where none was."""
+        return any(self.note(_perf(), _real(), _perf()) for _ in range(tries))
+
+    def note(self, before: int, real: int, after: int) -> bool:
+        """Take one reading: ``perf_counter_ns``, the wall clock, ``perf_counter_ns``, read in that
+        order. False where it was split (dropped)."""
+        width = after - before
+        if width > _TIGHT_NS:
+            return False
+        off = real - ((before + after) >> 1)  # the wall clock was read within width/2 of the middle
+        epochs = self.epochs
+        cur = epochs[-1] if epochs else None
+        # Two readings of one stretch agree within half their widths summed; further apart, the
+        # wall clock was stepped between them.
+        if cur is None or 2 * abs(off - cur.off_ns) > cur.err_ns + width:
+            cur = _Epoch(off, width, cur.last_ns if cur else -(2**63), after)
+            epochs.append(cur)
+        elif width < cur.err_ns:
+            cur.off_ns, cur.err_ns = off, width
+        cur.last_ns = before
+        return True
+
+    def to_perf(self, real_ns: int) -> list[int]:
+        """The times on ``perf_counter``'s clock the wall-clock time ``real_ns`` can be: one, or,
+        where a step of the wall clock leaves it ambiguous, one per stretch it falls in (bytes
+        that came in around the step); none before any tight reading."""
+        epochs = self.epochs
+        if len(epochs) < 2:  # no step seen: the one time (none before any reading)
+            return [real_ns - epochs[0].off_ns] if epochs else []
+        fits, until, slack = [], 2**63, CONVERSION_ERROR_NS
+        for epoch in reversed(epochs):
+            t = real_ns - epoch.off_ns
+            if epoch.since_ns - slack < t <= until + slack:
+                fits.append(t)
+            until = epoch.seen_ns
+        return fits or [real_ns - epoch.off_ns for epoch in epochs]  # older than every stretch kept
 
 
 class SelectClock:
     """``perf_counter_ns`` when the loop's selector last returned (0 once taken off), and the wall
-    clock minus it then (``real_off``, to put kernel stamps on the same clock). One per selector,
-    shared by every session open on that loop (``select_clock``), so sessions that close in any
-    order never leave one reading a clock that stopped."""
+    clock minus it (``offset``, read at the start, at each poll and after each kernel-stamped read,
+    to put kernel stamps on the same clock). One per selector, shared by every session open on that
+    loop (``select_clock``), so sessions that close in any order never leave one reading a clock
+    that stopped."""
 
     def __init__(self, selector: Any) -> None:
-        self.t_ns, self.real_off, self.users, self._selector = 0, real_offset(), 0, selector
+        self.t_ns, self.offset, self.users, self._selector = 0, WallOffset(), 0, selector
+        # Read from the start, before any request: a step before the first response's bytes are
+        # read then shows as one, not as the offset they were stamped with.
+        self.offset.sample()
         inner, self._before = selector.select, selector.__dict__.get("select")
+        note = self.offset.note
 
         def select(timeout: float | None = None) -> Any:
             events = inner(timeout)
             self.t_ns = t_ns = _perf()
-            # Follows a step of the wall clock; a reading the scheduler split is not taken.
-            real, after = _real(), _perf()
-            if after - t_ns < _TIGHT_NS:
-                self.real_off = real - ((t_ns + after) >> 1)
+            note(t_ns, _real(), _perf())  # a reading per poll: a step is placed to within a poll
             return events
 
         selector.select = select
@@ -175,6 +292,12 @@ class SelectClock:
         else:
             self._selector.select = self._before
         self.t_ns = 0
+
+
+@functools.cache
+def _spare_offset() -> WallOffset:
+    """The offset of reads on a loop without a selector clock."""
+    return WallOffset()
 
 
 _CLOCKS: weakref.WeakKeyDictionary[Any, SelectClock] = weakref.WeakKeyDictionary()
@@ -204,11 +327,17 @@ class StampingHandler(ResponseHandler):
     """A ``ResponseHandler`` that keeps, for the response being received, one mark per read."""
 
     def __init__(
-        self, *args: Any, clock: SelectClock | None = None, tally: Counter[str] | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        clock: SelectClock | None = None,
+        tally: Counter[str] | None = None,
+        clamps: Counter[str] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.clock, self.tally = clock, tally
+        self.clock, self.tally, self.clamps = clock, tally, clamps
         self.kernel: socket.socket | None = None  # the socket, where its reads carry receive times
+        self.floor_ns = 0  # no read on this connection arrived before this: its request, its last read
         self.marked: StreamReader | None = None
         self.marks: Marks = []
         self.head_ns = 0  # the stamp of the read that brought the marked response's headers
@@ -222,8 +351,13 @@ class StampingHandler(ResponseHandler):
         if self.tally is not None:
             self.tally["kernel" if self.kernel is not None else "poll"] += 1
 
+    def set_response_params(self, **kwargs: Any) -> None:
+        # aiohttp calls this just before it sends a request: no byte of its response came earlier.
+        self.floor_ns = max(self.floor_ns, _perf())
+        super().set_response_params(**kwargs)
+
     def data_received(self, data: bytes) -> None:
-        t_ns = self._arrival()
+        self.floor_ns = t_ns = self._arrival()
         before = self._payload
         super().data_received(data)
         # A read can start a new response (its headers) or end the connection (a parse error
@@ -239,13 +373,56 @@ class StampingHandler(ResponseHandler):
         self.marks.append((t_ns, payload.total_bytes))
 
     def _arrival(self) -> int:
-        """When this read's bytes arrived: the kernel's receive time where the socket keeps it,
-        else the poll that found the read, else now (before parsing, so that is not in it)."""
-        clock = self.clock
+        """When this read's bytes arrived: on a connection the kernel stamps, its receive time (now,
+        never early, for a read that came without one); elsewhere the poll that found the read,
+        else now (before parsing, so that is not in it). Never before the connection's floor (its
+        request, its last read)."""
         arrival = _ARRIVAL
-        if self.kernel is not None and arrival.sock is self.kernel and (real := arrival.real_ns):
-            return real - (clock.real_off if clock is not None and clock.t_ns else real_offset())
-        return (clock.t_ns if clock is not None else 0) or _perf()
+        if self.kernel is not None and arrival.sock is self.kernel:
+            arrival.sock = None  # taken: a later call without a read (aiohttp resuming) is no read
+            stamp = self._on_perf(arrival.real_ns) if arrival.real_ns else None
+            if stamp is None:
+                # No receive time (the kernel not stamping yet): the poll's time can be before
+                # bytes that landed while the loop read the sockets ahead of this one (-1.3 ms
+                # seen), so the read's own time, late but never early.
+                self._count("unstamped" if not arrival.real_ns else "no_offset")
+                return _perf()
+            return stamp
+        clock = self.clock
+        return max((clock.t_ns if clock is not None else 0) or _perf(), self.floor_ns)
+
+    def _on_perf(self, real_ns: int) -> int | None:
+        """The kernel's receive time ``real_ns`` on ``perf_counter``'s clock, kept between the
+        connection's floor and now (the read itself: its bytes came before it); now where every
+        time it can be is impossible (counted); None where the clocks gave no tight reading."""
+        offset = self.clock.offset if self.clock is not None else _spare_offset()
+        # A reading after the read, whose bytes came before it: a step of the wall clock since
+        # the last reading is seen before they are converted (with one taken before the read,
+        # bytes that landed after a step would be off by the whole step).
+        before, real, now = _perf(), _real(), _perf()
+        if not offset.note(before, real, now) and not offset.sample():
+            return None
+        times = offset.to_perf(real_ns)
+        floor, slack = self.floor_ns, CONVERSION_ERROR_NS
+        if len(times) == 1 and floor - slack <= (t := times[0]) <= now + slack:
+            return min(max(t, floor), now)  # no step near and within the bounds: the common case
+        return self._settle(times, floor, now)
+
+    def _settle(self, times: list[int], floor: int, now: int) -> int:
+        """The stamp of a read whose kernel time can be several times (a step of the wall clock)
+        or only impossible ones, counted: the latest possible one, else now; never early."""
+        slack = CONVERSION_ERROR_NS
+        fits = [t for t in times if floor - slack <= t <= now + slack]
+        if not fits:
+            self._count("late" if min(times) > now else "early")
+            return now
+        if max(fits) - min(fits) > slack:  # a step leaves both: the later is never early
+            self._count("ambiguous")
+        return min(max(max(fits), floor), now)
+
+    def _count(self, what: str) -> None:
+        if self.clamps is not None:
+            self.clamps[what] += 1
 
     def _take(self, payload: StreamReader, t_ns: int) -> None:
         """Move the payload's buffered bytes into the sink. Taking them can resume aiohttp's
@@ -279,8 +456,17 @@ class StampingConnector(aiohttp.TCPConnector):
 
     def __init__(self, *args: Any, clock: SelectClock | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if KERNEL_STAMPS:
+            kernel_stamping()  # before any request: their first reads carry receive times too
         self.tally: Counter[str] = Counter()  # connections by what stamps their reads
-        factory = functools.partial(StampingHandler, loop=self._loop, clock=clock, tally=self.tally)
+        # Reads of kernel-stamping connections not stamped with the kernel's time as it came
+        # (StampingHandler._arrival): "ambiguous" (either side of a step of the wall clock, the
+        # later kept), "early", "late" (impossible), "unstamped" (no receive time), "no_offset"
+        # (no tight reading of the clocks): all but the first stamped when read, never early.
+        self.clamps: Counter[str] = Counter()
+        factory = functools.partial(
+            StampingHandler, loop=self._loop, clock=clock, tally=self.tally, clamps=self.clamps
+        )
         self._factory = cast("functools.partial[ResponseHandler]", factory)
 
     def stamps(self) -> str:
@@ -294,6 +480,13 @@ def stamps_of(session: Any) -> str:
     "coroutine" for a session that stamps as its coroutine reads (another connector)."""
     connector = getattr(session, "connector", None)
     return connector.stamps() if isinstance(connector, StampingConnector) else "coroutine"
+
+
+def clamps_of(session: Any) -> dict[str, int]:
+    """How many reads of ``session``'s connections were not stamped with the kernel's receive time
+    as it came, by why (``StampingConnector.clamps``); empty where none or another connector."""
+    connector = getattr(session, "connector", None)
+    return dict(+connector.clamps) if isinstance(connector, StampingConnector) else {}
 
 
 def combined_stamps(sources: list[str]) -> str:

@@ -15,13 +15,14 @@ import asyncio
 import contextlib
 import time
 import zlib
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
 from specbench.client.looplag import LoopLag
 from specbench.client.pool import StreamerPool, stream_request
-from specbench.client.readstamps import combined_stamps, stamps_of
+from specbench.client.readstamps import clamps_of, combined_stamps, stamps_of
 from specbench.client.stream import Session, chat_body, open_streamer
 from specbench.engines.base import Engine, parse_metrics
 from specbench.engines.specprobe import per_request_probe
@@ -80,6 +81,8 @@ class CellDriver:
             "base_url": server.base_url,
             "pid": server.process.pid if server.process else None,
         }
+        if server.model_files:  # what this launch served (run/servedfiles.py)
+            info["model_files"] = server.model_files
         load = MachineLoad()  # the box's load and steal are evidence too (machineload.py)
         # Only a sink that batches is written from a thread; one that relays records elsewhere
         # (the Ray executor's) keeps its own synchronous append_record.
@@ -145,7 +148,8 @@ class CellDriver:
 
     async def _client_lag(self, lag: LoopLag) -> dict[str, Any]:
         """The worst loop lag over the cell's loop and its client workers (whose loops stamp the
-        reads where there are workers), and which stamps the reads carried."""
+        reads where there are workers), which stamps the reads carried, and how many reads were
+        not stamped with the kernel's receive time as it came (``stamp_clamps``, where any)."""
         lags = [await lag.stop()]
         if isinstance(self._session, StreamerPool):
             workers = await self._session.lag("report")
@@ -154,10 +158,11 @@ class CellDriver:
                 combined_stamps([w.get("stamps", "none") for w in workers]),
                 {"processes": len(workers)},
             )
+            clamps = sum((Counter(w.pop("stamp_clamps", {})) for w in workers), Counter[str]())
         else:
-            stamps, extra = stamps_of(self._session), {}
+            stamps, extra, clamps = stamps_of(self._session), {}, Counter(clamps_of(self._session))
         worst = max(lags, key=lambda one: float(one.get("p99_ms", -1.0)))
-        return {**worst, "stamps": stamps, **extra}
+        return {**worst, "stamps": stamps, **extra, **({"stamp_clamps": dict(clamps)} if clamps else {})}
 
     def _spec_probes(self, cell: Cell) -> bool:
         """A tune's screening round asks each speculative launch whether per-request settings work."""
