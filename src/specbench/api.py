@@ -196,7 +196,7 @@ def plan_run(
     )
     check_out(out, options)  # before the matrix is read, as run does
     checked = check(load_matrix(matrix_path), matrix_path, out, options)
-    return plan_for(checked.matrix, checked.engine, checked.cells, out, probe)
+    return plan_for(checked.matrix, checked.engine, checked.cells, out, probe, checked.changes)
 
 
 def finish_lines(run_dir: Path, report: bool = True, analysis: Analysis | None = None) -> list[str]:

@@ -15,7 +15,8 @@ where they enter, so the CLI maps exactly one family to exit codes::
     │       └── ArmStartError               a run ended with an arm whose engine would not start
     ├── ClientError                         a request failed at the HTTP/SSE level, or a client worker died
     ├── StoreError                 exit 5   a run directory is missing, damaged, mismatched or locked
-    │   └── DiskFullError          exit 5   a write failed for lack of space (resumable)
+    │   ├── DiskFullError          exit 5   a write failed for lack of space (resumable)
+    │   └── ModelChangedError      exit 5   a model file differs from the one the run measured
     ├── RunIncompleteError         exit 6   the run ended but an arm failed or nothing was measured
     └── LabError                            a lab model could not be made or checked
 
@@ -81,6 +82,11 @@ class StoreError(SpecbenchError):
 
 class DiskFullError(StoreError):
     """A record could not be written; the journal was truncated back to its last whole line."""
+
+
+class ModelChangedError(StoreError):
+    """A model file a launch would serve differs from the one earlier launches of the run served:
+    going on would compare two models in one run. Resumable once the measured file is back."""
 
 
 class RunIncompleteError(SpecbenchError):

@@ -53,4 +53,5 @@ def test_run_in_a_log_plans_reports_and_decides(llama_server: Path, dense_pair: 
     again = _specbench(
         "run", str(matrix), "--dry-run", "--out", str(runs / "second"), log=tmp_path / "again.log"
     )
-    assert "from first on this machine:" in again and "ms per generated token, launches included" in again
+    assert "from first (the same model, engine and arms) on this machine:" in again
+    assert "ms per generated token, launches included" in again

@@ -3,6 +3,7 @@ engine (a real llama-server stopped with SIGSTOP), exit codes."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import signal
 from pathlib import Path
@@ -13,7 +14,7 @@ import yaml
 
 from specbench import api
 from specbench.engines.process import error_line
-from specbench.errors import ArmStartError
+from specbench.errors import ArmStartError, ModelChangedError
 from specbench.run.launch import START_ATTEMPTS
 from specbench.run.progress import restart_text
 from specbench.store.rundir import RunStore
@@ -212,14 +213,18 @@ def test_a_model_the_engine_cannot_load_exits_4_naming_the_file_and_keeps_the_re
 
 
 @pytestmark_engine
-def test_a_target_cut_short_after_the_check_fails_to_start_with_exit_4_and_measured_launches_kept(
+def test_a_target_cut_short_between_launches_stops_the_run_with_exit_5_and_measured_launches_kept(
     llama_server: Path, dense_pair: Pair, tmp_path: Path
 ) -> None:
     """A file that changes after the check (docs/faults.md: checks are of the input, not of the
-    future): cut short before the second round, both arms, each measured once, would not start."""
+    future): cut short before the second round, after both arms measured it whole. Before issue
+    44's re-check llama.cpp refused it at load (exit 4); going on with the file fixed would have
+    put a second model's launches beside the first's. Now the next launch is not made: exit 5,
+    naming the file, what was measured with it and what is there now."""
     name = tag()
     target = tmp_path / "target.gguf"
     shutil.copyfile(dense_pair.target, target)
+    whole = target.stat().st_size
     matrix = tagged_matrix(tmp_path, dense_pair, llama_server, name, repeats=2, forward_probe=False)
     raw = yaml.safe_load(matrix.read_text())
     raw["model"] = str(target)
@@ -235,19 +240,22 @@ def test_a_target_cut_short_after_the_check_fails_to_start_with_exit_4_and_measu
 
     runner.observe = cut_before_round_two
     try:
-        runner.run()
+        with pytest.raises(ModelChangedError) as err:
+            runner.run()
     finally:
         orphans = kill_all(name)
+    assert err.value.exit_code == 5 and orphans == 0
+    assert str(err.value).startswith(
+        f"model {target} changed since this run recorded it (sha256 {_sha(dense_pair.target)[:12]}…, "
+        f"{whole:,} bytes; now sha256 {_sha(target)[:12]}…, {whole // 2:,} bytes), and 2 launches of "
+        "this run measured the old file: "
+    )
     store = RunStore(out)
-    assert orphans == 0 and {(arm, repeat) for arm, _, repeat in store.completed()} == {
-        ("baseline", 0),
-        ("draft4", 0),
-    }
-    error = api.run_incomplete(out)
-    assert isinstance(error, ArmStartError) and error.exit_code == 4
-    for arm in ("baseline", "draft4"):
-        entry = store.manifest()["arms"][arm]
-        assert entry["failure"] == "start" and entry["error"].startswith(
-            f"engine did not start with model {target}: exited with code 1 before becoming healthy: "
-        )
-        assert "data is not within the file bounds" in entry["error"]  # llama.cpp's own words
+    assert {(arm, repeat) for arm, _, repeat in store.completed()} == {("baseline", 0), ("draft4", 0)}
+    assert [c["model_files"][0]["sha256"] for c in store.cells()] == [_sha(dense_pair.target)] * 2
+    assert store.env()["model"]["sha256"] == _sha(dense_pair.target)  # what was measured
+    assert all(entry.get("status") != "failed" for entry in store.manifest()["arms"].values())
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -6,6 +6,7 @@ import json
 import platform
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +33,13 @@ def _matrix(tmp_path: Path, **workload: object) -> Matrix:
     )
 
 
+@pytest.fixture(autouse=True)
+def _quiet_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan that probes this machine scales its estimate by the load it samples (planload.py):
+    these tests fix the sample at a quiet 2-core machine (2 engine threads find 2 free cores)."""
+    monkeypatch.setattr(plan, "cpu_room", lambda *a, **k: (2, 0.0))
+
+
 def _plan(matrix: Matrix, out: Path, probe: bool = False) -> plan.Plan:
     requests, warmup, concurrency = build_requests(matrix, out.parent)
     return plan.make_plan(matrix, plan_cells(matrix, requests, warmup, concurrency), out, probe=probe)
@@ -48,11 +56,12 @@ def test_counts_launches_requests_warmups_and_prompts(tmp_path: Path) -> None:
     assert lines[-1].startswith("estimated wall time: unknown (no finished run of this model")
 
 
-def _previous(folder: Path, model: str, seconds: int, tokens: list[int], **manifest: object) -> Path:
+def _previous(folder: Path, of: Matrix, seconds: int, tokens: list[int], **manifest: Any) -> Path:
+    """An earlier run of matrix ``of`` (its manifest's ``matrix`` changed by ``manifest["matrix"]``)."""
     folder.mkdir(parents=True)
     meta = {
         "host": platform.node(),
-        "matrix": {"model": model},
+        "matrix": {**of.model_dump(mode="json"), **manifest.pop("matrix", {})},
         "started_at": "2026-05-01T10:00:00+00:00",
         "finished_at": f"2026-05-01T10:{seconds // 60:02d}:{seconds % 60:02d}+00:00",
     }
@@ -67,12 +76,14 @@ def _previous(folder: Path, model: str, seconds: int, tokens: list[int], **manif
 def test_estimate_from_an_earlier_run_of_the_model_on_this_machine(tmp_path: Path) -> None:
     matrix = _matrix(tmp_path)
     # 600 s for 3000 generated tokens: 0.2 s per token, launches included
-    _previous(tmp_path / "runs" / "old", matrix.model, 600, [1000, 2000])
+    _previous(tmp_path / "runs" / "old", matrix, 600, [1000, 2000])
     p = _plan(matrix, tmp_path / "runs" / "new")
     _, warmup, _ = build_requests(matrix, tmp_path)
     assert p.output_tokens == 36 * 64 + 6 * sum(r.max_tokens for r in warmup)  # measured + warm-ups
     assert p.estimate.seconds == pytest.approx(0.2 * p.output_tokens)
-    assert "from old on this machine: 200 ms per generated token" in p.estimate.basis
+    assert "from old (the same model, engine and arms) on this machine: 200 ms per generated token" in (
+        p.estimate.basis
+    )
 
 
 @pytest.mark.parametrize(
@@ -82,19 +93,36 @@ def test_estimate_from_an_earlier_run_of_the_model_on_this_machine(tmp_path: Pat
         {"matrix": {"model": "/models/other.gguf"}},  # another model
         {"resumed_at": "2026-05-01T11:00:00+00:00"},  # wall time spans a pause
         {"finished_at": None},  # interrupted
+        # Issue 44: "449 ms per generated token" borrowed from a sibling with other flags said
+        # 13:29 for a run of 1:14. Only the same engine, model and arm arguments time a run.
+        {"matrix": {"arms": {"baseline": [], "draft4": ["--spec-type", "ngram-simple"]}}},  # an arm's flags
+        {"matrix": {"arms": {"baseline": []}}},  # fewer arms
+        {"matrix": {"common_args": ["-t", "1"]}},  # flags every arm shares
+        {"matrix": {"engine": "vllm"}},  # another engine
     ],
 )
-def test_runs_that_do_not_predict_are_ignored(tmp_path: Path, manifest: dict[str, object]) -> None:
+def test_runs_that_do_not_predict_are_ignored(tmp_path: Path, manifest: dict[str, Any]) -> None:
     matrix = _matrix(tmp_path)
-    _previous(tmp_path / "runs" / "old", matrix.model, 600, [1000], **manifest)
-    assert _plan(matrix, tmp_path / "runs" / "new").estimate.seconds is None
+    _previous(tmp_path / "runs" / "old", matrix, 600, [1000], **manifest)
+    p = _plan(matrix, tmp_path / "runs" / "new")
+    assert p.estimate.seconds is None and p.estimate.basis.startswith(
+        "no finished run of this model with these"
+    )
+
+
+def test_arms_named_otherwise_with_the_same_flags_are_a_basis(tmp_path: Path) -> None:
+    """The arms' flags set the time per token, not their names."""
+    matrix = _matrix(tmp_path)
+    renamed = {"arms": {"base": [], "spec": ["--spec-type", "draft-simple"]}}
+    old = _previous(tmp_path / "runs" / "old", matrix, 600, [1000, 2000], matrix=renamed)
+    assert plan.previous_rate(matrix, tmp_path / "runs" / "new") == (pytest.approx(0.2), old)
 
 
 def test_the_newest_earlier_run_wins(tmp_path: Path) -> None:
     matrix = _matrix(tmp_path)
-    _previous(tmp_path / "runs" / "a", matrix.model, 100, [1000])
-    newer = _previous(tmp_path / "runs" / "b", matrix.model, 300, [1000])
-    assert plan.previous_rate(matrix.model, tmp_path / "runs" / "new") == (pytest.approx(0.3), newer)
+    _previous(tmp_path / "runs" / "a", matrix, 100, [1000])
+    newer = _previous(tmp_path / "runs" / "b", matrix, 300, [1000])
+    assert plan.previous_rate(matrix, tmp_path / "runs" / "new") == (pytest.approx(0.3), newer)
 
 
 def test_estimate_from_model_size_on_cpu(tmp_path: Path) -> None:
@@ -197,29 +225,29 @@ def test_dry_run_warns_when_gpu_flags_meet_the_vllm_cpu_build(tmp_path: Path) ->
 def test_a_malformed_manifest_beside_out_is_skipped(tmp_path: Path, broken: str) -> None:
     """Issue 29: any run whose --out sits beside a folder holding a malformed manifest.json."""
     matrix = _matrix(tmp_path)
-    good = _previous(tmp_path / "runs" / "good", matrix.model, 600, [1000, 2000])
+    good = _previous(tmp_path / "runs" / "good", matrix, 600, [1000, 2000])
     bad = tmp_path / "runs" / "bad"
     bad.mkdir()
     (bad / "manifest.json").write_text(broken.replace("HOST", platform.node()).replace("MODEL", matrix.model))
     (bad / "records.jsonl").write_text('[1, 2]\n"text"\n{"usage": 3}\n')
-    assert plan.previous_rate(matrix.model, tmp_path / "runs" / "new") == (pytest.approx(0.2), good)
+    assert plan.previous_rate(matrix, tmp_path / "runs" / "new") == (pytest.approx(0.2), good)
 
 
 def test_a_failed_or_tiny_newer_run_is_not_the_basis(tmp_path: Path) -> None:
     """The newest run of the model, a failed 4-request one, used to time the next plan."""
     matrix = _matrix(tmp_path)
-    good = _previous(tmp_path / "runs" / "a", matrix.model, 600, [1000, 2000])  # 0.2 s per token
+    good = _previous(tmp_path / "runs" / "a", matrix, 600, [1000, 2000])  # 0.2 s per token
     tiny = tmp_path / "runs" / "b"
-    _previous(tmp_path / "runs" / "scratch", matrix.model, 900, [400])  # each bad run is newer
+    _previous(tmp_path / "runs" / "scratch", matrix, 900, [400])  # each bad run is newer
     (tmp_path / "runs" / "scratch").rename(tiny)
     rows = [{"usage": {"completion_tokens": 100}}] * 4
     write_records(tiny / "records.jsonl", rows)
-    failed = _previous(tmp_path / "runs" / "c", matrix.model, 1000, [1000], arms={"x": {"status": "failed"}})
-    errors = _previous(tmp_path / "runs" / "d", matrix.model, 1100, [1000])
+    failed = _previous(tmp_path / "runs" / "c", matrix, 1000, [1000], arms={"x": {"status": "failed"}})
+    errors = _previous(tmp_path / "runs" / "d", matrix, 1100, [1000])
     with (errors / "records.jsonl").open("a") as f:
         f.write("".join(json.dumps({"error": {"type": "HTTPError"}}) + "\n" for _ in range(5)))
     assert failed.is_dir()
-    assert plan.previous_rate(matrix.model, tmp_path / "runs" / "new") == (pytest.approx(0.2), good)
+    assert plan.previous_rate(matrix, tmp_path / "runs" / "new") == (pytest.approx(0.2), good)
 
 
 def _fixed_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,7 +277,7 @@ def test_the_model_size_estimate_counts_prefill(tmp_path: Path, monkeypatch: pyt
 
 def test_an_earlier_runs_prefill_timings_scale_with_this_runs_prompts(tmp_path: Path) -> None:
     matrix = _matrix(tmp_path)
-    old = _previous(tmp_path / "runs" / "old", matrix.model, 600, [1200])  # 12 records of 100 tokens
+    old = _previous(tmp_path / "runs" / "old", matrix, 600, [1200])  # 12 records of 100 tokens
     rows = [
         {"usage": {"completion_tokens": 100}, "timings": {"prompt_ms": 10_000.0, "prompt_n": 500}}
         for _ in range(12)
@@ -266,8 +294,9 @@ def test_an_earlier_runs_prefill_timings_scale_with_this_runs_prompts(tmp_path: 
 
 def test_an_adaptive_plan_is_a_range_up_to_its_cap(tmp_path: Path) -> None:
     """repeats: auto gave 6:33 without saying it is an upper bound or naming max_minutes."""
-    base = _matrix(tmp_path).model_dump()
-    _previous(tmp_path / "runs" / "old", base["model"], 600, [1000, 2000])  # 0.2 s per token
+    fixed = _matrix(tmp_path)
+    base = fixed.model_dump()
+    _previous(tmp_path / "runs" / "old", fixed, 600, [1000, 2000])  # 0.2 s per token
     auto = Matrix.model_validate({**base, "repeats": "auto", "max_repeats": 10, "max_minutes": 1})
     p = _plan(auto, tmp_path / "runs" / "new")
     round_s = 0.2 * p.output_tokens / 10  # one round: a tenth of the planned launches
@@ -294,7 +323,7 @@ def test_an_earlier_runs_prefill_is_counted_in_the_plans_own_units(tmp_path: Pat
     text = "x" * 396  # 99 + 4 (one message) = 103 estimated tokens
     old = _previous(
         tmp_path / "runs" / "old",
-        matrix.model,
+        matrix,
         600,
         [1200],
         prompts=[{"prompt_id": "p", "messages": [{"role": "user", "content": text}], "target_tokens": None}],
@@ -306,3 +335,75 @@ def test_an_earlier_runs_prefill_is_counted_in_the_plans_own_units(tmp_path: Pat
     }
     write_records(old / "records.jsonl", [rec] * 12)
     assert plan.prefill_rate(old) == (pytest.approx((600 - 123.6) / 1200), pytest.approx(0.1))  # 10.3 s / 103
+
+
+def _cells(tmp_path: Path, old: Path, load: float | None) -> None:
+    """Cells of the earlier run ``old`` that recorded a 1-minute load of ``load`` on 2 CPUs."""
+    rows = [
+        {"arm": "baseline", "repeat": 0, "machine_load": {"cpus": 2, "load_start": load, "load_end": load}}
+    ]
+    (old / "cells.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _threads(tmp_path: Path, threads: str | None) -> Matrix:
+    """The test matrix with ``-t threads`` for every arm (None: llama.cpp's default, every core)."""
+    matrix = _matrix(tmp_path)
+    if threads is None:
+        return matrix
+    return Matrix.model_validate({**matrix.model_dump(), "common_args": ["-t", threads]})
+
+
+def _loaded_plan(tmp_path: Path, matrix: Matrix, room: tuple[int, float]) -> plan.Plan:
+    requests, warmup, concurrency = build_requests(matrix, tmp_path)
+    cells = plan_cells(matrix, requests, warmup, concurrency)
+    return plan.make_plan(matrix, cells, tmp_path / "runs" / "new", probe=True, room=room)
+
+
+def test_an_earlier_runs_rate_is_scaled_by_the_load_now_against_its_own(tmp_path: Path) -> None:
+    """Issue 44: a plan said ≈ 1:26–1:51 and the run took 23:12 on a loaded machine. The load now
+    (1.8 of 2 cores busy, 2 engine threads: (1.8 + 2) / 2 = 1.9) against the earlier run's (load
+    1.0 on 2 CPUs: a quiet machine, ×1) scales the estimate, and the basis says so."""
+    matrix = _threads(tmp_path, "2")
+    old = _previous(tmp_path / "runs" / "old", matrix, 600, [1000, 2000])  # 0.2 s per token
+    _cells(tmp_path, old, 1.0)
+    p = _loaded_plan(tmp_path, matrix, (2, 1.8))
+    assert p.estimate.seconds == pytest.approx(0.2 * p.output_tokens * 1.9)
+    assert p.estimate.per_token == pytest.approx(0.2 * 1.9)
+    assert (
+        "machine now 1.8 of 2 cores busy with other work, the arms ask for 2 threads; old ran at load 1.0 "
+        "on 2 cores: scaled ×1.9" in p.estimate.basis
+    )
+
+
+def test_a_run_made_on_a_busier_machine_times_a_quiet_one_faster(tmp_path: Path) -> None:
+    matrix = _threads(tmp_path, "1")
+    old = _previous(tmp_path / "runs" / "old", matrix, 600, [1000, 2000])  # 0.2 s per token at load 4
+    _cells(tmp_path, old, 4.0)
+    p = _loaded_plan(tmp_path, matrix, (2, 0.0))  # now: one thread, nothing else running
+    assert p.estimate.seconds == pytest.approx(0.2 * p.output_tokens / 2)
+    assert "old ran at load 4.0 on 2 cores: scaled ×0.5" in p.estimate.basis
+
+
+def test_a_quiet_machine_is_said_and_not_scaled(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path)
+    _previous(tmp_path / "runs" / "old", matrix, 600, [1000, 2000])  # no cells.jsonl: load unknown
+    p = _loaded_plan(tmp_path, matrix, (2, 0.06))  # no -t: llama.cpp takes every core: (0.06 + 2) / 2
+    assert p.estimate.seconds == pytest.approx(0.2 * p.output_tokens)  # within 5 %: left alone
+    assert p.estimate.basis.endswith(
+        "machine now 0.1 of 2 cores busy with other work, the arms ask for 2 threads; "
+        "old recorded no load (taken as quiet): not scaled"
+    )
+
+
+def test_the_model_size_estimate_is_scaled_by_the_load_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fixed_cpu(monkeypatch)
+    quiet = _loaded_plan(tmp_path, _threads(tmp_path, "1"), (2, 0.0))
+    busy = _loaded_plan(tmp_path, _threads(tmp_path, "2"), (2, 2.0))  # (2 + 2) / 2
+    assert quiet.estimate.seconds is not None and busy.estimate.seconds is not None
+    assert busy.estimate.seconds == pytest.approx(2 * quiet.estimate.seconds)
+    assert "not scaled" in quiet.estimate.basis
+    assert "machine now 2.0 of 2 cores busy with other work, the arms ask for 2 threads: scaled ×2.0" in (
+        busy.estimate.basis
+    )

@@ -68,7 +68,8 @@ def test_dry_run_times_the_range_from_an_earlier_run(tmp_path: Path) -> None:
     old.mkdir(parents=True)
     manifest = {
         "host": platform.node(),
-        "matrix": {"model": str(tmp_path / "target.gguf")},
+        # the same model, engine and arms (issue 44: a run with other flags times nothing)
+        "matrix": {"model": str(tmp_path / "target.gguf"), "engine": "llamacpp", "arms": {"baseline": []}},
         "started_at": "2026-05-01T10:00:00+00:00",
         "finished_at": "2026-05-01T10:01:40+00:00",
     }
@@ -85,7 +86,7 @@ def test_dry_run_times_the_range_from_an_earlier_run(tmp_path: Path) -> None:
     line = next(ln for ln in plan.lines() if "estimated wall time" in ln)
     assert (
         "to" in line
-        and "from earlier on this machine" in line
+        and "from earlier (the same model, engine and arms) on this machine" in line
         and "refinement: none (refine: false)" in ("\n".join(plan.lines()))
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from specbench.engines.base import Engine
 from specbench.engines.process import ServerProcess, free_port
@@ -29,6 +30,7 @@ class Server:
     hung: str | None = None  # set by the watchdog: the server stopped answering /health
     measured_offset: int | None = None  # log offset where the measured requests' lines begin
     expected_lines: int = 0  # acceptance lines the engine owes for requests finished so far
+    model_files: list[dict[str, Any]] = field(default_factory=list)  # served: role, path, sha256, bytes
 
     def alive(self) -> bool:
         return self.hung is None and (self.process is None or self.process.alive())

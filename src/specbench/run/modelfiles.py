@@ -42,14 +42,14 @@ def model_files(matrix: Matrix) -> Iterator[tuple[str, str]]:
         yield "model", matrix.model
     # A key file is read by the engine only: specbench does not open it, even for four bytes.
     flags = ENGINES[matrix.engine].file_flags - SECRET_FILE_FLAGS
-    for flag, value in _flag_values(matrix.common_args, flags):
+    for flag, value in file_flag_values(matrix.common_args, flags):
         yield f"common_args (every arm): {flag}", value
     for arm, args in matrix.arms.items():
-        for flag, value in _flag_values(args, flags):
+        for flag, value in file_flag_values(args, flags):
             yield f"arms.{arm}: {flag}", value
 
 
-def _flag_values(args: Sequence[str], flags: frozenset[str]) -> Iterator[tuple[str, str]]:
+def file_flag_values(args: Sequence[str], flags: frozenset[str]) -> Iterator[tuple[str, str]]:
     """Both spellings, ``--flag value`` and ``--flag=value``."""
     for i, arg in enumerate(args):
         name, eq, inline = arg.partition("=")

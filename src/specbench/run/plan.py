@@ -4,16 +4,22 @@ A 60-request run on a CPU can take twelve minutes; the user should know that bef
 enter. The plan counts what the matrix asks for (server launches per arm, measured and warm-up
 requests, prompts by category) and estimates the wall time from, in order of trust:
 
-1. a finished earlier run of the same model on this machine (a run directory beside ``--out``)
-   that can serve as a basis (:mod:`specbench.run.planbasis`: no failed arm, enough measured
-   requests, few failed): its wall time per generated token, launches included, times the tokens
-   this run asks for; where its records carry the engine's prefill timings, prefill is split off
-   and scaled by this run's prompt tokens instead;
+1. a finished earlier run of the same model, engine and arm arguments on this machine (a run
+   directory beside ``--out``) that can serve as a basis (:mod:`specbench.run.planbasis`: no
+   failed arm, enough measured requests, few failed): its wall time per generated token, launches
+   included, times the tokens this run asks for; where its records carry the engine's prefill
+   timings, prefill is split off and scaled by this run's prompt tokens instead. A run with other
+   flags is no basis: "449 ms per generated token" borrowed from a sibling run with other flags
+   said 13:29 for a run of 1:14;
 2. the model file's size and a short probe of this machine, for llama.cpp on a CPU: decode is
    memory-bound there, so one token costs about one read of the weights (``bytes / bandwidth``);
    prefill is compute-bound, about 2 FLOPs per weight per prompt token (``2·params / FLOP rate``);
    a launch costs about one read of the file from disk;
 3. nothing: the plan says it has no basis instead of guessing.
+
+For a CPU decode, either is scaled by the load measured now (:mod:`specbench.run.planload`), and
+the basis text says by how much and why. The run checks the estimate's pace after its first launch
+(:mod:`specbench.run.pace`).
 
 A ``repeats: auto`` plan is a range: from the verdict's minimum (three launches per arm) up to
 ``max_repeats`` launches per arm, or ``max_minutes`` when that comes first.
@@ -31,7 +37,9 @@ from typing import Any
 
 from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.matrix.config import Cell, Matrix, RequestSpec
+from specbench.run.machineload import cpu_room
 from specbench.run.planbasis import estimated_prompt_tokens, prefill_rate, previous_rate
+from specbench.run.planload import engine_threads, load_scale, load_then
 from specbench.run.progress import clock_text
 from specbench.store.safeio import write_atomic
 
@@ -57,6 +65,9 @@ class Estimate:
     basis: str
     low: float | None = None
     cap: str = ""
+    #: seconds per output token of the whole planned work (launches and prefill spread over it):
+    #: the pace the run checks its first launch against (specbench.run.pace)
+    per_token: float | None = None
 
     def text(self) -> str:
         if self.seconds is None:
@@ -161,9 +172,12 @@ def make_plan(
     probe: bool = True,
     forward_probe: bool = True,
     warnings: list[str] | None = None,
+    room: tuple[int, float] | None = None,
 ) -> Plan:
     """Count ``cells`` and estimate their wall time (see the module docstring); ``probe`` False
-    skips the bandwidth probe, ``forward_probe`` False: the engine has no forward probe."""
+    skips the bandwidth probe and the load sample, ``forward_probe`` False: the engine has no
+    forward probe; ``room``: the load sample (:func:`~specbench.run.machineload.cpu_room`), if the
+    caller took one."""
     first = cells[0] if cells else None
     requests: tuple[RequestSpec, ...] = first.requests if first else ()
     tokens = sum(sum(r.max_tokens for r in (*c.requests, *c.warmup)) for c in cells)
@@ -179,7 +193,7 @@ def make_plan(
         prompts=_by_category(requests),
         forward_probe=forward_probe and matrix.forward_probe and matrix.baseline in matrix.arms,
         output_tokens=tokens,
-        estimate=_cells_estimate(matrix, cells, out, probe),
+        estimate=_cells_estimate(matrix, cells, out, probe, room),
         commands=commands or {},
         workloads=_workloads(requests, first.concurrency if first else 1),
         warnings=warnings or [],
@@ -201,18 +215,21 @@ def prompt_tokens(r: RequestSpec) -> float:
     return estimated_prompt_tokens(r.messages, r.target_tokens)
 
 
-def _cells_estimate(matrix: Matrix, cells: list[Cell], out: Path, probe: bool) -> Estimate:
+def _cells_estimate(
+    matrix: Matrix, cells: list[Cell], out: Path, probe: bool, room: tuple[int, float] | None = None
+) -> Estimate:
     """The estimate for ``cells``; for ``repeats: auto``, the range from the verdict's minimum
     (MIN_LAUNCHES launches per arm) to every planned launch, or to ``max_minutes`` plus the round
     running then (specbench.run.adaptive starts no round after it, and lets a started one finish)."""
+    room = room or _room(matrix, probe)  # one sample for every estimate below
 
     def rounds(n: int) -> float | None:
         part = [c for c in cells if c.repeat < n]
         tokens, prompt = _work(part)
-        return estimate(matrix, len(part), tokens, out, probe, prompt).seconds
+        return estimate(matrix, len(part), tokens, out, probe, prompt, room).seconds
 
     tokens, prompt = _work(cells)
-    full = estimate(matrix, len(cells), tokens, out, probe, prompt)
+    full = estimate(matrix, len(cells), tokens, out, probe, prompt, room)
     if not matrix.adaptive or full.seconds is None:
         return full
     high, cap = full.seconds, f"repeats: auto: {MIN_LAUNCHES} to {matrix.repeats} launches per arm"
@@ -221,7 +238,7 @@ def _cells_estimate(matrix: Matrix, cells: list[Cell], out: Path, probe: bool) -
         high = min(high, matrix.max_minutes * 60 + (rounds(1) or 0.0))
     else:
         cap += "; no max_minutes caps it"
-    return Estimate(high, full.basis, min(rounds(MIN_LAUNCHES) or high, high), cap)
+    return Estimate(high, full.basis, min(rounds(MIN_LAUNCHES) or high, high), cap, full.per_token)
 
 
 def _work(cells: list[Cell]) -> tuple[int, float]:
@@ -231,32 +248,69 @@ def _work(cells: list[Cell]) -> tuple[int, float]:
 
 
 def estimate(
-    matrix: Matrix, launches: int, tokens: int, out: Path, probe: bool = True, prompt: float = 0.0
+    matrix: Matrix,
+    launches: int,
+    tokens: int,
+    out: Path,
+    probe: bool = True,
+    prompt: float = 0.0,
+    room: tuple[int, float] | None = None,
 ) -> Estimate:
     """Wall time for ``launches`` server starts prefilling ``prompt`` tokens and generating at
-    most ``tokens`` tokens."""
-    previous = previous_rate(matrix.model, out)
+    most ``tokens`` tokens, at the load ``room`` (cores, busy cores; sampled now when ``probe``
+    and not given) for a CPU decode."""
+    room = room or _room(matrix, probe)
+    previous = previous_rate(matrix, out)
     if previous is not None:
-        seconds_per_token, run = previous
-        per_prompt = prefill_rate(run)
-        if per_prompt is not None:
-            decode, prefill = per_prompt
-            return Estimate(
-                tokens * decode + prompt * prefill,
-                f"from {run.name} on this machine: {decode * 1000:.0f} ms per generated token, "
-                f"launches included, and {prefill * 1000:.2f} ms per prompt token (prefill)",
-            )
-        return Estimate(
-            tokens * seconds_per_token,
-            f"from {run.name} on this machine: {seconds_per_token * 1000:.0f} ms per generated token, "
-            "launches included (prefill too)",
-        )
+        found = _from_run(*previous, tokens, prompt)
+        return _at_load(found, matrix, room, tokens, previous[1])
     model = Path(matrix.model)
     if matrix.engine == "llamacpp" and probe and model.is_file() and not _all_args(matrix) & GPU_FLAGS:
-        return _from_model_size(model, launches, tokens, prompt)
+        return _at_load(_from_model_size(model, launches, tokens, prompt), matrix, room, tokens)
     return Estimate(
-        None, "no finished run of this model on this machine yet; the next plan will use this one"
+        None,
+        "no finished run of this model with these arms on this machine yet; the next plan will use this one",
     )
+
+
+def cpu_decode(matrix: Matrix) -> bool:
+    """The engine decodes on this machine's CPU: its speed is the machine's load as well."""
+    return matrix.engine == "llamacpp" and not _all_args(matrix) & GPU_FLAGS
+
+
+def _room(matrix: Matrix, probe: bool) -> tuple[int, float] | None:
+    return cpu_room() if probe and cpu_decode(matrix) else None
+
+
+def _from_run(seconds_per_token: float, run: Path, tokens: int, prompt: float) -> Estimate:
+    same = f"from {run.name} (the same model, engine and arms) on this machine"
+    per_prompt = prefill_rate(run)
+    if per_prompt is not None:
+        decode, prefill = per_prompt
+        return Estimate(
+            tokens * decode + prompt * prefill,
+            f"{same}: {decode * 1000:.0f} ms per generated token, launches included, and "
+            f"{prefill * 1000:.2f} ms per prompt token (prefill)",
+        )
+    return Estimate(
+        tokens * seconds_per_token,
+        f"{same}: {seconds_per_token * 1000:.0f} ms per generated token, launches included (prefill too)",
+    )
+
+
+def _at_load(
+    found: Estimate, matrix: Matrix, room: tuple[int, float] | None, tokens: int, run: Path | None = None
+) -> Estimate:
+    """``found`` scaled by the load now against its basis's (planload.py), the assumption said in
+    its basis; its ``per_token`` pace set. No sample (``room`` None): as found."""
+    if found.seconds is None:
+        return found
+    seconds, basis = found.seconds, found.basis
+    if room is not None:
+        then = load_then(run) if run is not None else None
+        scale = load_scale(room, engine_threads(matrix, room[0]), run.name if run else None, then)
+        seconds, basis = seconds * scale.factor, f"{basis}; {scale.text}"
+    return Estimate(seconds, basis, per_token=seconds / tokens if tokens > 0 else None)
 
 
 def _all_args(matrix: Matrix) -> set[str]:

@@ -1,10 +1,12 @@
 """Which earlier run may time a new one (:mod:`specbench.run.plan`'s first basis), and its rates.
 
-A basis is a finished, never resumed run of the same model on this host, in ``--out`` or beside
-it, with no failed arm and at least :data:`MIN_BASIS_REQUESTS` measured requests of which at most
-:data:`MAX_BASIS_ERRORS` failed: a failed 4-request run or one cut short says nothing about the
-time of a full one. The newest such run is used. Everything here reads files other runs wrote
-(possibly damaged, possibly not runs at all), so anything unreadable is skipped, never raised.
+A basis is a finished, never resumed run of the same model, engine and arm arguments (the common
+arguments with each arm's, compared as a set: the arms' names do not matter, their flags do) on
+this host, in ``--out`` or beside it, with no failed arm and at least :data:`MIN_BASIS_REQUESTS`
+measured requests of which at most :data:`MAX_BASIS_ERRORS` failed: a failed 4-request run or one
+cut short says nothing about the time of a full one. The newest such run is used. Everything here
+reads files other runs wrote (possibly damaged, possibly not runs at all), so anything unreadable
+is skipped, never raised.
 """
 
 from __future__ import annotations
@@ -17,23 +19,26 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.metrics import output_tokens
+from specbench.matrix.config import Matrix
+from specbench.store.redact import mask_args
 from specbench.workloads.length import CHARS_PER_TOKEN_ESTIMATE
 
 MIN_BASIS_REQUESTS = 10  # an earlier run with fewer measured requests is too small to time this one
 MAX_BASIS_ERRORS = 0.1  # nor one where more than this share of its measured requests failed
 
 
-def previous_rate(model: str, out: Path) -> tuple[float, Path] | None:
+def previous_rate(matrix: Matrix, out: Path) -> tuple[float, Path] | None:
     """Seconds per generated token (launches included) of the newest finished, never resumed
-    run of ``model`` on this host among ``out`` and its siblings that can serve as a basis (see
-    the module docstring); None if there is none. A folder that cannot be read as a run (a
-    malformed manifest.json, records that are not JSON objects) is skipped, not an error: the
-    estimate is a courtesy and must never stop a run."""
+    run of ``matrix``'s model, engine and arms on this host among ``out`` and its siblings that
+    can serve as a basis (see the module docstring); None if there is none. A folder that cannot
+    be read as a run (a malformed manifest.json, records that are not JSON objects) is skipped,
+    not an error: the estimate is a courtesy and must never stop a run."""
     host = platform.node()
     found: list[tuple[str, float, Path]] = []
+    work = _work(matrix.engine, matrix.model, matrix.common_args, matrix.arms.values())
     for folder in {out, *_siblings(out)}:
         try:
-            info = _rate(folder, model, host)
+            info = _rate(folder, work, host)
         except (OSError, ValueError, TypeError, AttributeError, KeyError):
             info = None
         if info is not None:
@@ -59,12 +64,31 @@ def _manifest(folder: Path) -> dict[str, Any] | None:
     return manifest if isinstance(manifest, dict) else None
 
 
-def _rate(folder: Path, model: str, host: str) -> tuple[str, float] | None:
+Work = tuple[str, str, list[tuple[str, ...]]]
+
+
+def _work(engine: object, model: object, common: Any, arms: Any) -> Work:
+    """What makes two runs' time per token comparable: engine, model and every arm's arguments
+    (secret values masked, as the manifest stores them), in no particular order."""
+    args = sorted(tuple(mask_args([*map(str, common), *map(str, a)])) for a in arms)
+    return str(engine), str(model), args
+
+
+def _stored_work(matrix: dict[str, Any]) -> Work | None:
+    arms, common = matrix.get("arms"), matrix.get("common_args") or []
+    if not isinstance(arms, dict) or not isinstance(common, list):
+        return None
+    if not all(isinstance(a, list) for a in arms.values()):
+        return None
+    return _work(matrix.get("engine", "llamacpp"), matrix.get("model"), common, arms.values())
+
+
+def _rate(folder: Path, work: Work, host: str) -> tuple[str, float] | None:
     manifest = _manifest(folder)
     if manifest is None:
         return None
     matrix = manifest.get("matrix")
-    same = manifest.get("host") == host and isinstance(matrix, dict) and matrix.get("model") == model
+    same = manifest.get("host") == host and isinstance(matrix, dict) and _stored_work(matrix) == work
     started, finished = manifest.get("started_at"), manifest.get("finished_at")
     if (
         not same

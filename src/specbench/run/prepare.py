@@ -12,17 +12,15 @@ matrix it built itself (no file read back).
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from specbench.analysis.predicted.models import run_architectures
 from specbench.analysis.predicted.stored import ARCH_FILE
-from specbench.engines import ENGINES, argstore
+from specbench.engines import argstore
 from specbench.engines.argtable import ArgTable, check_flags
 from specbench.engines.base import Engine
 from specbench.engines.install import BuildOptions, find_llama_server
@@ -37,12 +35,14 @@ from specbench.run import adaptive
 from specbench.run.attach import attach_matrix, check_attach_url, identify_server
 from specbench.run.machineload import cpu_room, threads_warning
 from specbench.run.modelfiles import check_model_files
-from specbench.run.plan import Plan, make_plan, write_plan
+from specbench.run.pace import Pace
+from specbench.run.plan import Plan, cpu_decode, make_plan, write_plan
 from specbench.run.runner import Runner
+from specbench.run.servedfiles import Change, ServedFiles, architectures_of, arm_files, file_record
 from specbench.store.outdir import check_run_dir
 from specbench.store.paths import path_problem
-from specbench.store.redact import MASK, SECRET_FILE_FLAGS, Redactor, mask_args, secret_env_name
-from specbench.store.rundir import RunStore, environment, file_sha256
+from specbench.store.redact import MASK, Redactor, mask_args, secret_env_name
+from specbench.store.rundir import RunStore, environment
 from specbench.workloads.cut import cut_note
 from specbench.workloads.suites import build_requests
 
@@ -77,6 +77,8 @@ class Checked:
     table: ArgTable | None  # the engine's own argument table, the flags were checked against
     requests: tuple[RequestSpec, ...]  # built once
     cells: list[Cell]
+    #: --resume: model files that changed since env.json recorded them, none of them measured yet
+    changes: tuple[Change, ...] = ()
 
 
 def check(matrix: Matrix, source: Path, out: Path, options: RunOptions = RunOptions()) -> Checked:
@@ -89,6 +91,7 @@ def check(matrix: Matrix, source: Path, out: Path, options: RunOptions = RunOpti
     if not attach:  # an attached server loaded its own files
         check_model_files(matrix)
     engine = make_engine(matrix, options.llama_server) if not attach else None
+    changes = resumed_changes(matrix, engine, out) if engine and options.resume else ()
     if attach:
         attached = AttachedEngine(*identify_server(check_attach_url(attach)))
         matrix = attach_matrix(matrix, options.arm, options.arm_args, attached.kind_name, out, options.resume)
@@ -100,7 +103,15 @@ def check(matrix: Matrix, source: Path, out: Path, options: RunOptions = RunOpti
     cells = plan_cells(matrix, requests, warmup, concurrency)
     if attach:  # the arms attached earlier were measured by earlier calls
         cells = [c for c in cells if c.arm == (options.arm or "attached")]
-    return Checked(matrix, engine, table, requests, cells)
+    return Checked(matrix, engine, table, requests, cells, changes)
+
+
+def resumed_changes(matrix: Matrix, engine: Engine, out: Path) -> tuple[Change, ...]:
+    """The model files that changed since the run in ``out`` recorded them: refused (exit 5) when
+    a launch measured the old file, else returned to be adopted (servedfiles.py)."""
+    if not (out / "env.json").is_file():
+        return ()
+    return tuple(ServedFiles(matrix, engine, RunStore(out)).every_arm())
 
 
 def prepare(
@@ -143,6 +154,8 @@ def prepare(
     )
     if options.retry_failed:
         store.retry_failed()
+    if checked.changes:  # --resume: nothing was measured with the old files (check refused that)
+        ServedFiles(matrix, engine, store).adopt(checked.changes)
     if not options.resume or not (out / "env.json").exists():
         store.write_env(environment_of(matrix, engine))
         # The table the flags were checked against: CONFOUND reads it back from the run, never
@@ -152,7 +165,8 @@ def prepare(
         store.write_text(ARCH_FILE, json.dumps(architectures_of(matrix, engine), indent=1))
     if not (out / "matrix.yaml").exists():  # scrubbed; a full disk is exit 5
         store.write_text("matrix.yaml", source.read_text() if text is None else text)
-    write_plan(plan_for(matrix, engine, cells, out), out)  # the cli prints it (plan.read_plan)
+    plan = plan_for(matrix, engine, cells, out, changes=checked.changes)
+    write_plan(plan, out)  # the cli prints it (plan.read_plan)
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -162,6 +176,10 @@ def prepare(
         observe=observe or (lambda e, i: None),
         executor=adaptive.executor_for(matrix.adaptive, None),
         api_key=key,
+        # Every launch re-checks the files it serves against env.json (an attached server's are
+        # not ours to read).
+        served=ServedFiles(matrix, engine, store) if not attach else None,
+        pace=Pace.of(plan.estimate),
     )
 
 
@@ -235,39 +253,10 @@ def environment_of(matrix: Matrix, engine: Engine) -> dict[str, object]:
     kind = engine.kind_name if isinstance(engine, AttachedEngine) else engine.kind
     env: dict[str, object] = {**environment(), "engine": {"kind": kind, **version}}
     if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
-        env["model"] = _file_record(matrix.model)
+        env["model"] = file_record(matrix.model)
     if matrix.engine == "llamacpp":
         env["arm_files"] = arm_files(matrix)
     return env
-
-
-def architectures_of(matrix: Matrix, engine: Engine) -> dict[str, object]:
-    """The target's and each arm's draft model's shape, read from their files now."""
-    return run_architectures(matrix.model, [matrix.arm_args(arm) for arm in matrix.arms], engine)
-
-
-def _file_record(path: str) -> dict[str, object]:
-    return {"path": path, "sha256": file_sha256(Path(path)), "bytes": os.path.getsize(path)}
-
-
-def arm_files(matrix: Matrix) -> dict[str, list[dict[str, object]]]:
-    """Every file an arm's flags name (draft model, chat template, ...), hashed: a changed draft or
-    template changes the measurement as surely as a changed target does."""
-    target = file_sha256(Path(matrix.model)) if os.path.isfile(matrix.model) else None
-    out: dict[str, list[dict[str, object]]] = {}
-    # The engine's file flags less the secret ones: a key file's hash has no place in a manifest.
-    flags = ENGINES[matrix.engine].file_flags - SECRET_FILE_FLAGS
-    for arm in matrix.arms:
-        args = matrix.arm_args(arm)
-        records = [
-            {"flag": flag, **_file_record(value)}
-            for flag, value in itertools.pairwise(args)
-            if flag in flags and os.path.isfile(value)
-        ]
-        # A draft with the target's hash is self-draft: acceptance near 1 says nothing about a
-        # real draft, and any rejection is the engine's numerics, not the draft's quality.
-        out[arm] = [r | {"same_as_target": r["sha256"] == target} for r in records]
-    return out
 
 
 def commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
@@ -282,11 +271,32 @@ def commands(matrix: Matrix, engine: Engine) -> dict[str, list[str]]:
     }
 
 
-def plan_for(matrix: Matrix, engine: Engine, cells: list[Cell], out: Path, probe: bool = True) -> Plan:
+def plan_for(
+    matrix: Matrix,
+    engine: Engine,
+    cells: list[Cell],
+    out: Path,
+    probe: bool = True,
+    changes: Sequence[Change] = (),
+) -> Plan:
+    """The plan of ``cells``; ``changes``: model files a resumed run finds changed (and adopts)."""
     probes = engine.forward_probe_request([1]) is not None
-    warnings = _arm_warnings(matrix, engine) + _thread_warnings(matrix, engine) + _cut_warnings(cells, out)
+    room = cpu_room() if probe and cpu_decode(matrix) else None  # one sample for both uses
+    warnings = [
+        *(c.note() for c in changes),
+        *_arm_warnings(matrix, engine),
+        *_thread_warnings(matrix, engine, room),
+        *_cut_warnings(cells, out),
+    ]
     return make_plan(
-        matrix, cells, out, commands(matrix, engine), probe, forward_probe=probes, warnings=warnings
+        matrix,
+        cells,
+        out,
+        commands(matrix, engine),
+        probe,
+        forward_probe=probes,
+        warnings=warnings,
+        room=room,
     )
 
 
@@ -304,15 +314,16 @@ def _arm_warnings(matrix: Matrix, engine: Engine) -> list[str]:
     return _per_arm(matrix, lambda arm: engine.arm_warnings(list(matrix.arm_args(arm))))
 
 
-def _thread_warnings(matrix: Matrix, engine: Engine) -> list[str]:
+def _thread_warnings(matrix: Matrix, engine: Engine, room: tuple[int, float] | None = None) -> list[str]:
     """Arms whose engine threads outnumber the cores free of other work, measured now: an
     oversubscribed CPU decode measures the machine's contention, not the method. The engine
     reads its own thread flag (an attached server's flags are not ours to judge: none); the
-    machine is sampled only when an arm asks for more than one thread."""
+    machine is sampled (unless ``room`` holds a sample) only when an arm asks for more than one
+    thread."""
     asked = {arm: engine.threads(matrix.arm_args(arm)) for arm in matrix.arms}
     if not any(a and a[1] > 1 for a in asked.values()):
         return []
-    cores, busy = cpu_room()
+    cores, busy = room or cpu_room()
 
     def warn(arm: str) -> list[str]:
         flag = asked[arm]

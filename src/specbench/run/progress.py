@@ -149,6 +149,8 @@ class RunProgress:
             )
             line = f"arm {info['arm']} {done} after {info['launches']} launches: {info['evidence']}"
             console.print(printable(line, markup=False), markup=False)
+        elif event in ("pace", "model_changed"):  # one line each: run/pace.py, run/servedfiles.py
+            console.print(f"[yellow]{printable(info['text'])}", highlight=False, soft_wrap=True)
         elif event in ("retry", "confound"):
             console.print(f"[yellow]{event}: {printable(info)}", highlight=False)
         elif event == "restart":

@@ -19,6 +19,7 @@ Ray worker: :func:`serve_cell`), so executors never import this module.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ from specbench.matrix.config import Cell, Matrix, RequestSpec
 from specbench.run.drive import CellDriver
 from specbench.run.launch import Launcher
 from specbench.run.order import RULE, counterbalance
+from specbench.run.pace import Pace, cell_tokens
+from specbench.run.servedfiles import ServedFiles
 from specbench.store.machineprobe import record_machine_probe
 from specbench.store.rundir import RunStore, now_iso
 from specbench.store.sink import RecordSink
@@ -52,6 +55,9 @@ class Runner:
     relay: RecordSink | None = None  # where a cell's lines go instead of ``store`` (a Ray worker's)
     launched: Callable[[int], None] = field(default=lambda pid: None)  # each engine pid started
     spec_probe: bool = False  # probe per-request speculative settings (tune's screening; specprobe.py)
+    served: ServedFiles | None = None  # re-checks each launch's model files (None: attached, remote)
+    pace: Pace | None = None  # the plan's pace, checked after the first launch (pace.py)
+    clock: Callable[[], float] = time.monotonic
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
 
@@ -82,6 +88,8 @@ class Runner:
             if self.attach_url is None and not getattr(executor, "own_order", False):
                 self._order_cells()
             self._record_theory_inputs(isinstance(executor, LocalExecutor))
+            if self.pace is not None:
+                self.pace.left = self._tokens_left()
             executor.run_cells(self.cells, self)
             self.store.update_manifest(finished_at=now_iso())
         finally:
@@ -99,6 +107,11 @@ class Runner:
         Only when the cells are served here: a cluster's cells run on other machines."""
         if local:
             record_machine_probe(self.store.root)
+
+    def _tokens_left(self) -> int:
+        """Output tokens at most of what is left to run, warm-ups included (the pace's unit)."""
+        done = self.store.completed()
+        return sum(cell_tokens(c, todo, True) for c in self.cells if (todo := self.todo(c, done)))
 
     # -- state executors share with the runner -----------------------------------------------
     def next_seq(self) -> int:
@@ -123,18 +136,23 @@ class Runner:
     def _run_cell(self, cell: Cell, todo: list[RequestSpec]) -> None:
         self.observe("cell", {"arm": cell.arm, "repeat": cell.repeat, "requests": len(todo)})
         for attempt in range(2):
+            files = self._served_files(cell)
+            began, tokens = self.clock(), cell_tokens(cell, todo, attempt == 0)
             try:
                 server = self._launcher().start(cell)
             except EngineStartError as exc:
                 reason = f"engine did not start with {self._loads(cell)}: {exc}"
                 self._fail_arm(cell, reason, exc.log_tail, START_FAILURE)
                 return
+            server.model_files = files  # kept in the cell (drive.py)
             try:
                 self._driver().serve(cell, todo, server, attempt)
             finally:
                 crashed = not server.alive()
                 code = server.process.stop() if server.process else None
                 self.sink.redactor.scrub_file(self.sink.log_path(cell.arm))  # engine stopped
+            if attempt == 0 and not crashed:
+                self._check_pace(self.clock() - began, tokens)
             todo = self.todo(cell, self.sink.completed())
             if not todo or not crashed:
                 return  # failed requests on a live server are data, not a reason to restart
@@ -148,6 +166,24 @@ class Runner:
             log_tail(self.sink.log_path(cell.arm)),
             "hang" if server.hung else "crash",
         )
+
+    def _served_files(self, cell: Cell) -> list[dict[str, object]]:
+        """The model files this launch serves, re-checked against env.json (servedfiles.py): one
+        whose old content a launch measured stops the run (ModelChangedError, exit 5); one never
+        measured is adopted into the run's description, and said."""
+        if self.served is None:
+            return []
+        files, changes = self.served.changes(cell.args)
+        self.served.adopt(changes)
+        for change in changes:
+            self.observe("model_changed", {"arm": cell.arm, "text": change.note()})
+        return files
+
+    def _check_pace(self, elapsed: float, tokens: int) -> None:
+        """After the first launch: a line when the plan's estimate is off by more than 2×."""
+        line = self.pace.first_launch(elapsed, tokens) if self.pace is not None else None
+        if line:
+            self.observe("pace", {"text": line})
 
     def _launcher(self) -> Launcher:
         """Starting the arm's server (launch.py), or attaching to the one at ``attach_url``."""

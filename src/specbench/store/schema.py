@@ -123,6 +123,7 @@ class CellInfo(TypedDict, total=False):
     forward_probe: dict[str, Any]
     spec_probe: dict[str, Any]  # per-request speculative settings honoured? (engines/specprobe.py)
     rendered_prompts: list[dict[str, Any]]  # one request per category as the server templated it
+    model_files: list[dict[str, Any]]  # the model files the launch served (run/servedfiles.py)
     # Ray executor
     lost: bool
     error: str
@@ -151,6 +152,7 @@ class Manifest(TypedDict, total=False):
     arms: dict[str, dict[str, Any]]  # arm -> status, command, env, error, log_tail, ...
     attach: Any
     repairs: list[str]
+    model_changes: list[dict[str, Any]]  # model files that changed under the run (run/servedfiles.py)
     executor: dict[str, Any]
     distributed_load: list[dict[str, Any]]
     sources: list[dict[str, Any]]
