@@ -39,3 +39,25 @@ def test_a_failed_baseline_shows_no_speedup(tmp_path: Path) -> None:
     row = analyse_dir(root).summary.iloc[0]
     assert row["arm"] == "baseline" and row["verdict"] == "baseline (failed: no speedup)"
     assert row["speedup"] != row["speedup"]  # NaN: no "1.00×"
+
+
+def test_piped_output_is_never_hard_wrapped(tmp_path: Path) -> None:
+    """Issue 44: stderr and stdout written to a file were wrapped at 80 columns, inside command
+    lines and inside "4 and over 1,000". Off a terminal each table row and line stays whole."""
+    import subprocess
+    import sys
+
+    plan = Plan(
+        arms={"baseline": Arm(decode_tok_s=30), "draft-simple-k8": spec(30.3), "ngram-mod": spec(29.8)}
+    )
+    root = make_run(tmp_path / "run", plan)
+    out = subprocess.run(
+        [sys.executable, "-m", "specbench.cli", "summary", str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "80"},
+    ).stdout
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 3, out  # one line per arm: no cell wrapped onto a second line
+    assert any(len(line) > 120 for line in rows)
