@@ -22,7 +22,10 @@ NOTE = (
     "Theory (docs/theory.md) calibrated so its baseline equals the measured one; each arm is predicted "
     "from its measured acceptance A at its configured K. Replayed: the same cost model on the drafting "
     "the arm actually did (rounds, tokens per draft). Round ms: one drafting round measured from the "
-    "decode windows vs modelled; the gap is what the model leaves out. error = measured / predicted − 1. "
+    "decode windows vs modelled; the gap is what the model leaves out (not measurable from fewer than ten "
+    "rounds or where it would outlast a request; stalled requests left out). K: an n-gram arm's bound on one "
+    'draft (≤), "(default)" where no flag set it. error = measured / predicted − 1, "not comparable" '
+    "where the arm drafted on under 80 % of its passes (compare replayed). "
     "[80 %]: the interval the terms this run does not measure give (the engine's host work, the launch "
     "latency, the verify cost where no probe measured it); the line under the table names the widest."
 )

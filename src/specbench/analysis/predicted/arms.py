@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench import analysis
-from specbench.analysis import RunData, load_run
+from specbench.analysis import RunData, load_run, stalls
 from specbench.analysis.predicted import counts as C
 from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
 from specbench.analysis.predicted.setup import (
@@ -61,6 +61,8 @@ from specbench.theory.passcurve import PassCurve
 from specbench.theory.speedup import Prediction, predict_architecture
 from specbench.theory.terms import Unknowns
 
+RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
+
 
 @dataclass(frozen=True)
 class ArmPrediction:
@@ -74,6 +76,7 @@ class ArmPrediction:
     method: str | None = None
     label: str | None = None
     draft_max: int | None = None
+    draft_max_default: bool = False  # no flag set K: draft_max is the engine's default
     acceptance: float = math.nan
     alpha: float = math.nan
     predicted_speedup: float = math.nan
@@ -107,9 +110,18 @@ class ArmPrediction:
     def skipped(self) -> bool:
         return self.reason is not None
 
+    @property
+    def error_comparable(self) -> bool:
+        """Whether ``error`` compares two like things: both sides there, and the α-prediction's
+        premise (a draft on every pass) held. An n-gram arm drafting on a few passes in a hundred
+        set beside a prediction drafting K=64 on each read as an error of +632 % (issue 44); its
+        comparison is with the replayed speedup."""
+        return math.isfinite(self.error) and not self.drafting_share < RARE_DRAFTING
+
     def to_dict(self) -> dict[str, Any]:
-        """Plain values, ``error`` included; NaN becomes None (strict JSON)."""
-        return {k: _finite(v) for k, v in {**asdict(self), "error": self.error}.items()}
+        """Plain values, ``error`` and ``error_comparable`` included; NaN becomes None (strict JSON)."""
+        extra = {"error": self.error, "error_comparable": self.error_comparable}
+        return {k: _finite(v) for k, v in {**asdict(self), **extra}.items()}
 
 
 @dataclass(frozen=True)
@@ -375,6 +387,7 @@ def _arm(
             method=spec.method,
             label=spec.label,
             draft_max=spec.draft_max,
+            draft_max_default=spec.k_default,
             verify_tokens=setup.concurrency * (spec.draft_max + 1),
             beyond_probe=beyond_note(setup, spec),
         )
@@ -476,21 +489,48 @@ def _replayed(
         return arm
     step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
     replays, pass_s = counts.rounds * p_replay, _arm_efficiency(setup, spec, eff).spec_pass_s
+    measured_ms, note = _measured_round(_round_counts(setup, arm.arm, spec, counts), step_s, p_replay, pass_s)
     return replace(
         arm,
         replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays, pass_s),
         mean_draft=counts.mean_draft,
         drafting_share=counts.drafting_share,
-        round_ms_measured=C.measured_round_s(counts, step_s, replays, pass_s) * 1e3,
+        round_ms_measured=measured_ms,
         round_ms_model=round_s * 1e3,
-        round_note=C.round_not_measurable(counts, step_s, replays, pass_s),
+        round_note=note,
     )
+
+
+def _measured_round(
+    counts: C.DraftCounts, step_s: float, p_replay: float, pass_s: float
+) -> tuple[float, str | None]:
+    """(round ms as measured, None) or (NaN, why it is not a measurement): the arithmetic must
+    leave a positive remainder, and that remainder must be something a round can be."""
+    replays = counts.rounds * p_replay
+    note = C.round_not_measurable(counts, step_s, replays, pass_s)
+    if note is not None:
+        return math.nan, note
+    round_s = C.measured_round_s(counts, step_s, replays, pass_s)
+    note = C.round_not_a_measurement(counts, round_s)
+    return (math.nan, note) if note is not None else (round_s * 1e3, None)
 
 
 def _counts(setup: RunSetup, arm: str, spec: ArmMethod) -> C.DraftCounts:
     """The arm's draft counts; at one level of a sweep, its share of the launches' rounds."""
     over = setup.sweep.df if setup.sweep is not None else None
     return C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max, over)
+
+
+def _round_counts(setup: RunSetup, arm: str, spec: ArmMethod, counts: C.DraftCounts) -> C.DraftCounts:
+    """The counts the measured round is read from: the arm's requests less the stalled ones (a
+    paused engine is not a round; its seconds would be spread over the rounds), with their share
+    of the counted rounds (:func:`counts.level_rounds`, as for one level of a sweep)."""
+    run = setup.run
+    clean = stalls.without_stalls(run.df, run.records, {a for a in run.arms if run.speculates(a)})
+    if len(clean[clean["arm"] == arm]) == len(run.df[run.df["arm"] == arm]):
+        return counts
+    over = setup.sweep.df if setup.sweep is not None else run.df
+    return C.draft_counts(clean, run.cells, arm, spec.draft_max, over)
 
 
 def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:

@@ -38,7 +38,11 @@ the first token is prefill's) into a measured round, to set beside the model's::
     round_measured = (W − (S' − R − P) · (t_step + h)) / R
 
 with t_step the baseline's measured step: whatever the model leaves out (host work per round)
-shows up as the gap between the two.
+shows up as the gap between the two. The windows are the requests that did not stall (a paused
+engine is not a round; analysis/stalls.py), with their share of the counted rounds
+(:func:`level_rounds`). What is left is a remainder, and on a loaded machine with few rounds it is
+the plain passes' slowdown and stalls spread over those rounds (a 2-core box, an n-gram arm: a
+"round" of 62 s); :func:`round_not_a_measurement` names the figures no round can be.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ class DraftCounts:
     rounds_counted: bool  # True: from /metrics "drafts"; False: estimated as drafted / K
     requests: int = 0
     window_s: float = math.nan  # Σ decode windows (first to last token), seconds
+    longest_window_s: float = math.nan  # the longest one request's decode window, seconds
     drafted_each: tuple[float, ...] = ()  # d_i per request, for :func:`round_lengths`
 
     @property
@@ -151,6 +156,7 @@ def draft_counts(
     # the decode window (first to last token) is tpot · (N − 1); a one-token request has none
     window = (rows["tpot_ms"] * (rows["output_tokens"] - 1) / 1000.0).where(rows["output_tokens"] > 1, 0.0)
     tokens = float(rows["output_tokens"].sum())
+    windows = window.notna().all() and len(window) > 0
     return DraftCounts(
         tokens=tokens,
         drafted=drafted,
@@ -158,7 +164,8 @@ def draft_counts(
         rounds=rounds,
         rounds_counted=counted is not None,
         requests=len(rows),
-        window_s=float(window.sum()) if window.notna().all() else math.nan,
+        window_s=float(window.sum()) if windows else math.nan,
+        longest_window_s=float(window.max()) if windows else math.nan,
         drafted_each=tuple(_drafted_each(rows)),
     )
 
@@ -244,6 +251,31 @@ def round_not_measurable(
             f"its {_plain_passes(counts, replays):.0f} plain passes at the baseline's"
             f" {(step_s + pass_s) * 1e3:.2f} ms step ({plain:.2f} s) take longer than all its decode windows"
             f" ({counts.window_s:.2f} s), so the rounds' share cannot be read off"
+        )
+    return None
+
+
+MIN_ROUNDS = 10  # fewer counted rounds than this: the remainder is noise and stalls, not rounds
+
+
+def round_not_a_measurement(counts: DraftCounts, round_s: float) -> str | None:
+    """Why a measured round of ``round_s`` (:func:`measured_round_s`) is no measurement, or None.
+
+    The round is the windows' remainder after the plain passes, divided by R. With few rounds,
+    every millisecond the plain passes ran slower than the baseline's step (load on the machine)
+    lands on those few: a loaded 2-core box gave an n-gram arm a 62-second "round". A round cannot
+    be longer than the longest request's whole decode window, and a handful of rounds cannot
+    carry the remainder of hundreds of passes."""
+    if counts.rounds < MIN_ROUNDS:
+        return (
+            f"only {counts.rounds:.0f} drafting rounds (fewer than {MIN_ROUNDS}): the decode windows'"
+            " remainder after the plain passes is their slowdown and stalls, not rounds"
+        )
+    if round_s > counts.longest_window_s:
+        return (
+            f"it would come to {round_s:.2f} s, longer than the longest request's whole decode window"
+            f" ({counts.longest_window_s:.2f} s): the plain passes ran slower than the baseline's step"
+            " (load on the machine), and that time is not the rounds'"
         )
     return None
 

@@ -60,6 +60,7 @@ class ArmMethod:
     draft_max: int
     draft_path: str | None
     label: str
+    k_default: bool = False  # no flag set K: draft_max is the engine's default (Speculation.k_default)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def arm_method(argv: Sequence[str], engine: Engine) -> ArmMethod | None:
     if method == "draft" and spec.draft_model is None:
         raise ConfigError(f"{spec.label}: a draft method without a draft model (-md PATH)")
     k = spec.k if spec.k is not None else DEFAULT_DRAFT_N
-    return ArmMethod(method, k, spec.draft_model if method == "draft" else None, spec.label)
+    draft_path = spec.draft_model if method == "draft" else None
+    return ArmMethod(method, k, draft_path, spec.label, k_default=spec.k is None or spec.k_default)
 
 
 # -- models -------------------------------------------------------------------------------------

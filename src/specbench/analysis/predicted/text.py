@@ -7,7 +7,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from specbench.analysis.predicted.arms import ArmPrediction, RunTheory, SweepTheory, point_label
+from specbench.analysis.predicted.arms import (
+    RARE_DRAFTING,
+    ArmPrediction,
+    RunTheory,
+    SweepTheory,
+    point_label,
+)
 from specbench.theory.interval import Interval
 from specbench.theory.levels import Level, stops_paying
 
@@ -43,7 +49,21 @@ def _round_cell(p: ArmPrediction) -> str:
     return f"{measured} / {_fmt(p.round_ms_model, '.1f')}"
 
 
+def k_cell(p: ArmPrediction) -> str:
+    """The configured K. An n-gram arm's K only bounds a draft (it drafts what the context repeats,
+    the drafted/round column), so it reads ``≤ 16``; a K no flag set says it is the engine's
+    default: ``≤ 64 (default)``, not a draft length anyone chose."""
+    if p.draft_max is None:
+        return "—"
+    bound = "≤ " if p.method == "ngram" else ""
+    return f"{bound}{p.draft_max}" + (" (default)" if p.draft_max_default else "")
+
+
 def error_cell(p: ArmPrediction) -> str:
+    """``+12 %``; "not comparable" where the α-prediction's premise failed (the line under the table
+    says why and points at replayed), "—" where a side is missing."""
+    if math.isfinite(p.error) and not p.error_comparable:
+        return "not comparable"
     text = _fmt(p.error * 100, "+.0f")
     return f"{text} %" + (" (fitted)" if p.fitted else "") if text != "—" else text
 
@@ -78,7 +98,7 @@ def _row(p: ArmPrediction) -> dict[str, str]:
     return {
         "arm": p.arm,
         "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
-        "K": str(p.draft_max),
+        "K": k_cell(p),
         "acceptance A": _fmt(p.acceptance, ".3f"),
         "α": _fmt(p.alpha, ".3f"),
         "predicted [80 %]": speedup_cell(p.predicted_speedup, p.predicted_low, p.predicted_high),
@@ -104,9 +124,6 @@ def widest_line(p: ArmPrediction) -> str | None:
     if p.skipped or not p.widest:
         return None
     return f"{_name(p)}: the interval is widest in {p.widest}"
-
-
-RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
 
 
 def rare_drafting_line(p: ArmPrediction) -> str | None:
