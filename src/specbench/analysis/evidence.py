@@ -52,7 +52,9 @@ def cached_prefill(
         hot = cold[(prompt > 0) & (cached > CACHED_SHARE * prompt)]
         if len(hot):
             out.append(_cached(arm, hot, len(cold), shared))
-        if shared > 0:
+        # Said only where it matters: where the prefix alone would have read as a cache hit.
+        naive = cold["cached_tokens"] > CACHED_SHARE * cold["prompt_tokens"]
+        if shared > 0 and bool(naive.sum() > len(hot)):
             out.append(_template_prefix(arm, shared, template, len(cold)))
     return out
 
