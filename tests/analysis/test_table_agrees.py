@@ -61,3 +61,5 @@ def test_piped_output_is_never_hard_wrapped(tmp_path: Path) -> None:
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert len(rows) == 3, out  # one line per arm: no cell wrapped onto a second line
     assert any(len(line) > 120 for line in rows)
+    # the speedup column says it is paired, and why it can differ from the medians beside it
+    assert "paired speedup" in out and "ratio of the medians" in out
