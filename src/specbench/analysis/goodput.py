@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from specbench.analysis import RunData, launches, metrics, stats
+from specbench.analysis import RunData, launches, metrics, points, stats
 from specbench.matrix.config import SLOSpec
 
 Record = dict[str, Any]
@@ -63,12 +63,7 @@ def launch_goodput(records: list[Record], slo: SLOSpec | None) -> pd.DataFrame:
     groups: dict[tuple[str, str, str, int], list[Record]] = {}
     for rec in records:
         if not rec.get("warmup") and rec.get("wall_start") is not None:
-            key = (
-                str(rec["arm"]),
-                str(rec.get("workload")),
-                str(rec.get("phase", "main")),
-                int(rec["repeat"]),
-            )
+            key = (str(rec["arm"]), str(rec.get("workload")), points.phase_of(rec), int(rec["repeat"]))
             groups.setdefault(key, []).append(rec)
     rows = [_launch_row(key, recs, slo) for key, recs in sorted(groups.items())]
     return pd.DataFrame(rows, columns=LAUNCH_COLUMNS)
@@ -160,13 +155,6 @@ def arm_goodput(per_launch: pd.DataFrame, baseline: str, confidence: float = 0.9
 
 
 # -- the rate sweep -----------------------------------------------------------------------------
-def _phase_frame(run: RunData) -> pd.DataFrame:
-    """``run.df`` with each request's phase (from its record), to compare arms rate by rate."""
-    phase = {(r["arm"], r["repeat"], r.get("seq")): r.get("phase", "main") for r in run.records}
-    keys = zip(run.df["arm"], run.df["repeat"], run.df["seq"], strict=True)
-    return run.df.assign(phase=[phase.get(k, "main") for k in keys])
-
-
 def _e2e_comparison(df: pd.DataFrame, arm: str, baseline: str, confidence: float) -> stats.Comparison | None:
     try:
         return stats.speedup(df, arm, baseline, "e2e_ms", confidence=confidence)
@@ -184,7 +172,7 @@ def rate_table(run: RunData, per_arm: pd.DataFrame) -> pd.DataFrame:
     swept = swept[swept.groupby("workload")["rate"].transform("nunique") >= 2]
     if swept.empty:
         return swept
-    df = _phase_frame(run)
+    df = run.df  # each request's phase is a column of it (analysis/points.py)
     rows = []
     for row in swept.to_dict("records"):
         sub = df[(df["workload"] == row["workload"]) & (df["phase"] == row["phase"])]

@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import metrics, multiplicity, points, stats
+from specbench.analysis import multiplicity, points, stats
 from specbench.analysis.goodput import launch_goodput, slo_of
 from specbench.analysis.launches import POSITION
 from specbench.analysis.rundata import ByPoint, RunData, point_comparisons
+from specbench.matrix.config import SLOSpec
 from specbench.workloads.suites import SUITES
 
 
@@ -93,45 +94,23 @@ def verdict_word(verdict: str, measure: str) -> str:
     return {"faster": "better", "slower": "worse"}.get(word, word)
 
 
-def _point_of_record(run: RunData) -> dict[tuple[str, str], str]:
-    return {(p.workload, ph): p.name for p in run.points for ph in p.phases}
-
-
-def _windows(run: RunData) -> dict[tuple[str, str, int], tuple[float, float, float]]:
-    """(arm, point, repeat) → (first send, last end, output tokens of completed requests)."""
-    where = _point_of_record(run)
-    out: dict[tuple[str, str, int], tuple[float, float, float]] = {}
-    for rec in run.records:
-        if rec.get("warmup") or rec.get("wall_start") is None:
-            continue
-        point = where.get((str(rec.get("workload")), points.phase_of(rec)))
-        if point is None:
-            continue
-        start = float(rec["wall_start"])
-        end = start + float(rec.get("t_end_ns") or 0) / 1e9
-        tokens = metrics.output_tokens(rec) if rec.get("error") is None else 0.0
-        key = (str(rec["arm"]), point, int(rec["repeat"]))
-        lo, hi, n = out.get(key, (math.inf, -math.inf, 0.0))
-        out[key] = (min(lo, start), max(hi, end), n + (0.0 if math.isnan(tokens) else tokens))
-    return out
-
-
 def launch_table(run: RunData) -> pd.DataFrame:
     """One row per (arm, point, launch): the per-launch measures of :data:`MEASURES`."""
     key = ("launch_table", "")
     if key in run._fits:
         return run._fits[key]  # type: ignore[no-any-return]
-    windows, good = _windows(run), _goodput(run)
+    # Throughput is goodput without SLOs: every completed request's tokens over the point's wall
+    # time (first send to last end), one value per launch (analysis/goodput.py).
+    throughput = _per_launch(run, "goodput_tok_s", None)
+    good = _per_launch(run, "goodput_req_s", slo_of(run.manifest))
     rows = []
     for (arm, point, repeat), sub in run.df.groupby(["arm", points.POINT, "repeat"], sort=False):
         key3 = (str(arm), str(point), int(str(repeat)))
-        first, last, tokens = windows.get(key3, (math.nan, math.nan, math.nan))
-        wall = last - first
         ttft, e2e = sub["ttft_ms"].to_numpy(np.float64), sub["e2e_ms"].to_numpy(np.float64)
         rows.append({
             "arm": arm, "workload": sub["workload"].iloc[0], points.POINT: point, "repeat": repeat,
             POSITION: sub[POSITION].iloc[0] if POSITION in sub else math.nan, "requests": len(sub),
-            "throughput_tok_s": tokens / wall if wall > 0 else math.nan,
+            "throughput_tok_s": throughput.get(key3, math.nan),
             "ttft_p50_ms": _pct(ttft, 50), "ttft_p99_ms": _pct(ttft, 99),
             "e2e_p50_ms": _pct(e2e, 50), "e2e_p99_ms": _pct(e2e, 99),
             "goodput_req_s": good.get(key3, math.nan),
@@ -145,16 +124,16 @@ def _pct(values: np.ndarray[Any, Any], q: float) -> float:
     return float(np.percentile(finite, q)) if finite.size else math.nan
 
 
-def _goodput(run: RunData) -> dict[tuple[str, str, int], float]:
-    """(arm, point, repeat) → goodput in requests/s against the matrix's SLOs (every completed
-    request counts without SLOs: goodput is then the request throughput)."""
-    table = launch_goodput(run.records, slo_of(run.manifest))
-    where = _point_of_record(run)
+def _per_launch(run: RunData, column: str, slo: SLOSpec | None) -> dict[tuple[str, str, int], float]:
+    """(arm, point, repeat) → ``column`` of :func:`~specbench.analysis.goodput.launch_goodput`
+    against ``slo`` (None: every completed request counts)."""
+    table = launch_goodput(run.records, slo)
+    where = {(p.workload, ph): p.name for p in run.points for ph in p.phases}
     out = {}
     for row in table.to_dict("records"):
         point = where.get((str(row["workload"]), str(row["phase"])))
         if point is not None:
-            out[(str(row["arm"]), point, int(row["repeat"]))] = float(row["goodput_req_s"])
+            out[(str(row["arm"]), point, int(row["repeat"]))] = float(row[column])
     return out
 
 

@@ -316,10 +316,6 @@ def _sweep_family(
 FAMILY_METRICS = ("decode_tok_s", "e2e_ms")
 
 
-def point_names(run: RunData) -> list[str]:
-    return [p.name for p in run.points]
-
-
 def for_point(run: RunData, name: str) -> RunData:
     """``run`` restricted to one operating point's requests and records. At a sweep's point the
     verdicts are read from the sweep's family (:func:`point_comparisons`), so a per-point table
