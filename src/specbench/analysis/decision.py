@@ -10,6 +10,7 @@ import pandas as pd
 
 from specbench.analysis import measures, stability, stats
 from specbench.analysis.checks import Finding
+from specbench.analysis.finding import at_point
 from specbench.analysis.judge import findings
 from specbench.analysis.measures import MEASURES
 from specbench.analysis.rundata import RunData
@@ -65,7 +66,7 @@ def with_findings(frame: pd.DataFrame, found: list[Finding], baseline: str) -> p
     out = frame.copy()
     for i, row in out.iterrows():
         point = str(row["point"]) if "point" in out else ""
-        here = [f for f in found if f.point in ("", point)]
+        here = at_point(found, point)
         codes = sorted(set(untrusted_arms(here).get(str(row["arm"]), [])) - OUTCOMES)
         if codes and row["arm"] != baseline:
             word = str(row["verdict"]).split(" (", 1)[0] or "no verdict"
@@ -81,7 +82,7 @@ def decision_table(run: RunData, found: list[Finding] | None = None) -> list[Dec
     found = findings(run) if found is None else found
     out = []
     for point in run.points:
-        here = [f for f in found if f.point in ("", point.name)]  # the run's, and this point's own
+        here = at_point(found, point.name)
         untrusted, noisy = untrusted_arms(here), _noisy_baseline(run.baseline, here)
         objective = measures.objective_of(run, point.workload, point)
         cmps = measures.comparisons(run, objective).get(point.name, {})

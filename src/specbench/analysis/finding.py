@@ -29,6 +29,11 @@ class Finding:
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
+def at_point(found: list[Finding], point: str) -> list[Finding]:
+    """The findings that bear on operating point ``point``: the run's own and that point's."""
+    return [f for f in found if f.point in ("", point)]
+
+
 @dataclass(frozen=True)
 class FindingGroup:
     """Every finding of one code and severity as one line (issue 28: three ``BUSY_MACHINE``

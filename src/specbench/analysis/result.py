@@ -15,7 +15,7 @@ import pandas as pd
 from specbench.analysis import crossover, frames, measures, stats, sweeps
 from specbench.analysis.answer import Answer, answer
 from specbench.analysis.decision import Decision, decision_table, nameable, with_findings
-from specbench.analysis.finding import Finding
+from specbench.analysis.finding import Finding, at_point
 from specbench.analysis.goodput import Goodput, goodput_tables
 from specbench.analysis.judge import findings
 from specbench.analysis.points import Point
@@ -151,7 +151,7 @@ def _answers(
             m: measures.comparisons(run, m).get(d.workload, {}) for m in measures.SHOWN if m != d.measure
         }
         speedups = per_workload.get(d.workload, cats).speedups
-        here = [f for f in found if f.point in ("", d.workload)]
+        here = at_point(found, d.workload)
         out.append(answer(d, nameable(run, cmps, here), speedups, run.baseline, beside))
     return out
 
