@@ -129,7 +129,9 @@ def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
 def _summary(run: RunData) -> pd.DataFrame:
     """One row per arm; where the run sweeps, per arm at each point (never pooled over levels)."""
     if not run.sweeps:
-        return arm_summary(run).assign(point=run.points[0].name if run.points else "")
+        # One point: named. Several workloads without a sweep: the rows pool them, as before, so
+        # they name no point.
+        return arm_summary(run).assign(point=run.points[0].name if len(run.points) == 1 else "")
     parts = [arm_summary(for_point(run, p.name)).assign(point=p.name) for p in run.points]
     return pd.concat(parts, ignore_index=True)
 
