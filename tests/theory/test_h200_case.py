@@ -91,3 +91,16 @@ def test_the_calibrated_run_narrows_the_interval_and_names_its_widest_term(
         assert blind is not None and arm.widest
         assert arm.predicted_low <= measured <= arm.predicted_high
         assert arm.predicted_high / arm.predicted_low < blind.speedup.high / blind.speedup.low
+
+
+@pytest.mark.skipif(not RUNS.exists(), reason="the H200 run directory is kept outside the repository")
+def test_the_calibrated_ngram_arm_replays_within_15_percent_and_inside_its_interval(tmp_path: Path) -> None:
+    # issue #43: the replay over pooled counts said 3.78x for a measured 4.67x (-19 %); replayed
+    # request by request and averaged as the measurement is (analysis/predicted/replay.py)
+    from specbench.analysis.predicted import run_theory
+
+    with tarfile.open(RUNS) as tar:
+        tar.extractall(tmp_path, filter="data")
+    (ngram,) = [a for a in run_theory(tmp_path / "runs" / "dense-a0.8").arms if a.arm == "ngram-mod"]
+    assert abs(ngram.measured_speedup / ngram.replayed_speedup - 1) < 0.15
+    assert ngram.replayed_low <= ngram.measured_speedup <= ngram.replayed_high

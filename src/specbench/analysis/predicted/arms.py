@@ -39,9 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from specbench import analysis
-from specbench.analysis import RunData, load_run, stalls
-from specbench.analysis.predicted import counts as C
-from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
+from specbench.analysis import RunData, load_run
+from specbench.analysis.predicted import replay as R
+from specbench.analysis.predicted.models import ArmMethod, arm_method
+from specbench.analysis.predicted.replay import predict_arm
 from specbench.analysis.predicted.setup import (
     RunSetup,
     calibrate_setup,
@@ -50,15 +51,11 @@ from specbench.analysis.predicted.setup import (
     sweeps_concurrency,
 )
 from specbench.analysis.predicted.spread import Refit, Scenario, run_unknowns, scenario
-from specbench.analysis.predicted.stored import read_stored
 from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
-from specbench.theory.engines import method_efficiency
 from specbench.theory.interval import ENDS, End, Interval, Swing, propagate
-from specbench.theory.methods import replay_tokens
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.speedup import Prediction, predict_architecture
 from specbench.theory.terms import Unknowns
 
 RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
@@ -284,33 +281,6 @@ def _acceptance(run: RunData, arm: str) -> float:
     return a
 
 
-def _predict(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency) -> Prediction:
-    path, stored = spec.draft_path, read_stored(setup.run_dir, spec.draft_path)
-    if path and setup.run_dir is not None:
-        path = run_path(setup.run_dir, path)
-    draft = draft_weights(path, stored) if path else None
-    return predict_architecture(
-        setup.models.target,
-        setup.gpu,
-        spec.method,
-        spec.draft_max,
-        acceptance=acceptance,
-        draft=draft,
-        concurrency=setup.concurrency,
-        context=setup.context,
-        efficiency=_arm_efficiency(setup, spec, eff),
-        target_pass=setup.curve,
-        replay=setup.replays,
-        step_context_slope_s=setup.context_slope_s,
-        verify_floor=setup.verify_floor,
-    )
-
-
-def _arm_efficiency(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Efficiency:
-    """``eff`` with the engine's host costs for the arm's method (theory/engines.py)."""
-    return method_efficiency(setup.engine, setup.gpu, eff, spec.method, setup.host_costs)
-
-
 def arm_setup(setup: RunSetup, spec: ArmMethod) -> RunSetup:
     """``setup`` for ``spec``'s arm: the probe's curve where it measured a pass of the arm's
     C·(K+1) tokens; past it the roofline, floored by the probe's largest pass and with the band up
@@ -354,13 +324,11 @@ def fit_round_overhead(setup: RunSetup, eff: Efficiency, arm: str) -> Efficiency
         raise ConfigError(f"arm {arm!r} has no measured speedup to fit the round overhead to")
     spec, acceptance = _spec(setup, arm), _acceptance(setup.run, arm)
     setup = arm_setup(setup, spec)
-    counts = _counts(setup, arm, spec)
+    counts = R.arm_counts(setup, arm, spec)
     if counts.rounds > 0:
-        step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
-        pass_s = _arm_efficiency(setup, spec, eff).spec_pass_s
-        needed = C.round_for_speedup(counts, step_s, cmp.ratio, counts.rounds * p_replay, pass_s)
-        return replace(eff, round_s=max(0.0, eff.round_s + needed - round_s))
-    p = _predict(setup, spec, acceptance, eff)  # no counts: fit the α-prediction
+        needed = R.round_for_speedup(counts, R.Rounds(setup, spec, acceptance, eff), cmp.ratio)
+        return replace(eff, round_s=max(0.0, eff.round_s + needed))
+    p = predict_arm(setup, spec, acceptance, eff)  # no counts: fit the α-prediction
     needed = setup.concurrency * p.breakdown.tokens_per_round / (cmp.ratio * p.baseline_tok_s)
     return replace(eff, round_s=max(0.0, needed - (p.breakdown.round_s - p.breakdown.overhead_s)))
 
@@ -392,7 +360,7 @@ def _arm(
             beyond_probe=beyond_note(setup, spec),
         )
         acceptance = _acceptance(setup.run, arm)
-        p = _predict(setup, spec, acceptance, eff)
+        p = predict_arm(setup, spec, acceptance, eff)
         replayed = _replayed(setup, spec, acceptance, eff, measured)
     except ConfigError as err:
         return replace(measured, reason=str(err))
@@ -426,7 +394,7 @@ def _with_interval(
         return propagate(central, [Swing(t, at(t.key, "low"), at(t.key, "high")) for t in unknowns.terms])
 
     predicted = interval(
-        arm.predicted_speedup, lambda sc: _predict(sc.setup, spec, acceptance, sc.efficiency).speedup
+        arm.predicted_speedup, lambda sc: predict_arm(sc.setup, spec, acceptance, sc.efficiency).speedup
     )
     replayed = interval(
         arm.replayed_speedup,
@@ -443,94 +411,12 @@ def _with_interval(
     )
 
 
-def _round_over(
-    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, counts: C.DraftCounts
-) -> tuple[float, float, float]:
-    """(t_step, t_round, P(replay) per round) averaged over the rounds' draft lengths
-    (:func:`counts.round_lengths`), not taken at their mean: the verify cost can step between
-    two lengths, and the mean of a step is not the step at the mean."""
-    parts = [
-        (share, _round_at(setup, spec, acceptance, eff, length))
-        for length, share in C.round_lengths(counts, spec.draft_max)
-    ]
-    step_s = parts[0][1][0]
-    return (
-        step_s,
-        sum(share * r[1] for share, r in parts),
-        sum(share * r[2] for share, r in parts),
-    )
-
-
-def _round_at(
-    setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, mean_draft: float
-) -> tuple[float, float, float]:
-    """(t_step, t_round, P(replay) per round) at a fractional draft length, linear between the
-    two whole K around it (the probe's curve is linear there too). P is 1 − α^K on a hybrid
-    target that replays (methods.py), else 0."""
-    low = max(1, math.floor(mean_draft))
-    w = min(1.0, max(0.0, mean_draft - low))
-    # α is re-derived from A (measured at the arm's K) at each whole K: it only shapes the
-    # checkpoint and replay terms here, the counts fix everything else.
-    bds = [_predict(setup, replace(spec, draft_max=k), acceptance, eff).breakdown for k in (low, low + 1)]
-    replays = [
-        replay_tokens(b.alpha, k)[0] if b.replay_s > 0 else 0.0
-        for b, k in zip(bds, (low, low + 1), strict=True)
-    ]
-    round_s = (1 - w) * bds[0].round_s + w * bds[1].round_s
-    return bds[0].target_step_s, round_s, (1 - w) * replays[0] + w * replays[1]
-
-
 def _replayed(
     setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Efficiency, arm: ArmPrediction
 ) -> ArmPrediction:
-    """``arm`` with the cost model replayed on its measured draft counts (analysis/predicted/counts.py)."""
-    counts = _counts(setup, arm.arm, spec)
-    if not counts.rounds > 0:
-        return arm
-    step_s, round_s, p_replay = _round_over(setup, spec, acceptance, eff, counts)
-    replays, pass_s = counts.rounds * p_replay, _arm_efficiency(setup, spec, eff).spec_pass_s
-    measured_ms, note = _measured_round(_round_counts(setup, arm.arm, spec, counts), step_s, p_replay, pass_s)
-    return replace(
-        arm,
-        replayed_speedup=C.replayed_speedup(counts, step_s, round_s, replays, pass_s),
-        mean_draft=counts.mean_draft,
-        drafting_share=counts.drafting_share,
-        round_ms_measured=measured_ms,
-        round_ms_model=round_s * 1e3,
-        round_note=note,
-    )
-
-
-def _measured_round(
-    counts: C.DraftCounts, step_s: float, p_replay: float, pass_s: float
-) -> tuple[float, str | None]:
-    """(round ms as measured, None) or (NaN, why it is not a measurement): the arithmetic must
-    leave a positive remainder, and that remainder must be something a round can be."""
-    replays = counts.rounds * p_replay
-    note = C.round_not_measurable(counts, step_s, replays, pass_s)
-    if note is not None:
-        return math.nan, note
-    round_s = C.measured_round_s(counts, step_s, replays, pass_s)
-    note = C.round_not_a_measurement(counts, round_s)
-    return (math.nan, note) if note is not None else (round_s * 1e3, None)
-
-
-def _counts(setup: RunSetup, arm: str, spec: ArmMethod) -> C.DraftCounts:
-    """The arm's draft counts; at one level of a sweep, its share of the launches' rounds."""
-    over = setup.sweep.df if setup.sweep is not None else None
-    return C.draft_counts(setup.run.df, setup.run.cells, arm, spec.draft_max, over)
-
-
-def _round_counts(setup: RunSetup, arm: str, spec: ArmMethod, counts: C.DraftCounts) -> C.DraftCounts:
-    """The counts the measured round is read from: the arm's requests less the stalled ones (a
-    paused engine is not a round; its seconds would be spread over the rounds), with their share
-    of the counted rounds (:func:`counts.level_rounds`, as for one level of a sweep)."""
-    run = setup.run
-    clean = stalls.without_stalls(run.df, run.records, {a for a in run.arms if run.speculates(a)})
-    if len(clean[clean["arm"] == arm]) == len(run.df[run.df["arm"] == arm]):
-        return counts
-    over = setup.sweep.df if setup.sweep is not None else run.df
-    return C.draft_counts(clean, run.cells, arm, spec.draft_max, over)
+    """``arm`` with the cost model replayed on its measured draft counts (analysis/predicted/replay.py)."""
+    r = R.replay(setup, arm.arm, spec, acceptance, eff)
+    return arm if r is None else replace(arm, **asdict(r))
 
 
 def theory_for_setup(setup: RunSetup, fit_arm: str | None = None) -> RunTheory:

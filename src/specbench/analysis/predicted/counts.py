@@ -19,6 +19,9 @@ and t_round(D̄) the model's round (draft + verify of D̄+1 tokens + checkpoint 
 The difference between this and the measurement is the cost model's error alone; the difference
 between this and the α-prediction is the acceptance model's.
 
+The arm's figure is this replay per request (:func:`requests_of`), then the geometric mean of
+the requests' ratios, the measured speedup's estimator (analysis/predicted/replay.py).
+
 t_round(D̄) is the mean over the rounds' draft lengths, not the round at the mean
 (:func:`round_lengths`): a verify's cost can step between two lengths (llama.cpp's CUDA f16
 matmul leaves its small-batch kernel above 16 tokens), and an n-gram arm drafting 16 tokens in
@@ -70,6 +73,7 @@ class DraftCounts:
     window_s: float = math.nan  # Σ decode windows (first to last token), seconds
     longest_window_s: float = math.nan  # the longest one request's decode window, seconds
     drafted_each: tuple[float, ...] = ()  # d_i per request, for :func:`round_lengths`
+    each: tuple[tuple[float, float, float], ...] = ()  # (N_i, d_i, a_i) per request, for :func:`requests_of`
 
     @property
     def steps(self) -> float:
@@ -167,7 +171,52 @@ def draft_counts(
         window_s=float(window.sum()) if windows else math.nan,
         longest_window_s=float(window.max()) if windows else math.nan,
         drafted_each=tuple(_drafted_each(rows)),
+        each=_each(rows),
     )
+
+
+def requests_of(counts: DraftCounts, k: int) -> list[DraftCounts]:
+    """Each request's own counts (empty when the arm's are not per request).
+
+    The servers count drafted and accepted tokens per request but rounds per launch: a request
+    drafting d_i tokens took at least ⌈d_i / K⌉ rounds, and gets its share of the counted rounds
+    beyond the arm's minimum in proportion to its own (:func:`level_rounds`; on the H200 n-gram
+    arm every request drafted its minimum). Rounds estimated as d / K stay d_i / K."""
+    if not counts.each:
+        return []
+    drafted = [d for _, d, _ in counts.each]
+    least, extra = _least_rounds(drafted, k), 0.0
+    if counts.rounds_counted and least > 0:
+        extra = max(0.0, counts.rounds - least) / least
+    out = []
+    for n, d, a in counts.each:
+        own = math.ceil(d / k) if d > 0 else 0
+        rounds = own * (1 + extra) if counts.rounds_counted else d / k
+        out.append(
+            DraftCounts(
+                tokens=n,
+                drafted=d,
+                accepted=emitted_accepted(a, n, 1, rounds),
+                rounds=rounds,
+                rounds_counted=counts.rounds_counted,
+                requests=1,
+                drafted_each=(d,),
+            )
+        )
+    return out
+
+
+def geometric_mean(ratios: Iterable[float]) -> float:
+    """exp(mean(log r)) over the finite positive ratios (NaN without any): the paired speedup's
+    estimator (analysis/stats.py), so a replay aggregated this way compares with it."""
+    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+    return math.exp(sum(logs) / len(logs)) if logs else math.nan
+
+
+def _each(rows: pd.DataFrame) -> tuple[tuple[float, float, float], ...]:
+    """(N_i, d_i, a_i) of each request row."""
+    n, d, a = rows["output_tokens"], rows["draft_n"].fillna(0.0), rows["draft_accepted"].fillna(0.0)
+    return tuple((float(x), float(y), float(z)) for x, y, z in zip(n, d, a, strict=True))
 
 
 def level_rounds(counted: float, level: Iterable[float], launch: Iterable[float], k: int) -> float:
