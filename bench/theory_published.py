@@ -83,6 +83,7 @@ class Point:
     engine: str = "llama.cpp"
     fit: bool = False  # an engine constant was fitted on this point (theory/engines.py)
     alpha_range: tuple[float, float] | None = None  # an estimated α: its band (theory/terms.py)
+    acceptance: float | None = None  # a published acceptance A at K: measured, exact
 
     @property
     def measured(self) -> float:
@@ -133,6 +134,7 @@ POINTS = [
         1.489,
         alpha_from_acceptance(0.760, 4),
         "from the published A = 76.0 % at K = 4",
+        acceptance=0.760,
     ),
 ]
 
@@ -249,7 +251,13 @@ def evaluate(p: Point, priors: Priors | None = None) -> Row:
         "engine": ENGINE_KEYS[p.engine],
         "priors": priors,
     }
-    acc = {"accepted_length": p.accepted_length} if p.accepted_length else {"alpha": p.alpha}
+    # what the source measured is exact (an accepted length, an acceptance); an α it did not
+    # publish comes with its band (alpha_range)
+    acc: dict[str, Any] = {"alpha": p.alpha}
+    if p.accepted_length:
+        acc = {"accepted_length": p.accepted_length}
+    elif p.acceptance is not None:
+        acc = {"acceptance": p.acceptance}
     shape = {"tree": p.tree, "tensor_parallel": p.tensor_parallel}
     pred = predict(p.model, p.gpu, p.quant, p.method, p.k, **acc, **kw, **shape, alpha_range=p.alpha_range)
     b, ms = pred.breakdown, 1e3

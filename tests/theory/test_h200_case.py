@@ -39,9 +39,9 @@ def test_the_blind_interval_covers_the_h200_speedup_at_the_measured_acceptance(
     assert p.interval is not None
     assert p.interval.speedup.covers(measured), p.interval.speedup.text()
     assert p.interval.baseline_tok_s.covers(H200_BASELINE_TOK_S)  # 342 [203–459] against 454
-    # without the engine's curve the verify is the optimistic roofline, and the interval misses
+    # without the engine's curve the verify is the optimistic roofline: the centre is further off
     blind = _blind(pair, k, acceptance=acceptance)
-    assert blind.interval is not None and blind.interval.speedup.low > measured
+    assert blind.speedup > p.speedup > measured
 
 
 @pytest.mark.parametrize("arm", sorted(H200_ARMS))
@@ -54,14 +54,16 @@ def test_it_covers_them_without_the_runs_own_verify_curve(pair: tuple[str, str],
 
 
 @pytest.mark.parametrize("arm", sorted(H200_ARMS))
-def test_with_the_designed_alpha_taken_as_exact_it_does_not(pair: tuple[str, str], arm: str) -> None:
-    # What we got, not what we want: the lab designs α 0.8 per position, the server measured 0.754
-    # (A 0.518 at K 4). Taken as exact, α 0.8 leaves the interval above the measurement: the truth
-    # sits at two edges at once (η_bw 0.944, above the band's 0.93; α below 0.8), which a
-    # quadrature of independent terms calls unlikely (docs/theory.md, "Intervals").
+def test_the_designed_alpha_covers_it_and_taken_as_exact_it_does_not(pair: tuple[str, str], arm: str) -> None:
+    # The lab designs α 0.8 per position, the server measured 0.754 (A 0.518 at K 4). A designed
+    # α is a target: what it realises is a term of its own (terms.DESIGNED_MISS, from the CPU
+    # demo's arms, not these), and with it the blind interval covers. Taken as exact it does not:
+    # the truth sits at two edges at once (η_bw 0.944, α below 0.8).
     k, _, measured, _, _ = H200_ARMS[arm]
-    p = _blind(pair, k, alpha=0.8, engine="llamacpp")
-    assert p.interval is not None and p.interval.speedup.low > measured
+    designed = _blind(pair, k, alpha=0.8, engine="llamacpp")
+    assert designed.interval is not None and designed.interval.speedup.covers(measured)
+    exact = _blind(pair, k, alpha=0.8, alpha_range=(0.8, 0.8), engine="llamacpp")
+    assert exact.interval is not None and exact.interval.speedup.low > measured
 
 
 @pytest.mark.parametrize("arm", sorted(H200_ARMS))

@@ -37,8 +37,9 @@ def test_a_blind_prediction_has_an_interval_around_it_and_names_its_widest_term(
     assert p.interval is not None
     s, base = p.interval.speedup, p.interval.baseline_tok_s
     assert s.low < p.speedup < s.high and base.low < p.baseline_tok_s < base.high
-    assert _keys(p) == {"verify", "spec_pass_s", "launch", "bandwidth"}
-    # no baseline: η_bw 0.30–0.93 makes the baseline's band and dominates the speedup's
+    assert _keys(p) == {"verify", "spec_pass_s", "launch", "bandwidth", "acceptance"}
+    # no baseline: η_bw (5 published values 0.30–0.93, as the range of one more: 0.16–1.00)
+    # makes the baseline's band and dominates the speedup's
     assert (
         p.interval.dominant
         == f"the bandwidth efficiency η_bw (no measured baseline): {BANDWIDTH[0]:.2f}–{BANDWIDTH[1]:.2f}"
@@ -64,9 +65,15 @@ def test_a_measured_baseline_removes_the_bandwidth_term_and_narrows_the_interval
 def test_an_estimated_acceptance_is_a_term_of_its_own(pair: tuple[str, str]) -> None:
     target, draft = pair
     kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp", "baseline_tok_s": 454.1}
-    exact = predict(target, H200, "F16", "draft", 4, **kw)
+    exact = predict(target, H200, "F16", "draft", 4, alpha_range=(0.8, 0.8), **kw)
     guessed = predict(target, H200, "F16", "draft", 4, alpha_range=(0.7, 0.85), **kw)
+    designed = predict(target, H200, "F16", "draft", 4, **kw)
     assert "acceptance" in _keys(guessed) and "acceptance" not in _keys(exact)
+    # an α without a range is a design: what it realises on an engine is a term (terms.DESIGNED_MISS)
+    assert designed.interval is not None
+    term = next(s.term for s in designed.interval.speedup.swings if s.term.key == "acceptance")
+    assert term.describe() == "the acceptance α a design of 0.80 realises: 0.72–0.89"
+    assert designed.interval.speedup.low < exact.interval.speedup.low
     assert guessed.speedup == exact.speedup
     assert guessed.interval is not None and exact.interval is not None
     assert guessed.interval.speedup.low < exact.interval.speedup.low
@@ -79,7 +86,13 @@ def test_each_end_of_a_term_is_the_model_with_that_value(pair: tuple[str, str]) 
     p = predict(target, H200, "F16", "draft", 4, **kw)
     assert p.interval is not None
     swing = next(s for s in p.interval.speedup.swings if s.term.key == "spec_pass_s")
-    assert (swing.term.low, swing.term.central) == (0.08e-3, LLAMACPP_GPU_SPEC_PASS_S)
+    cost = next(c for c in HOST_COSTS if c.field == "spec_pass_s")
+    assert (swing.term.low, swing.term.central, swing.term.high) == (
+        *cost.band()[:1],
+        LLAMACPP_GPU_SPEC_PASS_S,
+        cost.band()[1],
+    )
+    assert cost.band()[0] < cost.low and cost.band()[1] > cost.high  # six values: widened to one more
     high = predict(target, H200, "F16", "draft", 4, terms_at=("spec_pass_s", "high"), **kw)
     assert high.breakdown.spec_pass_s == swing.term.high and high.speedup == swing.at_high
     assert (
@@ -124,8 +137,11 @@ def test_predict_prints_the_interval_and_the_widest_term(pair: tuple[str, str]) 
     out = CliRunner().invoke(app, [*args, *measured, "--engine", "llamacpp"]).output
     assert "widest      the acceptance α per drafted token (estimated): 0.70–0.85" in out
     # no engine named: its verify cost is not known, from the roofline up to the worst measured
-    out = CliRunner().invoke(app, [*args, *measured[:2]]).output
-    assert (
-        "widest      the verify cost of an unnamed engine on CUDA (f16/bf16, dense; no curve measured)" in out
+    unnamed = predict(target, H200, "F16", "draft", 4, alpha=0.8, draft_model=draft, context=247,
+                      baseline_tok_s=454.1)  # fmt: skip
+    assert unnamed.interval is not None
+    verify = next(s for s in unnamed.interval.speedup.swings if s.term.key == "verify")
+    assert verify.term.label.startswith(
+        "the verify cost of an unnamed engine on CUDA (f16/bf16, dense; no curve"
     )
     assert "--engine" in CliRunner().invoke(app, [*args, "--engine", "tgi"]).output

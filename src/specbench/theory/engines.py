@@ -47,18 +47,19 @@ vLLM, SGLang: unknown, 0.
 ``draft_pass_s`` — vLLM's EAGLE-3 proposer on a GPU, per drafting pass. vllm#20780 (Llama-3.1-8B
 BF16, batch 1, H100, TPOT 7.07 ms without speculation) measured EAGLE-3 rounds that cost more than
 EAGLE-1's at the same K although the EAGLE-3 head is the smaller one (a 32k-token head against the
-full 128k one): TPOT × accepted length gives 10.2 ms at K = 2 against 9.0 ms modelled. The head's
+full 128k one): TPOT × accepted length gives 10.2 ms at K = 2 against 8.5 ms modelled (the catch-up pass
+drafting the first token, theory/methods.py). The head's
 shape does not explain it; vllm#17504 ("apply torch.compile & cudagraph to EAGLE3", propose time
 16 → 6 ms) shows how much of that engine's EAGLE-3 proposer was host work between the passes.
-Fitted once, in closed form, on the K = 2 row of vllm#20780 alone (0.62 ms per pass: the gap
-divided by the K passes); its K = 3–7 rows and every other point are held out
+Fitted once, in closed form, on the K = 2 row of vllm#20780 alone (0.87 ms per pass: the gap
+divided by the K passes the proposer runs); its K = 3–7 rows and every other point are held out
 (bench/theory_published.py). EAGLE-1 in the same table needs no such term and gets none; vLLM
 on a CPU, SGLang and llama.cpp: unknown, 0.
 
 **Bands.** Each value carries the band the interval of a prediction uses (theory/interval.py),
 from the same evidence: ``spec_pass_s`` 0.08–0.90 ms (the six arms' own closed-form values on
 the first H200 run; the range of six values is about their 14–86 % range), ``draft_pass_s``
-0.49–0.62 ms (the closed-form value of each K = 2–7 row of vllm#20780), ``query_context_share``
+0.56–0.87 ms (the closed-form value of each K = 2–7 row of vllm#20780), ``query_context_share``
 0.36–0.61 (the held-out arms above), ``drafted_s`` 0.22–0.74 ms (up to the largest per-token gap
 a held-out MoE arm showed before the context term, 11 ms at 14.8 tokens; down to half the fit,
 a judgement: no arm was measured below it). An engine with none of these for the device and
@@ -71,17 +72,19 @@ entries fitted on the source it holds out (bench/theory_published.py, leave-one-
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
+from specbench.theory.interval import observed_band
 
 LLAMACPP_CPU_DRAFTED_S = 0.43e-3
 LLAMACPP_CPU_QUERY_CONTEXT_SHARE = 0.5
 LLAMACPP_GPU_SPEC_PASS_S = 0.19e-3
-VLLM_EAGLE3_DRAFT_PASS_S = 0.62e-3
+VLLM_EAGLE3_DRAFT_PASS_S = 0.87e-3
 CPU_DEVICE = "cpu"
 VLLM_EAGLE = "https://github.com/vllm-project/vllm/issues/20780"
 LAB_CPU = "make demo on the 2-core VM, 2026-11-28 (lab MoE pair, draft4)"
@@ -106,6 +109,13 @@ class HostCost:
     fitted_on: str
     method: str | None = None
     unit: str = "ms"
+    observed: int = 0  # how many measured values span low–high (0: a judgement, used as it is)
+
+    def band(self) -> tuple[float, float]:
+        """The 80 % band: ``low``–``high`` widened to the prediction range of one more
+        observation when they are the range of ``observed`` values (theory/interval.py)."""
+        ceiling = 1.0 if self.unit == "" else math.inf
+        return observed_band(self.low, self.high, self.observed, 0.0, ceiling)
 
     @property
     def display(self) -> float:
@@ -117,11 +127,12 @@ HOST_COSTS: tuple[HostCost, ...] = (
              "llama-server's host work per drafted token on a CPU", LAB_CPU),
     HostCost("llamacpp", "cpu", "query_context_share", LLAMACPP_CPU_QUERY_CONTEXT_SHARE, 0.36, 0.61,
              "the share of the step's context cost each further verified token pays (llama.cpp CPU)",
-             LAB_CPU, unit=""),
+             LAB_CPU, unit="", observed=5),
     HostCost("llamacpp", "gpu", "spec_pass_s", LLAMACPP_GPU_SPEC_PASS_S, 0.08e-3, 0.90e-3,
-             "llama-server's host work per pass of a speculating slot on a GPU", LAB_H200),
-    HostCost("vllm", "gpu", "draft_pass_s", VLLM_EAGLE3_DRAFT_PASS_S, 0.49e-3, 0.62e-3,
-             "vLLM's EAGLE-3 proposer host work per drafting pass", VLLM_EAGLE, method="eagle3"),
+             "llama-server's host work per pass of a speculating slot on a GPU", LAB_H200, observed=6),
+    HostCost("vllm", "gpu", "draft_pass_s", VLLM_EAGLE3_DRAFT_PASS_S, 0.56e-3, 0.87e-3,
+             "vLLM's EAGLE-3 proposer host work per drafting pass", VLLM_EAGLE, method="eagle3",
+             observed=6),
 )  # fmt: skip
 
 # No named cost for the engine, device and method: the host work per round is not known. The
@@ -134,6 +145,16 @@ UNKNOWN_ROUND = {
     "cpu": HostCost("*", "cpu", "round_s", 1.0e-4, 0.0, 3.7e-3,
                     "host work per round of an engine with no measured host cost (CPU)", "none"),
 }  # fmt: skip
+
+
+# Engines whose proposer drafts the first token in the catch-up pass over the verified batch
+# (theory/methods.py): a round runs γ − 1 further drafting passes there, γ in llama.cpp.
+CATCHUP_DRAFTS = ("vllm", "sglang")
+
+
+def catchup_drafts(engine: str | None) -> bool:
+    """Whether ``engine``'s catch-up pass also drafts the first token (None: not known, no)."""
+    return engine in CATCHUP_DRAFTS
 
 
 def device_kind(gpu: Gpu) -> Device:

@@ -20,6 +20,13 @@ cache was cut back (``TAG_SPEC_AVOID_DRAFT_REEVAL`` upstream)::
 Heads reuse target hidden states, so they carry no embedding and no recurrent state; their
 one attention layer keeps a small KV cache of its own.
 
+vLLM's and SGLang's proposers fold the catch-up into the first drafting pass: the head runs over
+the verified tokens' hidden states and drafts the first token from the last of them (vLLM
+``EagleProposer.propose``: one forward over the new tokens, then ``num_speculative_tokens − 1``
+more; SGLang ``forward_draft_extend_after_decode`` gives the first level's top-k, ``draft`` runs
+the other ``num_steps − 1``). A round there runs the catch-up and γ − 1 drafting passes
+(``catchup_drafts``; theory/engines.py names the engines), the pinned llama.cpp the catch-up and γ.
+
 Recurrent state (hybrid, Gated DeltaNet models) cannot drop a rejected token, and llama.cpp
 handles it two ways:
 
@@ -169,6 +176,7 @@ class DraftSetup:
     draft_host_sampling: bool = False  # builds that sample a draft model on the host (module doc)
     tree_top_k: int = 1  # a tree draft expands this many candidates per drafting pass (1: a chain)
     tree_tokens: int = 0  # draft tokens a tree verifies (0: a chain's γ)
+    catchup_drafts: bool = False  # the catch-up pass drafts the first token (vLLM, SGLang; module doc)
 
     @property
     def verify_width(self) -> int:
@@ -196,9 +204,11 @@ def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
     fixed = step.kernels * eff.kernel_s + eff.forward_s
     own_state = recurrent_state_bytes(arch) if s.method == "draft" else 0
     host_s = passes * eff.draft_pass_s  # the engine's proposer loop, once per drafting pass
-    launch_s = (passes + 1) * fixed
+    # the proposer loop's host work is per pass it runs, the catch-up that drafts included
+    forwards = passes - 1 if s.catchup_drafts and s.method != "dflash" else passes
+    launch_s = (forwards + 1) * fixed
     return DraftCost(
-        passes * step_s + host_s, step_s, step, target_state, own_state, catchup_s, launch_s, host_s
+        forwards * step_s + host_s, step_s, step, target_state, own_state, catchup_s, launch_s, host_s
     )
 
 

@@ -42,7 +42,7 @@ from specbench.theory.cost import (
     sampling_time,
 )
 from specbench.theory.curves import Floor, verify_band
-from specbench.theory.engines import engine_efficiency
+from specbench.theory.engines import catchup_drafts, engine_efficiency
 from specbench.theory.formulas import (
     acceptance_from_alpha,
     alpha_from_acceptance,
@@ -206,7 +206,9 @@ def predict(
     ``engine`` (llamacpp, vllm, sglang; None: not known) adds its named host costs
     (theory/engines.py) and its measured verify curve (theory/curves.py). The prediction's
     ``interval`` comes from the terms not known for this setup (theory/terms.py);
-    ``alpha_range`` makes the acceptance one of them (an estimated α). ``spread=False`` skips
+    ``alpha_range`` makes the acceptance one of them (an estimated α); an ``alpha`` without it is
+    a design whose realisation varies (``terms.DESIGNED_MISS``), ``alpha_range=(α, α)`` an exact
+    one; ``acceptance`` and ``accepted_length`` are measured. ``spread=False`` skips
     the interval; ``terms_at=(key, end)`` evaluates the model with one term at one end of its
     band instead (for callers that propagate a composite prediction, theory/stopping.py);
     ``priors`` replaces the tables of host costs and curves.
@@ -235,6 +237,7 @@ def predict(
         "replay": replay,
         "draft_host_sampling": draft_host_sampling,
         "tree": tree,
+        "catchup_drafts": catchup_drafts(engine),
     }
 
     def run(eff: Efficiency, floor: Floor | None, accept: tuple[float | None, ...]) -> Prediction:
@@ -262,6 +265,7 @@ def predict(
         alpha=central.breakdown.alpha,
         alpha_range=alpha_range,
         priors=priors,
+        designed=alpha is not None,
     )
 
     def at(key: str, end: End) -> Prediction:
@@ -340,6 +344,7 @@ def predict_architecture(
     tree: Tree | None = None,
     step_context_slope_s: float = 0.0,
     verify_floor: Floor | None = None,
+    catchup_drafts: bool = False,
 ) -> Prediction:
     """:func:`predict` on already resolved architectures and device (no preset lookups).
 
@@ -349,7 +354,8 @@ def predict_architecture(
     context position of one measured decode step, from the baseline's requests) lets the verify's
     further tokens pay their share of it (:func:`verify_context_time`). Without ``target_pass``,
     ``verify_floor(T)`` (decode steps; theory/curves.py) puts the engine's measured verify cost
-    under the roofline's: the verify takes the larger of the two.
+    under the roofline's: the verify takes the larger of the two. ``catchup_drafts``: the
+    engine's catch-up pass drafts the first token (theory/methods.py, theory/engines.py).
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
@@ -371,6 +377,7 @@ def predict_architecture(
         draft_host_sampling,
         tree.top_k if tree else 1,
         tree.tokens if tree else 0,
+        catchup_drafts,
     )
     tau = accepted_length or (tree_tokens_per_round(a, draft_max, tree.top_k) if tree else None)
     eff = efficiency or Efficiency()

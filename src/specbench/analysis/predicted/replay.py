@@ -27,7 +27,7 @@ from specbench.analysis.predicted.models import ArmMethod, draft_weights, run_pa
 from specbench.analysis.predicted.setup import RunSetup
 from specbench.analysis.predicted.stored import read_stored
 from specbench.theory.cost import Efficiency
-from specbench.theory.engines import method_efficiency
+from specbench.theory.engines import catchup_drafts, method_efficiency
 from specbench.theory.methods import replay_tokens
 from specbench.theory.speedup import Prediction, predict_architecture
 
@@ -52,6 +52,7 @@ def predict_arm(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Effici
         replay=setup.replays,
         step_context_slope_s=setup.context_slope_s,
         verify_floor=setup.verify_floor,
+        catchup_drafts=catchup_drafts(setup.engine),
     )
 
 
