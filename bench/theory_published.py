@@ -5,7 +5,7 @@ it, the acceptance (or the mean accepted length). The theory is calibrated on ea
 baseline (η_bw fitted so the predicted baseline equals the published one, ``predict
 --baseline-tok-s``) and then predicts the speculative arm with the engine's named host costs and
 verify curve, and the 80 % interval of the terms it does not know for the point
-(theory/terms.py). Prints prediction vs measurement per point, the error (measured / predicted −
+(theory/spread/terms.py). Prints prediction vs measurement per point, the error (measured / predicted −
 1), the mean and median absolute error, how many signs (gain or loss) agree, how many
 measurements fall inside the interval, and the share of listed points the theory can express;
 ``--markdown`` prints the table that docs/theory.md carries.
@@ -16,7 +16,7 @@ Two validations. *As fitted*: η_bw is each point's own baseline fit; vLLM's EAG
 drafting pass was fitted once on one point listed here (``fit=True``, the K = 2 row of
 vllm#20780), so the summary gives the held-out points (all but that one) separately.
 *Leave-one-source-out*: each source's points are predicted with the engine tables less every
-entry fitted on that source (theory/engines.py ``fitted_on``): vllm#20780's EAGLE-3 rows then
+entry fitted on that source (theory/measured/engines.py ``fitted_on``): vllm#20780's EAGLE-3 rows then
 have no proposer cost and its band is the unknown engine's. The model's structure was still
 chosen with these points in view (the early-stopping drafts, the replay, host sampling), which
 no refit undoes. Where a source gives no acceptance, the point says which α it assumes and why
@@ -32,12 +32,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.theory import alpha_from_acceptance, predict
-from specbench.theory.engines import HOST_COSTS
 from specbench.theory.formulas import alpha_from_tokens_per_round
-from specbench.theory.interval import Interval
+from specbench.theory.measured.engines import HOST_COSTS
 from specbench.theory.speedup import Tree
+from specbench.theory.spread.interval import Interval
+from specbench.theory.spread.terms import Priors
 from specbench.theory.stopping import predict_stopped
-from specbench.theory.terms import Priors
 
 THC_3090 = "https://hackmd.io/ODXuOQNzSiyUITz7g9mtBw"  # llama.cpp, one RTX 3090, batch 1, greedy
 HIFI_A100 = "https://huggingface.co/fraQtl/Qwen3.6-35B-A3B-Hi-Fi-MTP-runtime"  # llama.cpp, A100-80GB
@@ -81,8 +81,8 @@ class Point:
     tensor_parallel: int = 1
     context: int = 4096
     engine: str = "llama.cpp"
-    fit: bool = False  # an engine constant was fitted on this point (theory/engines.py)
-    alpha_range: tuple[float, float] | None = None  # an estimated α: its band (theory/terms.py)
+    fit: bool = False  # an engine constant was fitted on this point (theory/measured/engines.py)
+    alpha_range: tuple[float, float] | None = None  # an estimated α: its band (theory/spread/terms.py)
     acceptance: float | None = None  # a published acceptance A at K: measured, exact
 
     @property
@@ -93,7 +93,7 @@ class Point:
 
 DRAFT = {"draft_model": "Qwen3.5-0.8B", "draft_quant": "Q8_0"}
 A3090 = "α 0.72: the report's drafter counters, 53.7 % at K = 3"
-# Estimated acceptances get a band (theory/terms.py "acceptance"). Both are judgements, not
+# Estimated acceptances get a band (theory/spread/terms.py "acceptance"). Both are judgements, not
 # measurements: the drafter's counter was read once, at K = 3, on the report's own prompts, and is
 # carried to K = 8–32 (±0.05 in α); the n-gram arm has no published acceptance at all (from a
 # coin flip to the lab's designed 0.9).
@@ -238,8 +238,8 @@ ENGINE_KEYS = {"llama.cpp": "llamacpp", "vLLM": "vllm", "SGLang": "sglang"}
 
 def evaluate(p: Point, priors: Priors | None = None) -> Row:
     """Calibrate η_bw on the point's baseline, then predict its speculative arm with the engine's
-    named host costs and verify curve (theory/engines.py, theory/curves.py) and the interval
-    from the terms not known for it (theory/terms.py). ``priors``: the tables to use (a
+    named host costs and verify curve (theory/measured/engines.py, theory/measured/curves.py) and the interval
+    from the terms not known for it (theory/spread/terms.py). ``priors``: the tables to use (a
     leave-one-source-out fold passes them without the entries fitted on the held-out source)."""
     kw: dict[str, Any] = {
         "draft_model": p.draft_model,
@@ -280,7 +280,7 @@ def evaluate(p: Point, priors: Priors | None = None) -> Row:
 
 def leave_one_source_out(points: list[Point]) -> list[Row]:
     """Each source's points predicted with the tables less every entry fitted on that source
-    (theory/engines.py ``fitted_on``): what the model says of a source it has never seen."""
+    (theory/measured/engines.py ``fitted_on``): what the model says of a source it has never seen."""
     rows = []
     for source in dict.fromkeys(p.source for p in points):
         priors = Priors(host_costs=tuple(c for c in HOST_COSTS if c.fitted_on != source))
@@ -313,7 +313,7 @@ def summary(rows: list[Row], loso: list[Row] | None = None) -> str:
     text = (
         f"Held out: {_errors(held)}. All: {_errors(rows)}; expressible {len(rows)}/{listed}"
         f" ({len(rows) / listed * 100:.0f} %). Fitted on: {fitted} (vLLM's EAGLE-3 host cost per"
-        " drafting pass, theory/engines.py); η_bw is each point's own baseline."
+        " drafting pass, theory/measured/engines.py); η_bw is each point's own baseline."
     )
     if loso:
         text += f" Leave-one-source-out: {_errors(loso)}."

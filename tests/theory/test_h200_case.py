@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from specbench.theory import predict
-from specbench.theory.curves import VERIFY_CURVES
+from specbench.theory.measured.curves import VERIFY_CURVES
 from specbench.theory.speedup import Prediction
-from specbench.theory.terms import Priors
+from specbench.theory.spread.terms import Priors
 from tests.theory.labpair import H200_ARMS, H200_BASELINE_TOK_S, H200_CONTEXT, lab_config
 
 RUNS = Path("/work/shared/gpu-runs/2026-12-04-h200/kit-dense-gpu-pair.tar.gz")

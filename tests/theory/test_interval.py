@@ -1,4 +1,4 @@
-"""The interval of a prediction (theory/interval.py): each term's swing at the ends of its band,
+"""The interval of a prediction (theory/spread/interval.py): each term's swing at the ends of its band,
 added in quadrature of log-moves on each side, and the term that dominates the width."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from specbench.theory.interval import Interval, Swing, Term, propagate, swings_of
+from specbench.theory.spread.interval import Interval, Swing, Term, propagate, swings_of
 
 
 def _term(key: str, low: float = 0.0, high: float = 1.0) -> Term:

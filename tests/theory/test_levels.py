@@ -8,8 +8,8 @@ import math
 import pytest
 
 from specbench.errors import ConfigError
-from specbench.theory.interval import Interval
 from specbench.theory.levels import Level, parse_levels, predict_levels, stops_paying
+from specbench.theory.spread.interval import Interval
 
 
 def _level(c: int, central: float, low: float, high: float) -> Level:

@@ -1,4 +1,4 @@
-"""Every prediction carries an interval from the terms not known for its setup (theory/terms.py),
+"""Every prediction carries an interval from the terms not known for its setup (theory/spread/terms.py),
 names the term that dominates its width, and narrows when a term is measured."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typer.testing import CliRunner
 
 from specbench.cli import app
 from specbench.theory import predict, predict_stopped
-from specbench.theory.engines import HOST_COSTS, LLAMACPP_GPU_SPEC_PASS_S
+from specbench.theory.measured.engines import HOST_COSTS, LLAMACPP_GPU_SPEC_PASS_S
 from specbench.theory.presets import get_gpu
-from specbench.theory.terms import BANDWIDTH, LAUNCH, Priors
+from specbench.theory.spread.terms import BANDWIDTH, LAUNCH, Priors
 from tests.theory.labpair import lab_config
 
 H200 = get_gpu("H200")

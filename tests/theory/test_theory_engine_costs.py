@@ -1,4 +1,4 @@
-"""Named per-engine costs (theory/engines.py), each fitted once: vLLM's EAGLE-3 proposer pays host
+"""Named per-engine costs (theory/measured/engines.py), each fitted once: vLLM's EAGLE-3 proposer pays host
 work per drafting pass (fitted on a public source); on llama-server on a CPU a probed verify's
 further tokens pay a share of the step's cost per context position (fitted on the lab demo).
 Each test fails without the term."""
@@ -12,19 +12,19 @@ import pytest
 from specbench.theory import predict
 from specbench.theory.arch import Architecture
 from specbench.theory.cost import Efficiency
-from specbench.theory.engines import (
+from specbench.theory.hardware import Gpu
+from specbench.theory.inputs import Weights
+from specbench.theory.measured.engines import (
     LLAMACPP_CPU_QUERY_CONTEXT_SHARE,
     LLAMACPP_GPU_SPEC_PASS_S,
     VLLM_EAGLE3_DRAFT_PASS_S,
     engine_efficiency,
     method_efficiency,
 )
-from specbench.theory.hardware import Gpu
-from specbench.theory.inputs import Weights
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.presets import get_gpu
 from specbench.theory.speedup import Breakdown, predict_architecture
-from specbench.theory.terms import Priors
+from specbench.theory.spread.terms import Priors
 
 H100 = get_gpu("H100 SXM")
 CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=0.2, memory_gb=8.0, unified=True, host_link_gbs=20.0)

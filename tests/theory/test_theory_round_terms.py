@@ -14,11 +14,11 @@ from specbench.errors import ConfigError
 from specbench.theory import predict
 from specbench.theory.arch import Architecture, kv_cache_bytes, lm_head_params
 from specbench.theory.cost import Efficiency, head_share
-from specbench.theory.engines import LLAMACPP_CPU_DRAFTED_S, engine_efficiency
 from specbench.theory.formulas import tree_tokens_per_round
 from specbench.theory.hardware import Gpu
 from specbench.theory.hf_config import architecture_from_hf
 from specbench.theory.inputs import Weights
+from specbench.theory.measured.engines import LLAMACPP_CPU_DRAFTED_S, engine_efficiency
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.presets import get_gpu, gpus
 from specbench.theory.speedup import Tree, predict_architecture

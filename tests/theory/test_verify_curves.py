@@ -1,4 +1,4 @@
-"""Measured verify curves as data the blind model uses (theory/curves.py): per engine, backend,
+"""Measured verify curves as data the blind model uses (theory/measured/curves.py): per engine, backend,
 weight kind and model kind, each with where it came from; where none is known the band is wide
 (the roofline up to the highest curve measured), not the optimistic roofline alone."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specbench.theory import predict
-from specbench.theory.curves import TRANSFER, VERIFY_CURVES, backend, verify_band, weight_kind
 from specbench.theory.hardware import Gpu
+from specbench.theory.measured.curves import TRANSFER, VERIFY_CURVES, backend, verify_band, weight_kind
 from specbench.theory.presets import get_gpu
 from tests.theory.labpair import lab_config
 

@@ -6,7 +6,7 @@ Public API::
         (also baseline_tok_s=, accepted_length=, tree=Tree(top_k, tokens), tensor_parallel=;
         gpu may be a preset, a hardware YAML file or a Gpu; engine= adds an engine's host costs
         and verify curve; .interval: the 80 % interval of the terms not known for the setup and
-        the term that dominates it, theory/terms.py; alpha_range= for an estimated acceptance)
+        the term that dominates it, theory/spread/terms.py; alpha_range= for an estimated acceptance)
     format_prediction(prediction) -> str
     list_presets() -> {"models": [...], "gpus": [...], "quants": [...]}
     calibrate_efficiency(measured_baseline_tok_s, model, gpu, quant, context=4096) -> Efficiency

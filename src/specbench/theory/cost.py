@@ -58,16 +58,16 @@ class Efficiency:
     round_s    fixed host cost per speculative round (draft bookkeeping, acceptance)
     vocab_s    host time per vocabulary entry per sampled position (see :func:`sampling_time`)
     drafted_s  host time per drafted token a round verifies (batch entry, sampling and accept
-               of its position, KV bookkeeping), beyond the forward passes (theory/engines.py)
+               of its position, KV bookkeeping), beyond the forward passes (theory/measured/engines.py)
     draft_pass_s  host time per drafting pass beyond its forward pass (the engine's proposer
-               loop between two drafter passes; theory/engines.py)
+               loop between two drafter passes; theory/measured/engines.py)
     spec_pass_s  host time per target pass of a speculating server, beyond the baseline's step:
                a drafting round pays it once, and so does every pass that tried to draft and
-               found nothing (theory/engines.py)
+               found nothing (theory/measured/engines.py)
     query_context_share  share of a decode step's cost per context position that each further
                token of a pass pays again (attention scores and weighted sums per query); the
                rest, the K/V read, is paid once per pass. Used with a measured step context
-               slope (predict's ``step_context_slope_s``); 0: unknown (theory/engines.py)
+               slope (predict's ``step_context_slope_s``); 0: unknown (theory/measured/engines.py)
     """
 
     bandwidth: float = 0.6

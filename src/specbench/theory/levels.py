@@ -4,7 +4,7 @@ Concurrency already enters every prediction (theory/speedup.py): a baseline step
 for each of C sequences, ``C / t(target, C × 1)``, and a round drafts for all C at once and
 verifies ``C × (γ+1)`` tokens in one pass. What grows with C is the verify: a memory-bound step
 stays about one weight read while C is small, and the verify's C·(γ+1) tokens reach the compute
-roof (or the engine's slower kernels, theory/curves.py) first. So the speedup falls with C, and a
+roof (or the engine's slower kernels, theory/measured/curves.py) first. So the speedup falls with C, and a
 sweep asks where it crosses 1.
 
 Where it stops paying is said from the intervals, not the centres: the first level whose whole
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from specbench.errors import ConfigError
-from specbench.theory.interval import Interval, no_spread
 from specbench.theory.speedup import Prediction, predict
+from specbench.theory.spread.interval import Interval, no_spread
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ the verified tokens' hidden states and drafts the first token from the last of t
 ``EagleProposer.propose``: one forward over the new tokens, then ``num_speculative_tokens − 1``
 more; SGLang ``forward_draft_extend_after_decode`` gives the first level's top-k, ``draft`` runs
 the other ``num_steps − 1``). A round there runs the catch-up and γ − 1 drafting passes
-(``catchup_drafts``; theory/engines.py names the engines), the pinned llama.cpp the catch-up and γ.
+(``catchup_drafts``; theory/measured/engines.py names the engines), the pinned llama.cpp the catch-up and γ.
 
 Recurrent state (hybrid, Gated DeltaNet models) cannot drop a rejected token, and llama.cpp
 handles it two ways:

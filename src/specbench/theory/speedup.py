@@ -17,8 +17,8 @@ yields τ + (1 − α^γ) tokens).
     spec tok/s = C · τ / t_round              speedup = spec / baseline
 
 Without a run, the verify pass is ``max(roofline, v(T) · step)`` with v(T) the engine's measured
-curve where one is known (theory/curves.py), and every prediction carries an interval from the
-terms it does not know for its setup (theory/terms.py, propagated by theory/interval.py).
+curve where one is known (theory/measured/curves.py), and every prediction carries an interval from the
+terms it does not know for its setup (theory/spread/terms.py, propagated by theory/spread/interval.py).
 """
 
 from __future__ import annotations
@@ -41,8 +41,6 @@ from specbench.theory.cost import (
     roofline,
     sampling_time,
 )
-from specbench.theory.curves import Floor, verify_band
-from specbench.theory.engines import catchup_drafts, engine_efficiency
 from specbench.theory.formulas import (
     acceptance_from_alpha,
     alpha_from_acceptance,
@@ -52,7 +50,8 @@ from specbench.theory.formulas import (
 )
 from specbench.theory.hardware import Gpu
 from specbench.theory.inputs import Weights, check_inputs
-from specbench.theory.interval import ENDS, End, Interval, Swing, propagate
+from specbench.theory.measured.curves import Floor, verify_band
+from specbench.theory.measured.engines import catchup_drafts, engine_efficiency
 from specbench.theory.methods import (
     DraftSetup,
     catchup_time,
@@ -65,7 +64,8 @@ from specbench.theory.methods import (
 )
 from specbench.theory.parallel import tensor_parallel_device
 from specbench.theory.presets import get_gpu, get_model, get_quant
-from specbench.theory.terms import Priors, Unknowns, blind_unknowns
+from specbench.theory.spread.interval import ENDS, End, Interval, Swing, propagate
+from specbench.theory.spread.terms import Priors, Unknowns, blind_unknowns
 
 # Fitting η_bw to a measured baseline is in theory/calibrate.py, the text of a Prediction in
 # theory/predicttext.py.
@@ -104,7 +104,7 @@ class Breakdown:
     checkpoint_target_s: float = 0.0
     checkpoint_draft_s: float = 0.0
     launch_s: float = 0.0  # fixed-latency share of draft_s + catchup_s (not added again)
-    drafted_s: float = 0.0  # the engine's host work per drafted token verified (theory/engines.py)
+    drafted_s: float = 0.0  # the engine's host work per drafted token verified (theory/measured/engines.py)
     draft_host_s: float = 0.0  # the engine's host work per drafting pass, part of draft_s (engines.py)
     verify_context_s: float = 0.0  # the verify's further tokens over the context, part of verify_s
     spec_pass_s: float = 0.0  # the engine's host work per target pass of a speculating server (engines.py)
@@ -112,7 +112,7 @@ class Breakdown:
 
 @dataclass(frozen=True)
 class Spread:
-    """A prediction's intervals from the terms it does not know (theory/interval.py): the
+    """A prediction's intervals from the terms it does not know (theory/spread/interval.py): the
     speedup's and the baseline rate's, each with every term's swing."""
 
     speedup: Interval
@@ -204,8 +204,8 @@ def predict(
     the draft a tree of ``draft_max`` levels (:class:`Tree`).
 
     ``engine`` (llamacpp, vllm, sglang; None: not known) adds its named host costs
-    (theory/engines.py) and its measured verify curve (theory/curves.py). The prediction's
-    ``interval`` comes from the terms not known for this setup (theory/terms.py);
+    (theory/measured/engines.py) and its measured verify curve (theory/measured/curves.py). The prediction's
+    ``interval`` comes from the terms not known for this setup (theory/spread/terms.py);
     ``alpha_range`` makes the acceptance one of them (an estimated α); an ``alpha`` without it is
     a design whose realisation varies (``terms.DESIGNED_MISS``), ``alpha_range=(α, α)`` an exact
     one; ``acceptance`` and ``accepted_length`` are measured. ``spread=False`` skips
@@ -353,9 +353,9 @@ def predict_architecture(
     verify pass. The probe's passes run at an empty context; ``step_context_slope_s`` (seconds per
     context position of one measured decode step, from the baseline's requests) lets the verify's
     further tokens pay their share of it (:func:`verify_context_time`). Without ``target_pass``,
-    ``verify_floor(T)`` (decode steps; theory/curves.py) puts the engine's measured verify cost
+    ``verify_floor(T)`` (decode steps; theory/measured/curves.py) puts the engine's measured verify cost
     under the roofline's: the verify takes the larger of the two. ``catchup_drafts``: the
-    engine's catch-up pass drafts the first token (theory/methods.py, theory/engines.py).
+    engine's catch-up pass drafts the first token (theory/methods.py, theory/measured/engines.py).
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
@@ -449,7 +449,7 @@ def _breakdown(
         + ckpt_draft
         + t_replay
         + t_drafted
-        + eff.spec_pass_s  # one target pass a round (theory/engines.py)
+        + eff.spec_pass_s  # one target pass a round (theory/measured/engines.py)
     )
     return Breakdown(
         target_step_s=t_step,
@@ -490,7 +490,7 @@ def _floored(
     cost: ForwardCost, step: ForwardCost, gpu: Gpu, eff: Efficiency, floor: Floor | None
 ) -> tuple[float, PassBound]:
     """A pass's roofline time, or the engine's curve at its tokens times the step when that is
-    more (theory/curves.py), and which of them bound it."""
+    more (theory/measured/curves.py), and which of them bound it."""
     t, bound = forward_time(cost, gpu, eff), roofline(cost, gpu, eff)[1]
     if floor is None:
         return t, bound

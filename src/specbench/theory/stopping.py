@@ -19,7 +19,7 @@ with tokens(d), time(d) the round of :func:`specbench.theory.speedup.predict` at
 is c = α: a calibrated drafter is sure about the tokens it gets right. That is an assumption, not
 a measurement; on a run, the *replayed* column uses the drafted lengths the server counted.
 
-Its interval comes from the same unknown terms as :func:`predict`'s at K (theory/terms.py), each
+Its interval comes from the same unknown terms as :func:`predict`'s at K (theory/spread/terms.py), each
 set at the ends of its band in every round of the expectation; an estimated acceptance moves the
 continuation probability with it when c = α.
 """
@@ -30,8 +30,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from specbench.errors import ConfigError
-from specbench.theory.interval import End, Interval, Term, propagate, swings_of
 from specbench.theory.speedup import predict
+from specbench.theory.spread.interval import End, Interval, Term, propagate, swings_of
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 ``measured`` is :func:`specbench.analysis.comparisons`' paired ratio with its 95 % CI.
 
 Interval. Both the predicted and the replayed speedup carry the 80 % interval of the terms the
-run does not measure (analysis/predicted/spread.py, theory/interval.py), and the arm names the
+run does not measure (analysis/predicted/spread.py, theory/spread/interval.py), and the arm names the
 term that dominates its width.
 
 Beyond the probe. The forward probe times passes of 1–65 tokens; at C requests in flight a
@@ -54,9 +54,9 @@ from specbench.analysis.predicted.spread import Refit, Scenario, run_unknowns, s
 from specbench.analysis.stats import Comparison
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
-from specbench.theory.interval import ENDS, End, Interval, Swing, propagate
 from specbench.theory.passcurve import PassCurve
-from specbench.theory.terms import Unknowns
+from specbench.theory.spread.interval import ENDS, End, Interval, Swing, propagate
+from specbench.theory.spread.terms import Unknowns
 
 RARE_DRAFTING = 0.8  # below this share of passes drafted, the α-prediction's premise does not hold
 
@@ -139,7 +139,8 @@ class RunTheory:
         draft = f"; draft {s.models.draft.arch.name} at {s.models.draft.quant}" if s.models.draft else ""
         device = f"{s.gpu.name} ({s.gpu.bandwidth_gbs:.1f} GB/s)"
         passes = (
-            f", {eff.spec_pass_s * 1e3:.2f} ms host work per pass of a speculating server (theory/engines.py)"
+            f", {eff.spec_pass_s * 1e3:.2f} ms host work per pass of a speculating server"
+            " (theory/measured/engines.py)"
             if eff.spec_pass_s
             else ""
         )
@@ -256,7 +257,7 @@ def _verify_source(s: RunSetup) -> str:
         steps = ", ".join(f"v({k})={floor(k * s.concurrency):.2f}" for k in (2, 5, 9, 17))
         return (
             f"Verify cost from the roofline, or where more, from the curves measured for {s.verify.label}"
-            f" ({steps} decode steps; theory/curves.py): the run has no forward probe."
+            f" ({steps} decode steps; theory/measured/curves.py): the run has no forward probe."
         )
     ks = [k for k in (2, 5, 9, 17) if k * s.concurrency <= s.curve.sizes[-1]]  # measured, not extrapolated
     shown = ", ".join(f"v({k})={s.curve.ratio(k * s.concurrency):.2f}" for k in ks)

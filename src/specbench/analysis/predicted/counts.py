@@ -14,7 +14,7 @@ measured requests, with N generated tokens, d drafted, a accepted and R drafting
 
 where P is the number of replay passes (hybrid targets: one per rejecting round, already
 costed in t_round; zero otherwise), h the host work a speculating server adds to every pass,
-drafting or not (``Efficiency.spec_pass_s``, theory/engines.py; in t_round for the rounds),
+drafting or not (``Efficiency.spec_pass_s``, theory/measured/engines.py; in t_round for the rounds),
 and t_round(D̄) the model's round (draft + verify of D̄+1 tokens + checkpoint + overhead) at D̄.
 The difference between this and the measurement is the cost model's error alone; the difference
 between this and the α-prediction is the acceptance model's.

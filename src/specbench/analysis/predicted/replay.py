@@ -27,7 +27,7 @@ from specbench.analysis.predicted.models import ArmMethod, draft_weights, run_pa
 from specbench.analysis.predicted.setup import RunSetup
 from specbench.analysis.predicted.stored import read_stored
 from specbench.theory.cost import Efficiency
-from specbench.theory.engines import catchup_drafts, method_efficiency
+from specbench.theory.measured.engines import catchup_drafts, method_efficiency
 from specbench.theory.methods import replay_tokens
 from specbench.theory.speedup import Prediction, predict_architecture
 
@@ -57,7 +57,7 @@ def predict_arm(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Effici
 
 
 def arm_efficiency(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Efficiency:
-    """``eff`` with the engine's host costs for the arm's method (theory/engines.py)."""
+    """``eff`` with the engine's host costs for the arm's method (theory/measured/engines.py)."""
     return method_efficiency(setup.engine, setup.gpu, eff, spec.method, setup.host_costs)
 
 

@@ -33,11 +33,11 @@ from specbench.errors import ConfigError
 from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
-from specbench.theory.curves import Floor, VerifyBand, verify_band
-from specbench.theory.engines import HOST_COSTS, HostCost, engine_efficiency
 from specbench.theory.hardware import Gpu
-from specbench.theory.interval import End
+from specbench.theory.measured.curves import Floor, VerifyBand, verify_band
+from specbench.theory.measured.engines import HOST_COSTS, HostCost, engine_efficiency
 from specbench.theory.passcurve import PassCurve
+from specbench.theory.spread.interval import End
 
 DEFAULT_CONTEXT = 512
 MIN_CONTEXT_SPAN = 32  # positions the baseline requests must span to fit a context slope
@@ -63,9 +63,11 @@ class RunSetup:
     run_dir: Path | None = None  # relative draft paths resolve against what the run recorded
     context_slope_s: float = 0.0  # the baseline step's seconds per context position (context_slope)
     curve_band: tuple[PassCurve, PassCurve] | None = None  # the probe's curve at its 80 % ends
-    verify: VerifyBand | None = None  # without a probe: the engine's measured curves (theory/curves.py)
+    verify: VerifyBand | None = (
+        None  # without a probe: the engine's measured curves (theory/measured/curves.py)
+    )
     verify_end: End | None = None  # which end of ``verify`` the arms use (None: its central value)
-    host_costs: tuple[HostCost, ...] = HOST_COSTS  # the engines' named costs (theory/engines.py)
+    host_costs: tuple[HostCost, ...] = HOST_COSTS  # the engines' named costs (theory/measured/engines.py)
     # An arm whose verify is wider than the probe measured: the probe, no longer ``curve``
     # (arms.arm_setup); the verify is then the roofline, floored by the probe's largest pass.
     beyond: PassCurve | None = None
@@ -75,7 +77,7 @@ class RunSetup:
     def verify_floor(self) -> Floor | None:
         """The verify's floor under the roofline, in decode steps: past the probe its largest pass
         held (at the band's high end: extrapolated in proportion, passcurve.py); without a probe
-        the engine's measured curve (theory/curves.py)."""
+        the engine's measured curve (theory/measured/curves.py)."""
         if self.beyond is not None:
             return self.beyond.ratio if self.verify_end == "high" else self.beyond.held_ratio
         return self.verify.floor(self.verify_end) if self.verify is not None else None
@@ -87,7 +89,7 @@ class RunSetup:
 
     @property
     def engine(self) -> str:
-        """The run's engine name (theory/engines.py keys its host costs by it)."""
+        """The run's engine name (theory/measured/engines.py keys its host costs by it)."""
         return _engine(self.run)
 
 

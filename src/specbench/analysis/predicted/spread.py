@@ -1,20 +1,20 @@
 """The terms a calibrated run still does not know, and each at the ends of its band.
 
 On a run the baseline fixes η_bw, the acceptance is measured and the forward probe (llama.cpp)
-measures the verify, so three terms of a blind prediction (theory/terms.py) are gone or nearly:
+measures the verify, so three terms of a blind prediction (theory/spread/terms.py) are gone or nearly:
 
 - **verify cost**: the probe's curve with the 80 % range of its medians (setup.probe_band);
   without a probe the engine's measured curves, as blind; wider than the probe measured (C·(K+1)
   tokens at C in flight), from the probe's largest pass held to it extrapolated in proportion to
   its tokens (passcurve.py), each at least the roofline;
-- **engine host work**: as blind, theory/engines.py's band for the engine, device and method;
+- **engine host work**: as blind, theory/measured/engines.py's band for the engine, device and method;
 - **launch latency**: as blind, with the baseline refitted at each end (an end the baseline rules
   out moves nothing);
 - **bandwidth, acceptance**: none, the baseline and the counters measured them.
 
 Each end of each term is a :class:`Scenario`: the setup and the calibrated efficiency with that
 term moved (calibration, and the ``--fit-arm`` fit, rerun on it), shared by every arm.
-theory/interval.py propagates the swings.
+theory/spread/interval.py propagates the swings.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from specbench.analysis.predicted.models import ArmMethod
 from specbench.analysis.predicted.setup import RunSetup, calibrate_setup
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
-from specbench.theory.interval import End, Term
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.speedup import roofline_steps
-from specbench.theory.terms import Unknowns, host_terms, launch_term, verify_term
+from specbench.theory.spread.interval import End, Term
+from specbench.theory.spread.terms import Unknowns, host_terms, launch_term, verify_term
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from specbench.analysis.predicted.arms import (
     SweepTheory,
     point_label,
 )
-from specbench.theory.interval import Interval
 from specbench.theory.levels import Level, stops_paying
+from specbench.theory.spread.interval import Interval
 
 
 def _fmt(value: float, spec: str) -> str:

@@ -4,7 +4,7 @@ A prediction depends on terms the architecture and the datasheet cannot give (th
 verify cost at T tokens, its host work per round, the kernel-launch latency, the bandwidth
 efficiency without a measured baseline, an acceptance that was estimated). Each such term
 carries a band, ``low``–``high``, meant as its 80 % range for this setup, and where that band
-comes from (theory/terms.py). The model is evaluated once per term at each end of its band, the
+comes from (theory/spread/terms.py). The model is evaluated once per term at each end of its band, the
 others at their central values; each evaluation moves the result by a log-ratio, and the moves
 of all terms add in quadrature, on each side separately::
 
@@ -35,7 +35,7 @@ class Term:
     ``display`` for the text: 1e3 shows seconds as ms), what it is and where the band is from.
 
     ``key`` names what the model changes (an :class:`~specbench.theory.cost.Efficiency` field,
-    ``verify``, ``launch`` or ``acceptance``; theory/terms.py applies it)."""
+    ``verify``, ``launch`` or ``acceptance``; theory/spread/terms.py applies it)."""
 
     key: str
     label: str

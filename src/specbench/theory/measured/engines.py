@@ -56,7 +56,7 @@ divided by the K passes the proposer runs); its K = 3–7 rows and every other p
 (bench/theory_published.py). EAGLE-1 in the same table needs no such term and gets none; vLLM
 on a CPU, SGLang and llama.cpp: unknown, 0.
 
-**Bands.** Each value carries the band the interval of a prediction uses (theory/interval.py),
+**Bands.** Each value carries the band the interval of a prediction uses (theory/spread/interval.py),
 from the same evidence: ``spec_pass_s`` 0.08–0.90 ms (the six arms' own closed-form values on
 the first H200 run; the range of six values is about their 14–86 % range), ``draft_pass_s``
 0.56–0.87 ms (the closed-form value of each K = 2–7 row of vllm#20780), ``query_context_share``
@@ -79,7 +79,7 @@ from typing import Literal
 
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
-from specbench.theory.interval import observed_band
+from specbench.theory.spread.interval import observed_band
 
 LLAMACPP_CPU_DRAFTED_S = 0.43e-3
 LLAMACPP_CPU_QUERY_CONTEXT_SHARE = 0.5
@@ -113,7 +113,7 @@ class HostCost:
 
     def band(self) -> tuple[float, float]:
         """The 80 % band: ``low``–``high`` widened to the prediction range of one more
-        observation when they are the range of ``observed`` values (theory/interval.py)."""
+        observation when they are the range of ``observed`` values (theory/spread/interval.py)."""
         ceiling = 1.0 if self.unit == "" else math.inf
         return observed_band(self.low, self.high, self.observed, 0.0, ceiling)
 

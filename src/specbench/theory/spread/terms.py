@@ -1,10 +1,10 @@
 """The terms a prediction does not know for its setup, their bands, and how each enters the model.
 
-Which terms are unknown depends on what the caller has (theory/interval.py propagates them):
+Which terms are unknown depends on what the caller has (theory/spread/interval.py propagates them):
 
-- **verify cost at T tokens** (``verify``): the engine's measured curves (theory/curves.py); no
+- **verify cost at T tokens** (``verify``): the engine's measured curves (theory/measured/curves.py); no
   curve: the roofline up to the highest curve measured. Gone when a forward probe measured it.
-- **engine host work** (an Efficiency field): theory/engines.py's band for the engine, device and
+- **engine host work** (an Efficiency field): theory/measured/engines.py's band for the engine, device and
   method; none named: ``round_s`` from 0 up to the most measured. Never gone: no run isolates it
   (``--fit-arm`` fits it on one arm).
 - **launch latency** (``launch``): ``LAUNCH``, × 0.7–1.2 of ``kernel_s`` and ``forward_s``. Never
@@ -30,10 +30,10 @@ from dataclasses import dataclass, replace
 
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
-from specbench.theory.curves import VERIFY_CURVES, Floor, VerifyBand, VerifyCurve
-from specbench.theory.engines import HOST_COSTS, UNKNOWN_ROUND, HostCost, device_kind, host_costs
 from specbench.theory.hardware import Gpu
-from specbench.theory.interval import End, Term, observed_band
+from specbench.theory.measured.curves import VERIFY_CURVES, Floor, VerifyBand, VerifyCurve
+from specbench.theory.measured.engines import HOST_COSTS, UNKNOWN_ROUND, HostCost, device_kind, host_costs
+from specbench.theory.spread.interval import End, Term, observed_band
 
 # Observed ranges, each widened to the 80 % range of one more observation (observed_band):
 # LAUNCH from 4 values (0.69, 0.75, 0.93, 1.2) → 0.49–1.40; BANDWIDTH from 5 (0.30 … 0.93),
@@ -114,7 +114,7 @@ def host_terms(
     engine: str | None, gpu: Gpu, method: str, eff: Efficiency, costs: Sequence[HostCost]
 ) -> list[Term]:
     """The engine's named host costs on ``gpu`` for ``method`` as terms (their bands), or the
-    unknown per-round host work when it has none (theory/engines.py)."""
+    unknown per-round host work when it has none (theory/measured/engines.py)."""
     named = host_costs(engine, gpu, method, costs)
     return [_host_term(c, eff) for c in named or [UNKNOWN_ROUND[device_kind(gpu)]]]
 
