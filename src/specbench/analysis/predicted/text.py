@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from specbench.analysis.predicted.arms import (
+from specbench.analysis.predicted.results import (
     RARE_DRAFTING,
     ArmPrediction,
     RunTheory,
