@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from specbench.cli import app
 from specbench.theory import predict, predict_stopped
-from specbench.theory.measured.engines import HOST_COSTS, LLAMACPP_GPU_SPEC_PASS_S
+from specbench.theory.measured.engines import HOST_COSTS, LLAMACPP_GPU_SPEC_PASS_S, UNKNOWN_PASS
 from specbench.theory.presets import get_gpu
 from specbench.theory.spread.terms import BANDWIDTH, LAUNCH, Priors
 from tests.theory.labpair import lab_config
@@ -106,7 +106,9 @@ def test_each_end_of_a_term_is_the_model_with_that_value(pair: tuple[str, str]) 
 def test_an_engine_without_named_costs_gets_the_unknown_round_host_work() -> None:
     kw = {"accepted_length": 2.1, "context": 512, "baseline_tok_s": 141.4}
     p = predict("Llama-3.1-8B", H100, "BF16", "eagle", 2, engine="vllm", **kw)
-    assert _keys(p) == {"verify", "round_s", "launch"}  # a vLLM verify: no curve measured, wide
+    # a vLLM verify: no curve measured, wide; its host work per round and per drafting pass unknown
+    assert _keys(p) == {"verify", "round_s", "draft_pass_s", "launch"}
+    assert p.breakdown.draft_host_s == 0.0  # unknown is 0 at the centre, not guessed
     e3 = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", **kw)
     assert "draft_pass_s" in _keys(e3) and "round_s" not in _keys(e3)
     # the same point with the table less the entry fitted on its source: back to the unknown
@@ -114,6 +116,25 @@ def test_an_engine_without_named_costs_gets_the_unknown_round_host_work() -> Non
     loso = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", priors=held_out, **kw)
     assert "round_s" in _keys(loso) and loso.breakdown.draft_host_s == 0.0
     assert loso.speedup > e3.speedup
+    # left out, the unknown per-pass band reaches down to what the fitted cost gives
+    assert "draft_pass_s" in _keys(loso) and loso.interval is not None
+    assert loso.interval.speedup.low < e3.speedup
+
+
+def test_the_unknown_host_work_per_drafting_pass_weighs_more_the_more_passes_a_round_runs() -> None:
+    kw = {"context": 512, "baseline_tok_s": 141.4, "engine": "vllm"}
+
+    def downward_move(k: int) -> float:
+        p = predict("Llama-3.1-8B", H100, "BF16", "eagle", k, accepted_length=2.0, **kw)
+        assert p.interval is not None
+        swing = next(s for s in p.interval.speedup.swings if s.term.key == "draft_pass_s")
+        assert swing.term.low == 0.0 and swing.term.high == UNKNOWN_PASS["gpu"].high
+        return p.speedup / swing.at_high
+
+    assert 1.0 < downward_move(2) < downward_move(7)
+    # an n-gram round runs no drafting pass: no such term, only the round's
+    ngram = predict("Llama-3.1-8B", H100, "BF16", "ngram", 4, alpha=0.7, **kw)
+    assert "draft_pass_s" not in _keys(ngram) and "round_s" in _keys(ngram)
 
 
 def test_a_stopped_draft_carries_an_interval_too() -> None:

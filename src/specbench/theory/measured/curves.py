@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from specbench.theory.hardware import Gpu
-from specbench.theory.spread.interval import End
+from specbench.theory.measured.bands import End
 
 # Two dense f16 CUDA curves of the same engine, a 471 MB and a 5.7 GB target on one H200,
 # disagree by up to 0.10 steps at T ≤ 16 (v(9): 1.52 against 1.62), about 15 % of the extra

@@ -79,7 +79,7 @@ from typing import Literal
 
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
-from specbench.theory.spread.interval import observed_band
+from specbench.theory.measured.bands import observed_band
 
 LLAMACPP_CPU_DRAFTED_S = 0.43e-3
 LLAMACPP_CPU_QUERY_CONTEXT_SHARE = 0.5
@@ -144,6 +144,22 @@ UNKNOWN_ROUND = {
                     "host work per round of an engine with no measured host cost (GPU)", "none"),
     "cpu": HostCost("*", "cpu", "round_s", 1.0e-4, 0.0, 3.7e-3,
                     "host work per round of an engine with no measured host cost (CPU)", "none"),
+}  # fmt: skip
+
+# ... and its host work per drafting pass, for the same engines. Every proposer is a host loop
+# over its drafting passes (vLLM's ``EagleProposer.propose`` runs ``num_speculative_tokens − 1``
+# Python iterations, each preparing positions, slot mappings and attention metadata before it
+# launches the head; llama.cpp's ``common_speculative`` draft loop samples on the host after each
+# pass), and both host costs measured so far are per pass, not per round (``spec_pass_s``,
+# ``draft_pass_s`` above). The band runs from none to the most measured per pass on that kind
+# of device: 0.90 ms a pass on a GPU (the same H200 arm as above; with ``draft_pass_s`` of
+# vllm#20780 left out, nothing measured is higher), 0.74 ms a drafted token on a CPU (the top of
+# ``drafted_s``'s band). Central value 0: unknown, not guessed.
+UNKNOWN_PASS = {
+    "gpu": HostCost("*", "gpu", "draft_pass_s", 0.0, 0.0, 0.90e-3,
+                    "host work per drafting pass of an engine with no measured host cost (GPU)", "none"),
+    "cpu": HostCost("*", "cpu", "draft_pass_s", 0.0, 0.0, 0.74e-3,
+                    "host work per drafting pass of an engine with no measured host cost (CPU)", "none"),
 }  # fmt: skip
 
 

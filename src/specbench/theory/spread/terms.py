@@ -32,7 +32,14 @@ from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
 from specbench.theory.measured.curves import VERIFY_CURVES, Floor, VerifyBand, VerifyCurve
-from specbench.theory.measured.engines import HOST_COSTS, UNKNOWN_ROUND, HostCost, device_kind, host_costs
+from specbench.theory.measured.engines import (
+    HOST_COSTS,
+    UNKNOWN_PASS,
+    UNKNOWN_ROUND,
+    HostCost,
+    device_kind,
+    host_costs,
+)
 from specbench.theory.spread.interval import End, Term, observed_band
 
 # Observed ranges, each widened to the 80 % range of one more observation (observed_band):
@@ -113,10 +120,15 @@ def verify_term(band: VerifyBand, tokens: float, roof_steps: float) -> Term | No
 def host_terms(
     engine: str | None, gpu: Gpu, method: str, eff: Efficiency, costs: Sequence[HostCost]
 ) -> list[Term]:
-    """The engine's named host costs on ``gpu`` for ``method`` as terms (their bands), or the
-    unknown per-round host work when it has none (theory/measured/engines.py)."""
+    """The engine's named host costs on ``gpu`` for ``method`` as terms (their bands), or, when it
+    has none, the unknown host work per round and per drafting pass (theory/measured/engines.py;
+    n-gram rounds run no drafting pass, so only the round's)."""
     named = host_costs(engine, gpu, method, costs)
-    return [_host_term(c, eff) for c in named or [UNKNOWN_ROUND[device_kind(gpu)]]]
+    if named:
+        return [_host_term(c, eff) for c in named]
+    kind = device_kind(gpu)
+    unknown = [UNKNOWN_ROUND[kind]] + ([UNKNOWN_PASS[kind]] if method != "ngram" else [])
+    return [_host_term(c, eff) for c in unknown]
 
 
 def _host_term(c: HostCost, eff: Efficiency) -> Term:
