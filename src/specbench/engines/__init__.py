@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "engine_for", "host_costs", "kinds", "request_draft_counts"]
 
-#: Every engine kind: the three launched engines, an attached server whose engine is unknown
-#: ("openai"), and a run imported from another harness.
+#: Every engine kind, each an Engine class that says the rest of itself (engines/origin.py):
+#: launched engines, an attached server whose engine is unknown ("openai"), attach-only engines,
+#: and a run imported from another harness. Registry order is the order of every derived list.
 ENGINES: dict[str, type[Engine]] = {
     "llamacpp": LlamaCppEngine,
     "vllm": VllmEngine,
