@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from specbench.engines.base import Engine
+from specbench.engines.generic import GenericEngine
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine, ImportedEngine
 from specbench.engines.sglang import SglangEngine
@@ -40,6 +41,7 @@ ENGINES: dict[str, type[Engine]] = {
     "vllm": VllmEngine,
     "sglang": SglangEngine,
     "openai": AttachedEngine,
+    "generic": GenericEngine,
     "imported": ImportedEngine,
 }
 
