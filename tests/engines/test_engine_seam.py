@@ -65,7 +65,7 @@ ARMS: list[tuple[str, tuple[str, ...], str | None, int | None]] = [
 
 
 def test_every_engine_kind_is_in_the_one_registry() -> None:
-    assert set(ENGINES) == {"llamacpp", "vllm", "sglang", "openai", "imported"}
+    assert {"llamacpp", "vllm", "sglang", "openai", "imported"} <= set(ENGINES)
     for kind, cls in ENGINES.items():
         assert isinstance(engine_for(kind), cls) and engine_for(kind).kind == kind
     with pytest.raises(ConfigError, match="unknown engine 'tgi'"):

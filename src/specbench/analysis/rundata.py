@@ -27,7 +27,7 @@ from specbench.analysis import (
 from specbench.analysis.launches import POSITION
 from specbench.analysis.packed import pack
 from specbench.analysis.rowbatch import RowBatch
-from specbench.engines import argstore, engine_for
+from specbench.engines import DEFAULT_ENGINE, argstore, engine_for
 from specbench.engines.base import Engine
 from specbench.store.rundir import RunStore
 
@@ -73,7 +73,7 @@ class RunData:
     @property
     def engine(self) -> Engine:
         """The run's engine, for reading its flags and logs (nothing is launched)."""
-        return engine_for(str(self.manifest.get("matrix", {}).get("engine", "llamacpp")))
+        return engine_for(str(self.manifest.get("matrix", {}).get("engine", DEFAULT_ENGINE)))
 
     def speculates(self, arm: str) -> bool:
         """The arm is configured to speculate, by the run's engine's flag rules."""

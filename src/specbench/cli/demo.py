@@ -25,6 +25,7 @@ import yaml
 from specbench import api
 from specbench.analysis import analyse_dir
 from specbench.engines.install import BuildOptions, find_llama_server
+from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.errors import InstallError
 from specbench.lab.check import lab_dir
 from specbench.lab.make import LabSpec, cached_pair
@@ -88,7 +89,7 @@ def write_prompts(path: Path, truth: dict[str, Any]) -> None:
 
 def write_matrix(path: Path, pair: Path, repeats: int) -> None:
     matrix = {
-        "engine": "llamacpp",
+        "engine": LlamaCppEngine.kind,  # the lab pairs are GGUF files
         "model": str(pair / "target.gguf"),
         "common_args": ["-c", "4096", "-np", "1"],
         "arms": demo_arms(pair / "draft.gguf"),
@@ -122,7 +123,7 @@ def write_real_matrix(folder: Path, model: RealModel, gguf: Path, repeats: int) 
     second one, and on a shared 2-core CPU its decode rate then swings with the other load."""
     (folder / "prompts.jsonl").write_text(REAL_PROMPTS.read_text(encoding="utf-8"))
     matrix = {
-        "engine": "llamacpp",
+        "engine": LlamaCppEngine.kind,
         "model": str(gguf),
         "common_args": ["-c", "2048", "-np", "1", "-t", "1", *server_args(model)],
         "arms": real_arms(),

@@ -201,8 +201,11 @@ def _prediction_text(results: list[Any], format: str) -> str:
 def _check_engine(engine: str | None) -> None:
     """--engine: one the theory names host costs and verify curves for (docs/theory.md); without
     it the engine is unknown, and the interval says so."""
-    if engine is not None and engine not in ("llamacpp", "vllm", "sglang"):
-        raise ConfigError(f"--engine: {engine!r} is not one of llamacpp, vllm, sglang")
+    from specbench.engines import kinds
+
+    known = kinds(lambda c: c.modelled_by_theory)
+    if engine is not None and engine not in known:
+        raise ConfigError(f"--engine: {engine!r} is not one of {', '.join(known)}")
 
 
 def _device(gpu: str | None, bandwidth_gbs: float | None, tflops: float | None) -> Any:

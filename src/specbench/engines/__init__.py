@@ -8,40 +8,63 @@ for the analysis. Next, ``client`` streams each request to that server, through 
 
 :data:`ENGINES` is the one registry of engine kinds (a matrix's ``engine`` field, a run's
 recorded engine) and :func:`engine_for` the one way to get an engine for reading a run's flags,
-server answers and logs. Launching adds what a registry entry cannot know (the binary to run, an
-attached URL): :func:`specbench.run.prepare.make_engine` builds those from a matrix.
+server answers and logs. Every other list of engines derives from it (:func:`kinds`: the kinds a
+matrix may name, attach mode may detect, ``engine install`` may build, the theory models), from
+what each engine class says of itself (engines/origin.py); an engine is one module and one line
+here. Launching adds what a registry entry cannot know (the binary to run, an attached URL): the
+class's ``for_run``, which :func:`specbench.run.prepare.make_engine` calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from specbench.engines.base import Engine
+from specbench.engines.generic import GenericEngine
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine, ImportedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
 
-__all__ = ["ENGINES", "Engine", "engine_for", "request_draft_counts"]
+if TYPE_CHECKING:
+    from specbench.theory.engines import HostCost
 
-#: Every engine kind: the three launched engines, an attached server whose engine is unknown
-#: ("openai"), and a run imported from another harness.
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "engine_for", "host_costs", "kinds", "request_draft_counts"]
+
+#: Every engine kind, each an Engine class that says the rest of itself (engines/origin.py):
+#: launched engines, an attached server whose engine is unknown ("openai"), attach-only engines,
+#: and a run imported from another harness. Registry order is the order of every derived list.
 ENGINES: dict[str, type[Engine]] = {
     "llamacpp": LlamaCppEngine,
     "vllm": VllmEngine,
     "sglang": SglangEngine,
     "openai": AttachedEngine,
+    "generic": GenericEngine,
     "imported": ImportedEngine,
 }
+
+#: A matrix's engine when it names none, and a run's recorded before an engine field existed.
+DEFAULT_ENGINE = LlamaCppEngine.kind
+
+
+def kinds(which: Callable[[type[Engine]], bool]) -> tuple[str, ...]:
+    """The registry's kinds whose class ``which`` accepts, in registry order."""
+    return tuple(kind for kind, cls in ENGINES.items() if which(cls))
+
+
+def host_costs() -> tuple[HostCost, ...]:
+    """Every engine's host costs (:meth:`~specbench.engines.origin.Origin.host_costs`), for the
+    theory's ``costs=``."""
+    return tuple(cost for cls in ENGINES.values() for cost in cls.host_costs())
 
 
 def engine_for(kind: str | None) -> Engine:
     """An engine of ``kind`` with its default binary, for what it knows without running one
     (flags, speculation method, server self-description, logs, per-request counts). A run
     recorded before an engine field existed is llama.cpp's."""
-    cls = ENGINES.get(kind or "llamacpp")
+    cls = ENGINES.get(kind or DEFAULT_ENGINE)
     if cls is None:
         raise ConfigError(f"engine: unknown engine {kind!r}; known: {', '.join(ENGINES)}")
     return cls()

@@ -1,96 +1,47 @@
 """The engine seam: what differs between llama.cpp, vLLM, SGLang and an attached server.
 
 An :class:`Engine` knows how to spell a command line, which flags are speculative, how to
-ask a running server what it is, and how to read its speculative counters. Everything else —
-launching, health, teardown, requests, storage — is shared and lives elsewhere, in the way
-every engine is asked through one HTTP seam (:mod:`specbench.transport`).
+ask a running server what it is, and how to read its speculative counters; where it comes from
+(binary, install, attach detection, version endpoint) is :class:`~specbench.engines.origin.Origin`'s
+part. Everything else — launching, health, teardown, requests, storage — is shared and lives
+elsewhere, in the way every engine is asked through one HTTP seam (:mod:`specbench.transport`).
+
+Only :attr:`Engine.kind` is required: every method has a default that means "this engine says
+nothing about it", so an engine overrides what it knows. A launched engine adds :meth:`Engine.command`
+and :meth:`~specbench.engines.origin.Origin.for_run`; everything else is for the checks, the
+report and the theory to ask when the engine has an answer.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from specbench.engines.argtable import ArgTable
-from specbench.errors import ConfigError
+from specbench.engines.flags import METHODS, Speculation, flag_values, int_value, split_flags
+from specbench.engines.metrics import MetricSamples, parse_metrics, series, sum_series
+from specbench.engines.origin import Origin
 from specbench.transport import Http
 
-MetricSamples = dict[str, float]
-
-#: The speculation methods every engine's flags are mapped to (the theory models each of them);
-#: an engine method outside this list keeps the engine's own name in :attr:`Speculation.method`.
-METHODS = ("draft", "ngram", "eagle", "eagle3", "mtp", "dflash")
-
-
-@dataclass(frozen=True)
-class Speculation:
-    """What an arm's flags configure: the method (one of :data:`METHODS`, else the engine's own
-    name, or "unknown" when the flags speculate but name no method), the draft length K the flags
-    give (None: the engine's default), the separate draft model, and the engine's own spelling.
-    ``k_default``: no flag set K, and ``k`` is the default the engine's reading filled in
-    (llama.cpp's: common/arg.cpp); a claim about "the draft max you set" is not made on it."""
-
-    method: str
-    k: int | None
-    draft_model: str | None
-    label: str
-    k_default: bool = False
+# Re-exported: callers read flags and scrapes through the seam's module.
+__all__ = [
+    "METHODS",
+    "Engine",
+    "MetricSamples",
+    "Speculation",
+    "flag_values",
+    "int_value",
+    "parse_metrics",
+    "series",
+    "split_flags",
+    "sum_series",
+]
 
 
-def split_flags(args: Sequence[str]) -> list[tuple[str, str | None]]:
-    """argv → [(flag, value or None)]: a flag takes the next item unless that is another flag;
-    ``--flag=value`` is split at the first ``=``."""
-    out: list[tuple[str, str | None]] = []
-    i = 0
-    while i < len(args):
-        flag = args[i]
-        nxt = args[i + 1] if i + 1 < len(args) else None
-        takes = nxt is not None and (not nxt.startswith("-") or _is_number(nxt))
-        out.append((flag, nxt if takes else None))
-        i += 2 if takes else 1
-    return out
-
-
-def flag_values(args: Sequence[str]) -> dict[str, str | None]:
-    """``{flag: value}`` of argv, the last occurrence winning (argparse's rule), ``--f=v`` included."""
-    out: dict[str, str | None] = {}
-    for flag, value in split_flags(args):
-        name, eq, inline = flag.partition("=")
-        out[name] = inline if eq and flag.startswith("-") else value
-    return out
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def int_value(flags: Mapping[str, str | None], names: Sequence[str]) -> int | None:
-    """The first of ``names`` present in ``flags`` as an int (None: none given); a value that is
-    not an integer is a ConfigError naming the flag (the engine would refuse it too)."""
-    for name in names:
-        value = flags.get(name)
-        if value is not None:
-            try:
-                return int(value)
-            except ValueError:
-                raise ConfigError(f"{name} {value!r} is not an integer") from None
-    return None
-
-
-class Engine(ABC):
+class Engine(Origin):
     """One inference engine. Subclasses are small; state lives in the runner."""
 
-    kind: ClassVar[str]
     #: Flags that configure speculation; any other difference between arms is a confound.
     spec_flags: ClassVar[frozenset[str]] = frozenset()
     spec_flag_prefixes: ClassVar[tuple[str, ...]] = ()
@@ -98,7 +49,6 @@ class Engine(ABC):
     #: (vLLM's ``--per-request-spec-decode-metrics``): not a confound, not "configured to speculate".
     spec_auxiliary_flags: ClassVar[frozenset[str]] = frozenset()
     health_path: ClassVar[str] = "/health"
-    launches: ClassVar[bool] = True
     #: Flags whose value is a file (or folder) the engine reads. A matrix's relative values resolve
     #: against the matrix file's folder, and a missing one is an error before anything launches.
     file_flags: ClassVar[frozenset[str]] = frozenset()
@@ -185,9 +135,15 @@ class Engine(ABC):
         with it; None when this engine's fields are absent (another engine's record, or none)."""
         return None
 
-    @abstractmethod
+    @property
+    def kind_name(self) -> str:
+        """The engine that answers, as the run records it (an attached server: the detected one)."""
+        return self.kind
+
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
-        """argv (a list, never a shell string) that serves ``model`` with ``args``."""
+        """argv (a list, never a shell string) that serves ``model`` with ``args``; every engine
+        that launches gives one (none: nothing is launched)."""
+        return []
 
     def launch_env(self, model: str) -> dict[str, str]:
         """Environment the server needs on top of the caller's (recorded with its command line);
@@ -284,37 +240,3 @@ class Engine(ABC):
     def forward_probe_result(self, response: dict[str, Any]) -> dict[str, Any]:
         """``{"prompt_ms": t, "prompt_n": n}`` from a probe response (server-side prefill time)."""
         return {}
-
-
-def parse_metrics(text: str) -> MetricSamples:
-    """Prometheus text → ``{'name{label="v"}': value}`` with prometheus_client's parser."""
-    out: MetricSamples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            out[f"{sample.name}{{{labels}}}" if labels else sample.name] = float(sample.value)
-    return out
-
-
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def series(samples: MetricSamples, name: str) -> list[tuple[dict[str, str], float]]:
-    """Every label set of the metric called exactly ``name``, with its labels parsed back.
-
-    Exact-name matching is the point: prometheus_client emits a ``<name>_created`` sample next to
-    every ``<name>_total`` (vLLM Prometheus metrics), and ``..._accepted_tokens_per_pos_total`` shares a
-    prefix with ``..._accepted_tokens_total``; neither may leak into a total.
-    """
-    out = []
-    for key, value in samples.items():
-        metric, _, rest = key.partition("{")
-        if metric == name:
-            out.append((dict(_LABEL.findall(rest)), value))
-    return out
-
-
-def sum_series(samples: MetricSamples, name: str) -> float | None:
-    """Sum of a counter over all its label sets (DP engines, ranks); None if absent."""
-    found = series(samples, name)
-    return sum(v for _, v in found) if found else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.engines.base import MetricSamples, parse_metrics
+from specbench.engines.metrics import MetricSamples, parse_metrics
 from specbench.errors import ClientError
 from specbench.transport import Http
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.errors import InstallError
+from specbench.errors import ConfigError, InstallError
 from specbench.store.paths import cache_dir
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
@@ -82,6 +82,13 @@ def find_llama_server(explicit: str | None = None, options: BuildOptions | None 
         return path
     binary = cached_binary(options or BuildOptions())
     return binary if binary.is_file() else None
+
+
+def check_executable(value: str, field: str) -> None:
+    """``field``'s value names an executable file (a matrix field, named in the error)."""
+    path = Path(value).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise ConfigError(f"{field}: {path} is not an executable file")
 
 
 def install_llamacpp(

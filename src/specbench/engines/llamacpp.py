@@ -19,8 +19,16 @@ from specbench.engines.base import (
 )
 from specbench.engines.helpparse import llama_table, sane
 from specbench.engines.helptext import help_text
-from specbench.engines.http import apply_template, template_token_count
-from specbench.engines.install import build_info, find_llama_server
+from specbench.engines.http import apply_template, get_json, template_token_count
+from specbench.engines.install import (
+    BuildOptions,
+    build_info,
+    check_executable,
+    find_llama_server,
+    install_llamacpp,
+)
+from specbench.engines.origin import InstallOptions, InstallUi, Sign, Value
+from specbench.engines.tuning import llamacpp_args
 from specbench.errors import EngineStartError, InstallError
 from specbench.transport import Http
 
@@ -48,10 +56,23 @@ SETTINGS_LINES = ("llama threadpool init", "initializing, n_slots")
 _LOG_SETTING = re.compile(r"\b(n_threads|n_threads_batch)\s*=\s*(\d+)")
 #: Which flag each reported quantity settles.
 _LOG_FLAGS = {"n_threads": "--threads", "n_threads_batch": "--threads-batch"}
+#: Layers offloaded to a GPU: the server no longer decodes on this machine's CPU alone.
+GPU_FLAGS = frozenset({"-ngl", "--gpu-layers", "--n-gpu-layers"})
 
 
 class LlamaCppEngine(Engine):
     kind = "llamacpp"
+    display_name = "llama.cpp"
+    # Attach mode: metric names start "llamacpp:", /v1/models says owned_by "llamacpp", and /props
+    # carries build_info (tools/server/README.md).
+    metric_prefix: ClassVar[str | None] = "llamacpp:"
+    model_owner: ClassVar[str | None] = "llamacpp"
+    signs: ClassVar[tuple[Sign, ...]] = (Sign(50, "/props", "build_info"),)
+    installable: ClassVar[bool] = True
+    tunable: ClassVar[bool] = True
+    model_is_file: ClassVar[bool] = True
+    modelled_by_theory: ClassVar[bool] = True
+    response_fields: ClassVar[tuple[str, ...]] = ("timings",)
     spec_flags: ClassVar[frozenset[str]] = frozenset(
         {
             "-md",
@@ -101,6 +122,48 @@ class LlamaCppEngine(Engine):
 
     def __init__(self, binary: Path = DEFAULT_BINARY) -> None:
         self.binary = binary
+
+    @classmethod
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+        """``--llama-server``, else the matrix's ``engine_binary``, else ``$SPECBENCH_LLAMA_SERVER``,
+        else the cached build (``specbench engine install llamacpp``)."""
+        if not given and engine_binary:
+            check_executable(engine_binary, "engine_binary")  # name the field, not a flag
+        binary = find_llama_server(given or engine_binary, BuildOptions())
+        if binary is None:
+            raise InstallError(
+                "llama-server not found: run `specbench engine install llamacpp` or pass --llama-server PATH"
+            )
+        return cls(binary)
+
+    @classmethod
+    def install(cls, options: InstallOptions, ui: InstallUi) -> Path:
+        """A user's own build, else the cached one, else a build from the pinned sources."""
+        build = BuildOptions(cuda=options.cuda, native=options.native)
+        found = find_llama_server(options.binary, build)
+        if found is not None:
+            return found
+        return ui.build("llama-server", lambda report: install_llamacpp(build, options.jobs, report))
+
+    @classmethod
+    async def stated_version(cls, client: Http, base: str) -> dict[str, Any]:
+        """/props ``build_info`` (``b<N>-<commit>``), split as ``llama-server --version`` gives it."""
+        props = await get_json(client, f"{base}/props")
+        build = props.get("build_info") if isinstance(props, dict) else None
+        if not isinstance(build, str):
+            return {}
+        number, _, commit = build.partition("-")
+        digits = number.removeprefix("b")
+        found = {"build_number": int(digits)} if digits.isdigit() else {}
+        return {"version": build, "build_info": build, "commit": commit or None, **found}
+
+    @classmethod
+    def decodes_on_cpu(cls, args: Sequence[str]) -> bool:
+        return not set(args) & GPU_FLAGS
+
+    @classmethod
+    def tune_args(cls, candidate: Mapping[str, Value]) -> tuple[str, ...]:
+        return llamacpp_args(candidate)
 
     def arg_table(self) -> ArgTable | None:
         """``llama-server --help`` of this binary (the pinned build when none was named, as for

@@ -24,52 +24,60 @@ from specbench.engines.http import (
     tokenize_roundtrip,
 )
 from specbench.engines.llamacpp import LlamaCppEngine
+from specbench.engines.origin import Sign
 from specbench.errors import ClientError
 from specbench.transport import Http, open_http
 
-#: Engines attach mode can recognise; "openai" means "unknown OpenAI-compatible server".
-KNOWN_ENGINES = ("llamacpp", "vllm", "sglang")
-UNKNOWN = "openai"
-
-# Metric-name prefixes, from each engine's metrics docs: llama.cpp `llamacpp:`, vLLM `vllm:`,
-# SGLang `sglang:`.
-_METRIC_PREFIXES = {"llamacpp:": "llamacpp", "vllm:": "vllm", "sglang:": "sglang"}
-# /v1/models `owned_by`: "llamacpp" (llama.cpp server) and "vllm" (vLLM serve). SGLang's is not documented.
-_OWNERS = {"llamacpp": "llamacpp", "vllm": "vllm"}
+UNKNOWN = "openai"  # the kind of an attached server whose engine could not be told
 
 
-# -- detection ---------------------------------------------------------------------------------
+def _registry() -> dict[str, type[Engine]]:
+    # Imported here: the registry in specbench.engines imports this module.
+    from specbench.engines import ENGINES
+
+    return ENGINES
+
+
+# -- detection: from what each engine class says identifies its server (engines/origin.py) ------
 def detect_from_metrics(samples: MetricSamples) -> str | None:
     """The engine whose metric prefix appears in a scrape; None when no engine metric is present."""
+    prefixes = [(c.metric_prefix, kind) for kind, c in _registry().items() if c.metric_prefix]
     for key in samples:
-        for prefix, engine in _METRIC_PREFIXES.items():
+        for prefix, engine in prefixes:
             if key.startswith(prefix):
                 return engine
     return None
 
 
 def detect_from_models(body: Any) -> str | None:
-    """llama.cpp and vLLM name themselves in /v1/models ``owned_by``."""
+    """An engine that names itself in /v1/models ``owned_by``."""
+    known = {c.model_owner: kind for kind, c in _registry().items() if c.model_owner}
     owners = {card.get("owned_by") for card in model_cards(body)}
-    return next((_OWNERS[o] for o in owners if isinstance(o, str) and o in _OWNERS), None)
+    return next((known[o] for o in owners if isinstance(o, str) and o in known), None)
 
 
-def detect_from_server_info(body: Any) -> str | None:
-    """SGLang's server info carries ``internal_states`` (SGLang server info); vLLM's dev-mode
-    /server_info carries ``vllm_config`` (vLLM serve docs)."""
-    if not isinstance(body, dict):
-        return None
-    if "internal_states" in body:
-        return "sglang"
-    return "vllm" if "vllm_config" in body else None
+async def detect_from_signs(client: Http, base: str) -> str | None:
+    """The first engine sign (most specific first) an endpoint's answer shows; each endpoint is
+    asked once, however many engines look at it."""
+    signs = sorted(
+        ((sign, kind) for kind, c in _registry().items() for sign in c.signs), key=lambda p: p[0].rank
+    )
+    answers: dict[str, Any] = {}
+    for sign, kind in signs:
+        if sign.path not in answers:
+            answers[sign.path] = await get_json(client, base + sign.path)
+        body = answers[sign.path]
+        if isinstance(body, dict) and sign.key in body:
+            return kind
+    return None
 
 
 async def detect_engine(base_url: str, client: Http | None = None) -> str:
-    """Which engine serves ``base_url``: "llamacpp", "vllm", "sglang", or "openai" (unknown).
+    """Which engine serves ``base_url``: a registry kind, or "openai" (unknown).
 
-    Order: /metrics prefixes, /v1/models ``owned_by``, SGLang/vLLM server info, llama.cpp
-    /props ``build_info``, and last vLLM /version, because a bare ``{"version"}``
-    is the least specific answer.
+    Order: /metrics prefixes, /v1/models ``owned_by``, then the engines' signs by rank (SGLang/vLLM
+    server info, llama.cpp /props ``build_info``, and last vLLM /version, because a bare
+    ``{"version"}`` is the least specific answer).
     """
     if client is None:
         async with open_http(10.0) as own:
@@ -78,14 +86,7 @@ async def detect_engine(base_url: str, client: Http | None = None) -> str:
     samples = await get_metrics(client, base)
     found = detect_from_metrics(samples) if samples else None
     found = found or detect_from_models(await get_json(client, f"{base}/v1/models"))
-    for path in ("/server_info", "/get_server_info"):
-        found = found or detect_from_server_info(await get_json(client, base + path))
-    if found is None:
-        props = await get_json(client, f"{base}/props")
-        found = "llamacpp" if isinstance(props, dict) and "build_info" in props else None
-    if found is None:
-        version = await get_json(client, f"{base}/version")
-        found = "vllm" if isinstance(version, dict) and "version" in version else None
+    found = found or await detect_from_signs(client, base)
     return found or UNKNOWN
 
 
@@ -99,7 +100,12 @@ class AttachedEngine(Engine):
     """
 
     kind = "openai"
+    display_name = "an OpenAI-compatible server"
     launches = False
+    attachable: ClassVar[bool] = False  # the wrapper: it records the engine it found, or "openai"
+    # An unknown server is asked where older SGLang servers state a version (as attach mode
+    # always did for an engine it could not tell).
+    version_path: ClassVar[str | None] = "/get_server_info"
     # A server whose engine could not be told: the flags the user describes it with (--arm-args)
     # are read with llama.cpp's spelling, as imported runs are; a detected engine's run is read
     # by that engine (attach_matrix records it as the run's engine).
@@ -110,9 +116,14 @@ class AttachedEngine(Engine):
     def disables(cls, flag: str, value: str | None) -> bool:
         return LlamaCppEngine.disables(flag, value)
 
-    def __init__(self, engine: str | None = None, server_version: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, engine: str | None = None, server_version: dict[str, Any] | None = None, redetect: bool = True
+    ) -> None:
         self.detected = engine
         self.server_version = server_version or {}
+        # False: the matrix named the engine (one with no signature of its own), so a scrape's
+        # prefixes do not overrule it.
+        self.redetect = redetect
 
     @property
     def kind_name(self) -> str:
@@ -177,7 +188,8 @@ class AttachedEngine(Engine):
         return delegate.request_extras(ignore_eos) if delegate is not None else {}
 
     def spec_counters(self, samples: MetricSamples) -> dict[str, float]:
-        delegate = _delegate(detect_from_metrics(samples) or self.detected)
+        found = detect_from_metrics(samples) if self.redetect else None
+        delegate = _delegate(found or self.detected)
         return delegate.spec_counters(samples) if delegate is not None else {}
 
     def speculation(self, args: Sequence[str]) -> Speculation | None:
@@ -195,10 +207,8 @@ class AttachedEngine(Engine):
 
 def _delegate(kind: str | None) -> Engine | None:
     """The detected engine, for its parsers (nothing is launched); None while unknown."""
-    # Imported here: the registry in specbench.engines imports this module.
-    from specbench.engines import engine_for
-
-    return engine_for(kind) if kind in KNOWN_ENGINES else None
+    cls = _registry().get(kind or UNKNOWN)
+    return cls() if cls is not None and cls.attachable else None
 
 
 # -- imported runs ----------------------------------------------------------------------------
@@ -209,8 +219,21 @@ class ImportedEngine(LlamaCppEngine):
     check that asks "does this arm speculate?" runs on it."""
 
     kind = "imported"
+    display_name = "imported"
     launches = False
     file_flags: ClassVar[frozenset[str]] = frozenset()
+    # Read with llama.cpp's spelling, but none of where llama.cpp comes from: never chosen by a
+    # matrix, never recognised at a URL, installed, tuned or modelled.
+    selectable: ClassVar[bool] = False
+    attachable: ClassVar[bool] = False
+    metric_prefix: ClassVar[str | None] = None
+    model_owner: ClassVar[str | None] = None
+    signs: ClassVar[tuple[Sign, ...]] = ()
+    installable: ClassVar[bool] = False
+    tunable: ClassVar[bool] = False
+    model_is_file: ClassVar[bool] = False
+    modelled_by_theory: ClassVar[bool] = False
+    response_fields: ClassVar[tuple[str, ...]] = ()
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return []

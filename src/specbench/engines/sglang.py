@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series
 from specbench.engines.http import get_json, model_cards
+from specbench.engines.origin import Sign
 from specbench.transport import Http
 
 #: spec_counters key → gauge (SGLang docs; the last two only in some newer versions). Not counters.
@@ -49,6 +50,16 @@ class SglangEngine(Engine):
     """``python -m sglang.launch_server --model-path M --host H --port P --enable-metrics [args]``."""
 
     kind = "sglang"
+    display_name = "SGLang"
+    # Attach mode: metric names start "sglang:" (its /v1/models owned_by is not documented); its
+    # server info carries internal_states, under either path. /get_server_info states the version.
+    metric_prefix: ClassVar[str | None] = "sglang:"
+    signs: ClassVar[tuple[Sign, ...]] = (
+        Sign(30, "/server_info", "internal_states"),
+        Sign(40, "/get_server_info", "internal_states"),
+    )
+    version_path: ClassVar[str | None] = "/get_server_info"
+    modelled_by_theory: ClassVar[bool] = True
     #: Every ``--speculative-*`` flag (sglang:python/sglang/srt/server_args.py@001067f, SGLang docs),
     #: including the ``--speculative-draft-model`` alias; the prefix covers future ones.
     spec_flags: ClassVar[frozenset[str]] = frozenset(
@@ -88,6 +99,11 @@ class SglangEngine(Engine):
 
     def __init__(self, python: str = "python") -> None:
         self.python = python
+
+    @classmethod
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+        """``engine_binary`` is the Python that has sglang installed."""
+        return cls(engine_binary or "python")
 
     def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
         """``--speculative-algorithm`` names the method. K is ``--speculative-num-steps`` (the

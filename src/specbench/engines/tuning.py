@@ -36,12 +36,15 @@ _VLLM_KEYS = {"draft_n_max": "num_speculative_tokens", "ngram_n": "prompt_lookup
 
 
 def candidate_args(engine: str, candidate: Mapping[str, Value]) -> tuple[str, ...]:
-    """Arguments that serve ``candidate`` on ``engine`` (added to the matrix's common_args)."""
-    if engine == "llamacpp":
-        return _llamacpp(candidate)
-    if engine == "vllm":
-        return _vllm(candidate)
-    raise ConfigError(f"tune: engine {engine} has no tuning support yet (llamacpp, vllm)")
+    """Arguments that serve ``candidate`` on ``engine`` (added to the matrix's common_args): the
+    engine's own :meth:`~specbench.engines.origin.Origin.tune_args`."""
+    from specbench.engines import ENGINES  # the registry imports the engines, which import this
+
+    cls = ENGINES.get(engine)
+    if cls is None or not cls.tunable:
+        tunable = ", ".join(k for k, c in ENGINES.items() if c.tunable)
+        raise ConfigError(f"tune: engine {engine} has no tuning support yet ({tunable})")
+    return cls.tune_args(candidate)
 
 
 def _method(candidate: Mapping[str, Value], methods: Mapping[str, str], engine: str) -> str:
@@ -52,7 +55,8 @@ def _method(candidate: Mapping[str, Value], methods: Mapping[str, str], engine: 
     return methods[name]
 
 
-def _llamacpp(c: Mapping[str, Value]) -> tuple[str, ...]:
+def llamacpp_args(c: Mapping[str, Value]) -> tuple[str, ...]:
+    """llama.cpp's flags for one candidate."""
     spec_type = _method(c, LLAMACPP_METHODS, "llamacpp")
     args = ["--spec-type", spec_type]
     if "draft_model" in c:
@@ -69,7 +73,8 @@ def _llamacpp(c: Mapping[str, Value]) -> tuple[str, ...]:
     return tuple(args)
 
 
-def _vllm(c: Mapping[str, Value]) -> tuple[str, ...]:
+def vllm_args(c: Mapping[str, Value]) -> tuple[str, ...]:
+    """vLLM's ``--speculative-config`` for one candidate."""
     config: dict[str, Value] = {"method": _method(c, VLLM_METHODS, "vllm")}
     for key, value in c.items():
         if key in _VLLM_KEYS:

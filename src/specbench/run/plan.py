@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.launches import MIN_LAUNCHES
+from specbench.engines import ENGINES
 from specbench.matrix.config import Cell, Matrix, RequestSpec
 from specbench.run.machineload import cpu_room
 from specbench.run.planbasis import estimated_prompt_tokens, prefill_rate, previous_rate
@@ -45,7 +46,6 @@ from specbench.store.safeio import write_atomic
 
 LAUNCH_S = 3.0  # server start, health checks and /metrics scrapes, beyond reading the weights
 DISK_BYTES_S = 1e9  # reading a model file that is not yet in the page cache
-GPU_FLAGS = frozenset({"-ngl", "--gpu-layers", "--n-gpu-layers"})  # offloaded: not a CPU estimate
 PROBE_BYTES = 64 * 1024 * 1024  # ~0.1 s of copying: enough to tell a laptop from a server
 # llama.cpp's CPU decode reads the weights at about 60 % of a plain copy's bandwidth: the README's
 # dense lab model (471 MB) decodes at ~21 tok/s on a 2-core machine that copies at ~18 GB/s.
@@ -265,7 +265,7 @@ def estimate(
         found = _from_run(*previous, tokens, prompt)
         return _at_load(found, matrix, room, tokens, previous[1])
     model = Path(matrix.model)
-    if matrix.engine == "llamacpp" and probe and model.is_file() and not _all_args(matrix) & GPU_FLAGS:
+    if ENGINES[matrix.engine].model_is_file and cpu_decode(matrix) and probe and model.is_file():
         return _at_load(_from_model_size(model, launches, tokens, prompt), matrix, room, tokens)
     return Estimate(
         None,
@@ -275,7 +275,7 @@ def estimate(
 
 def cpu_decode(matrix: Matrix) -> bool:
     """The engine decodes on this machine's CPU: its speed is the machine's load as well."""
-    return matrix.engine == "llamacpp" and not _all_args(matrix) & GPU_FLAGS
+    return ENGINES[matrix.engine].decodes_on_cpu(sorted(_all_args(matrix)))
 
 
 def _room(matrix: Matrix, probe: bool) -> tuple[int, float] | None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.metrics import output_tokens
+from specbench.engines import DEFAULT_ENGINE
 from specbench.matrix.config import Matrix
 from specbench.store.redact import mask_args
 from specbench.workloads.length import CHARS_PER_TOKEN_ESTIMATE
@@ -80,7 +81,7 @@ def _stored_work(matrix: dict[str, Any]) -> Work | None:
         return None
     if not all(isinstance(a, list) for a in arms.values()):
         return None
-    return _work(matrix.get("engine", "llamacpp"), matrix.get("model"), common, arms.values())
+    return _work(matrix.get("engine", DEFAULT_ENGINE), matrix.get("model"), common, arms.values())
 
 
 def _rate(folder: Path, work: Work, host: str) -> tuple[str, float] | None:

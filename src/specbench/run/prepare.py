@@ -20,19 +20,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from specbench.analysis.predicted.stored import ARCH_FILE
-from specbench.engines import argstore
+from specbench.engines import ENGINES, argstore
 from specbench.engines.argtable import ArgTable, check_flags
 from specbench.engines.base import Engine
-from specbench.engines.install import BuildOptions, find_llama_server
-from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.openai import AttachedEngine
-from specbench.engines.sglang import SglangEngine
-from specbench.engines.vllm import VllmEngine
-from specbench.errors import ConfigError, InstallError
+from specbench.errors import ConfigError
 from specbench.executors.base import Observer
 from specbench.matrix.config import LOOPBACK, Cell, Matrix, RequestSpec, plan_cells
 from specbench.run import adaptive
-from specbench.run.attach import attach_matrix, check_attach_url, identify_server
+from specbench.run.attach import attach_engine, attach_matrix
 from specbench.run.machineload import cpu_room, threads_warning
 from specbench.run.modelfiles import check_model_files
 from specbench.run.pace import Pace
@@ -93,7 +89,7 @@ def check(matrix: Matrix, source: Path, out: Path, options: RunOptions = RunOpti
     engine = make_engine(matrix, options.llama_server) if not attach else None
     changes = resumed_changes(matrix, engine, out) if engine and options.resume else ()
     if attach:
-        attached = AttachedEngine(*identify_server(check_attach_url(attach)))
+        attached = attach_engine(matrix, attach)
         matrix = attach_matrix(matrix, options.arm, options.arm_args, attached.kind_name, out, options.resume)
         engine = attached
     assert engine is not None
@@ -190,28 +186,7 @@ def make_engine(matrix: Matrix, llama_server: str | None = None, attach: str | N
         return AttachedEngine()
     if llama_server and path_problem(llama_server):
         raise ConfigError(f"--llama-server: the path {path_problem(llama_server)}")
-    if matrix.engine == "llamacpp":
-        if not llama_server and matrix.engine_binary:
-            _check_executable(matrix.engine_binary, "engine_binary")  # name the field, not a flag
-        binary = find_llama_server(llama_server or matrix.engine_binary, BuildOptions())
-        if binary is None:
-            raise InstallError(
-                "llama-server not found: run `specbench engine install llamacpp` or pass --llama-server PATH"
-            )
-        return LlamaCppEngine(binary)
-    if matrix.engine == "vllm":
-        from specbench.engines.install_vllm import vllm_for_run
-
-        return VllmEngine(vllm_for_run(matrix.engine_binary))
-    if matrix.engine == "sglang":
-        return SglangEngine(matrix.engine_binary or "python")
-    raise ConfigError("engine: 'openai' measures an already running server: pass --attach URL")
-
-
-def _check_executable(value: str, field: str) -> None:
-    path = Path(value).expanduser()
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise ConfigError(f"{field}: {path} is not an executable file")
+    return ENGINES[matrix.engine].for_run(matrix.engine_binary, llama_server)
 
 
 def check_host(matrix: Matrix, path: Path, allowed: bool) -> None:
@@ -250,11 +225,10 @@ def environment_of(matrix: Matrix, engine: Engine) -> dict[str, object]:
         version = engine.version()
     except OSError as exc:  # not a program at all (a data file, another architecture)
         raise ConfigError(f"engine binary cannot run: {exc.strerror or exc}") from exc
-    kind = engine.kind_name if isinstance(engine, AttachedEngine) else engine.kind
-    env: dict[str, object] = {**environment(), "engine": {"kind": kind, **version}}
-    if matrix.engine == "llamacpp" and os.path.isfile(matrix.model):
-        env["model"] = file_record(matrix.model)
-    if matrix.engine == "llamacpp":
+    env: dict[str, object] = {**environment(), "engine": {"kind": engine.kind_name, **version}}
+    if ENGINES[matrix.engine].model_is_file:  # a model folder (vLLM, SGLang) is not hashed
+        if os.path.isfile(matrix.model):
+            env["model"] = file_record(matrix.model)
         env["arm_files"] = arm_files(matrix)
     return env
 

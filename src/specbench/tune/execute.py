@@ -22,6 +22,7 @@ import yaml
 from specbench.analysis import stats
 from specbench.analysis.launches import MIN_LAUNCHES
 from specbench.analysis.launchorder import ordered_frame
+from specbench.engines import DEFAULT_ENGINE, ENGINES
 from specbench.engines.tuning import candidate_args
 from specbench.errors import ConfigError, StoreError
 from specbench.executors.local import LocalExecutor
@@ -134,7 +135,7 @@ def _align_arms(run_dir: Path, state: RaceState) -> None:
     arms = matrix.get("arms") or {}
     names = {state.baseline, *(e.name for e in state.entries)}
     if arms and set(arms) != names:
-        engine = str(matrix.get("engine", "llamacpp"))
+        engine = str(matrix.get("engine", DEFAULT_ENGINE))
         base = {state.baseline: arms.get(state.baseline, [])}
         new = {**base, **{e.name: list(candidate_args(engine, e.values)) for e in state.entries}}
         store.update_manifest(matrix={**matrix, "arms": new})
@@ -186,9 +187,11 @@ def predictor(matrix: Matrix, spec: TuneSpec) -> Callable[[Candidate], float | N
     share of the target's weight bytes (decode reads every weight once per token). Other methods:
     None (their acceptance depends on the text, not on a model pair)."""
 
+    model_files = ENGINES[matrix.engine].model_is_file  # sizes are weight bytes (GGUF)
+
     def predict(c: Candidate) -> float | None:
         method = str(c.get("method", "draft"))
-        if method not in ("draft", "draft-simple") or "draft_model" not in c or matrix.engine != "llamacpp":
+        if method not in ("draft", "draft-simple") or "draft_model" not in c or not model_files:
             return None
         alpha = spec.acceptance if spec.acceptance is not None else _lab_alpha(str(c["draft_model"]))
         if alpha is None or not os.path.isfile(matrix.model):
