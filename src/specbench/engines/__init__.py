@@ -29,7 +29,7 @@ from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
 
 if TYPE_CHECKING:
-    from specbench.theory.engines import HostCost
+    from specbench.theory.measured.engines import HostCost
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "engine_for", "host_costs", "kinds", "request_draft_counts"]
 

@@ -23,7 +23,7 @@ from specbench.transport import Http
 
 if TYPE_CHECKING:
     from specbench.engines.base import Engine
-    from specbench.theory.engines import HostCost
+    from specbench.theory.measured.engines import HostCost
 
 Value = int | float | str
 
@@ -134,6 +134,6 @@ class Origin:
     def host_costs(cls) -> tuple[HostCost, ...]:
         """The host work per speculative round the theory knows for this engine. Read from the
         theory's table today; an engine may own its entries (the theory takes ``costs=``)."""
-        from specbench.theory.engines import HOST_COSTS  # on use: the theory loads SciPy
+        from specbench.theory.measured.engines import HOST_COSTS  # on use: the theory loads SciPy
 
         return tuple(c for c in HOST_COSTS if c.engine == cls.kind)
