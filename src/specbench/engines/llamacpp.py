@@ -6,7 +6,7 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from specbench.engines.argtable import ArgTable
 from specbench.engines.base import (
@@ -124,7 +124,7 @@ class LlamaCppEngine(Engine):
         self.binary = binary
 
     @classmethod
-    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Self:
         """``--llama-server``, else the matrix's ``engine_binary``, else ``$SPECBENCH_LLAMA_SERVER``,
         else the cached build (``specbench engine install llamacpp``)."""
         if not given and engine_binary:

@@ -15,14 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self
 
 from specbench.engines.http import get_json
 from specbench.errors import ConfigError
 from specbench.transport import Http
 
 if TYPE_CHECKING:
-    from specbench.engines.base import Engine
     from specbench.theory.measured.engines import HostCost
 
 Value = int | float | str
@@ -96,7 +95,7 @@ class Origin:
     response_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Self:
         """The engine that launches a matrix's servers: ``engine_binary`` from the matrix,
         ``given`` from the command line (``--llama-server``; an engine without such a flag
         ignores it). An attach-only engine refuses: there is nothing to launch."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series
 from specbench.engines.http import get_json, model_cards
@@ -101,7 +101,7 @@ class SglangEngine(Engine):
         self.python = python
 
     @classmethod
-    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Self:
         """``engine_binary`` is the Python that has sglang installed."""
         return cls(engine_binary or "python")
 

@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from specbench.engines.argtable import ArgTable
 from specbench.engines.base import Engine, MetricSamples, Speculation, int_value, series, sum_series
@@ -127,7 +127,7 @@ class VllmEngine(Engine):
         self.executable = executable
 
     @classmethod
-    def for_run(cls, engine_binary: str | None, given: str | None) -> Engine:
+    def for_run(cls, engine_binary: str | None, given: str | None) -> Self:
         """``engine_binary``, else vllm on PATH, else the managed CPU build (``--llama-server`` is
         not vLLM's)."""
         return cls(vllm_for_run(engine_binary))
