@@ -12,7 +12,6 @@ from specbench.errors import ArmStartError, RunIncompleteError, SpecbenchError
 from specbench.executors.base import Observer
 from specbench.lab.real import ModelStatus, fetch, get_model, list_models
 from specbench.matrix.load import load_matrix
-from specbench.run import adaptive
 from specbench.run.modelfiles import check_model_files
 from specbench.run.plan import Plan
 from specbench.run.prepare import (
@@ -47,9 +46,14 @@ def prepare_run(
     api_key_env: str | None = None,
     retry_failed: bool = False,
     allow_remote_host: bool = False,
+    executor: str = "local",
+    address: str | None = None,
 ) -> Runner:
     """Validate everything and create (or reopen) the run directory; nothing is launched yet:
-    the matrix file loaded once, then :func:`specbench.run.prepare.prepare`."""
+    the matrix file loaded once, then :func:`specbench.run.prepare.prepare`, which returns the
+    runner fully built (``executor``: ``local`` or ``ray``, at ``address``)."""
+    from specbench.executors import make_executor
+
     options = RunOptions(
         resume=resume,
         retry_failed=retry_failed,
@@ -61,7 +65,9 @@ def prepare_run(
         allow_remote_host=allow_remote_host,
     )
     check_out(out, options)  # before the matrix is read: a locked --out is the first thing to say
-    return prepare(load_matrix(matrix_path), matrix_path, out, options, observe=observe)
+    matrix = load_matrix(matrix_path)
+    chosen = make_executor(executor, address=address, resources=dict(matrix.resources))
+    return prepare(matrix, matrix_path, out, options, observe=observe, executor=chosen)
 
 
 #: Wraps the run in a progress display: given the prepared runner, a context manager whose value
@@ -89,8 +95,6 @@ def run_matrix(
     """Run a matrix file into run directory ``out`` (launching its engines) and return ``out``:
     the one entry point ``specbench run``, the demo and ``bench/`` call. ``on_ready`` sees the
     prepared runner before anything is launched (the CLI prints the plan there)."""
-    from specbench.executors import make_executor
-
     runner = prepare_run(
         Path(matrix_path),
         Path(out),
@@ -102,17 +106,16 @@ def run_matrix(
         api_key_env=api_key_env,
         retry_failed=retry_failed,
         allow_remote_host=allow_remote_host,
+        executor=executor,
+        address=address,
     )
-    chosen = make_executor(executor, address=address, resources=dict(runner.matrix.resources))
-    runner.executor = adaptive.executor_for(runner.matrix.adaptive, chosen)
     if on_ready is not None:
         on_ready(runner)
     if progress is None:
         runner.run()
     else:
         with progress(runner) as bar:
-            runner.observe = bar
-            runner.run()
+            runner.run(observe=bar)
     return Path(out)
 
 

@@ -32,8 +32,6 @@ def _finish_partial(out: Path, no_report: bool, result: Analysis) -> None:
 
 def _announce(runner: Runner) -> None:
     """Before anything is launched: exposure, repairs, the plan; signals act like Ctrl-C from here."""
-    from specbench.run.plan import read_plan
-
     if runner.matrix.host not in LOOPBACK:
         console.print(
             f"[yellow]warning: engines listen on {runner.matrix.host}, reachable from other machines"
@@ -42,7 +40,7 @@ def _announce(runner: Runner) -> None:
         console.print(f"[yellow]repaired: {printable(line)}", soft_wrap=True)
     interrupt_on_signals()
     console.print(
-        printable("\n".join(read_plan(runner.store.root).lines()), markup=False),
+        printable("\n".join(runner.plan.lines() if runner.plan else ()), markup=False),
         markup=False,
         highlight=False,
         soft_wrap=True,

@@ -25,7 +25,7 @@ from specbench.engines.argtable import ArgTable, check_flags
 from specbench.engines.base import Engine
 from specbench.engines.openai import AttachedEngine
 from specbench.errors import ConfigError
-from specbench.executors.base import Observer
+from specbench.executors.base import Executor, Observer
 from specbench.matrix.config import LOOPBACK, Cell, Matrix, RequestSpec, plan_cells
 from specbench.run import adaptive
 from specbench.run.attach import attach_engine, attach_matrix
@@ -118,6 +118,8 @@ def prepare(
     *,
     text: str | None = None,
     observe: Observer | None = None,
+    executor: Executor | None = None,
+    spec_probe: bool = False,
 ) -> Runner:
     """Validate everything (:func:`check`) and create (or reopen) the run directory; nothing is
     launched yet.
@@ -125,7 +127,9 @@ def prepare(
     ``matrix``: loaded once, its paths resolved (:func:`specbench.matrix.load.load_matrix`, or
     built by ``tune``); ``source``: the matrix file it stands for (its folder resolves relative
     prompt files; recorded in the manifest); ``text``: the matrix copy the run directory keeps
-    (default: the file's text)."""
+    (default: the file's text); ``executor``: where the cells run (None: here, in order), wrapped
+    for adaptive repeats when the matrix asks for them; the runner comes back fully built, with
+    the plan it was estimated by (``Runner.plan``; plan.json keeps it for later readers)."""
     checked = check(matrix, source, out, options)
     matrix, engine, table, requests, cells = (
         checked.matrix,
@@ -162,7 +166,7 @@ def prepare(
     if not (out / "matrix.yaml").exists():  # scrubbed; a full disk is exit 5
         store.write_text("matrix.yaml", source.read_text() if text is None else text)
     plan = plan_for(matrix, engine, cells, out, changes=checked.changes)
-    write_plan(plan, out)  # the cli prints it (plan.read_plan)
+    write_plan(plan, out)  # for later readers of the run directory (this process keeps `plan`)
     return Runner(
         matrix=matrix,
         engine=engine,
@@ -170,7 +174,9 @@ def prepare(
         cells=cells,
         attach_url=attach,
         observe=observe or (lambda e, i: None),
-        executor=adaptive.executor_for(matrix.adaptive, None),
+        executor=adaptive.executor_for(matrix.adaptive, executor),
+        plan=plan,
+        spec_probe=spec_probe,
         api_key=key,
         # Every launch re-checks the files it serves against env.json (an attached server's are
         # not ours to read).

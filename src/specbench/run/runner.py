@@ -33,6 +33,7 @@ from specbench.run.drive import CellDriver
 from specbench.run.launch import Launcher
 from specbench.run.order import RULE, counterbalance
 from specbench.run.pace import Pace, cell_tokens
+from specbench.run.plan import Plan
 from specbench.run.servedfiles import ServedFiles
 from specbench.store.machineprobe import record_machine_probe
 from specbench.store.rundir import RunStore, now_iso
@@ -57,6 +58,7 @@ class Runner:
     spec_probe: bool = False  # probe per-request speculative settings (tune's screening; specprobe.py)
     served: ServedFiles | None = None  # re-checks each launch's model files (None: attached, remote)
     pace: Pace | None = None  # the plan's pace, checked after the first launch (pace.py)
+    plan: Plan | None = None  # what prepare estimated (the CLI prints it; None: built by hand)
     clock: Callable[[], float] = time.monotonic
     _seq: int = 0
     _fitted: dict[str, Any] = field(default_factory=dict)
@@ -77,9 +79,12 @@ class Runner:
     def arm_failed(self, arm: str) -> bool:
         return bool(self.sink.manifest().get("arms", {}).get(arm, {}).get("status") == "failed")
 
-    def run(self) -> None:
+    def run(self, observe: Observer | None = None) -> None:
+        """Serve every cell; ``observe`` (a progress display made for this runner) sees its events."""
         from specbench.executors.local import LocalExecutor
 
+        if observe is not None:
+            self.observe = observe
         try:
             self._seq = len(self.store.records())
             self._fitted = self.store.fitted_prompts()

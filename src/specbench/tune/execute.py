@@ -298,10 +298,17 @@ def _tune_workload(
     if resume:
         _align_arms(run_dir, state)
     options = RunOptions(resume=resume, llama_server=llama_server)
-    runner = prepare(resolved, gen, run_dir, options, text=text, observe=observe)
-    runner.spec_probe = state.stage == "screen"
     executor = _TuneExecutor(spec, state, save, say)
-    runner.executor = executor
+    runner = prepare(
+        resolved,
+        gen,
+        run_dir,
+        options,
+        text=text,
+        observe=observe,
+        executor=executor,
+        spec_probe=state.stage == "screen",
+    )
     if executor.state.stage != "done":
         runner.run()
     else:
