@@ -4,7 +4,9 @@ A forward pass over ``s`` sequences with ``t`` new tokens each (T = s·t tokens)
 
     weights  = bpw/8 · (always-read + L_moe · N(T) · expert)     routed experts: union over T tokens
     KV       = s · KV(context) + T · KV(1)                       read the cache, write the new rows
-    state    = s · 2 · R                                         recurrent state read and written
+    state    = s · moves · R                                     recurrent state: read and written
+                                                                 (moves = 2), more where the engine
+                                                                 stages it (Efficiency.state_moves)
     bytes    = weights + KV + state
 
 and computes ``FLOPs = T · (2·active + attention(context))`` where one token's attention over
@@ -68,6 +70,12 @@ class Efficiency:
                token of a pass pays again (attention scores and weighted sums per query); the
                rest, the K/V read, is paid once per pass. Used with a measured step context
                slope (predict's ``step_context_slope_s``); 0: unknown (theory/measured/engines.py)
+    state_moves  times each byte of a sequence's recurrent state crosses memory in one pass: 2
+               (read and written in place) unless the engine is known to stage it; llama.cpp
+               gathers it into a scratch tensor and copies the op's result back, 6
+               (theory/measured/engines.py ``STATE_TRAFFIC``)
+    snapshot_moves  times each extra per-token state snapshot a verify keeps crosses memory: 1
+               (written once), llama.cpp 3 (written by the op, then copied into the cache)
     """
 
     bandwidth: float = 0.6
@@ -80,12 +88,16 @@ class Efficiency:
     draft_pass_s: float = 0.0
     spec_pass_s: float = 0.0
     query_context_share: float = 0.0
+    state_moves: float = 2.0
+    snapshot_moves: float = 1.0
 
     def __post_init__(self) -> None:
         if not (0.0 < self.bandwidth <= 1.0 and 0.0 < self.compute <= 1.0):
             raise ConfigError("efficiency bandwidth and compute must be within (0, 1]")
         if not 0.0 <= self.query_context_share <= 1.0:
             raise ConfigError("efficiency query_context_share must be within [0, 1]")
+        if self.state_moves < 2.0 or self.snapshot_moves < 1.0:
+            raise ConfigError("efficiency state_moves must be >= 2 and snapshot_moves >= 1")
         if (
             min(
                 self.kernel_s,
@@ -116,6 +128,7 @@ class ForwardCost:
     experts_touched: float
     layers: int = 0  # for the tensor-parallel all-reduces (theory/parallel.py)
     hidden: int = 0
+    state_bytes: float = 0.0  # recurrent state of all sequences, one copy (in cache_bytes twice)
 
     @property
     def bytes(self) -> float:
@@ -152,12 +165,19 @@ def forward_cost(
     state = seqs * 2 * recurrent_state_bytes(a)
     flops = total * (2.0 * active_params(a) + attention_flops_per_token(a, context))
     weights = params * bytes_per_weight
-    return ForwardCost(total, weights, kv + state, flops, kernel_count(a), touched, a.layers, a.hidden)
+    return ForwardCost(
+        total, weights, kv + state, flops, kernel_count(a), touched, a.layers, a.hidden, state / 2
+    )
+
+
+def moved_bytes(cost: ForwardCost, eff: Efficiency) -> float:
+    """The pass's bytes with the recurrent state moved ``eff.state_moves`` times, not twice."""
+    return cost.bytes + (eff.state_moves - 2.0) * cost.state_bytes
 
 
 def roofline(cost: ForwardCost, gpu: Gpu, eff: Efficiency) -> tuple[float, Bound]:
     """max(bytes/(BW·η_bw), FLOPs/(peak·η_c)) and which side bound it."""
-    t_mem = cost.bytes / (gpu.bandwidth * eff.bandwidth)
+    t_mem = moved_bytes(cost, eff) / (gpu.bandwidth * eff.bandwidth)
     t_flop = cost.flops / (gpu.peak_flops * eff.compute)
     return (t_mem, "bandwidth") if t_mem >= t_flop else (t_flop, "compute")
 

@@ -32,9 +32,10 @@ handles it two ways:
 
 - **Snapshots** (``mtp``, ``eagle3``, ``dflash``): the target context keeps K per-token state
   snapshots on the device (``n_rs_seq = K``), so a rejection is an index move. The verify pass
-  writes the extra K snapshots::
+  writes the extra K snapshots, each ``snapshot_moves`` times (llama.cpp: written by the op and
+  copied into the cache, 3; theory/measured/engines.py ``STATE_TRAFFIC``)::
 
-      t_snapshot = C · γ · R_target / (BW · η_bw)
+      t_snapshot = C · γ · R_target · snapshot_moves / (BW · η_bw)
 
 - **Host checkpoints** (``draft``, ``ngram``): the state is copied to host memory before the
   verify, and copied back when a draft token is rejected::
@@ -259,7 +260,9 @@ def checkpoint_time(drafting: DraftCost, s: DraftSetup, alpha: float, gpu: Gpu) 
 
 
 def snapshot_time(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> float:
-    """C · γ · R_target / (BW · η_bw): the per-token state snapshots a snapshot method's verify writes."""
+    """C · γ · R_target · moves / (BW · η_bw): the per-token state snapshots a snapshot method's
+    verify writes, each crossing memory ``eff.snapshot_moves`` times (llama.cpp: 3)."""
     if not snapshots(s.method):
         return 0.0
-    return s.seqs * s.gamma * recurrent_state_bytes(s.target) / (gpu.bandwidth * eff.bandwidth)
+    state = s.seqs * s.gamma * recurrent_state_bytes(s.target) * eff.snapshot_moves
+    return state / (gpu.bandwidth * eff.bandwidth)

@@ -163,6 +163,26 @@ UNKNOWN_PASS = {
 }  # fmt: skip
 
 
+# How many times each byte of a hybrid model's recurrent state crosses memory in one pass, and
+# each extra per-token snapshot a verify keeps — engine facts read from the source, not fitted.
+# llama.cpp's Gated DeltaNet layers (src/models/delta-net-base.cpp, build_recurrent_attn; the
+# gather in src/llama-graph.cpp, build_rs) gather the sequence's state rows from the cache into a
+# scratch tensor (``ggml_get_rows``: read + write), the op reads it and writes the new state into
+# its output, and a ``ggml_cpy`` writes that back into the cache (read + write): 6 moves where an
+# in-place update makes 2. With ``n_rs_seq = K`` snapshots (MTP, EAGLE-3, DFlash contexts) the op
+# writes the last min(tokens, K + 1) states and the copy moves each into its rollback slot: every
+# extra snapshot crosses memory 3 times, not once. Engines not listed update in place (2, 1):
+# vLLM's and SGLang's fused recurrent kernels read and write the state through slot indices.
+STATE_TRAFFIC = {"llamacpp": (6.0, 3.0)}
+
+
+def state_traffic(engine: str | None, eff: Efficiency) -> Efficiency:
+    """``eff`` with ``engine``'s recurrent-state traffic (:data:`STATE_TRAFFIC`); unchanged for
+    an engine that updates the state in place or is not known."""
+    moves = STATE_TRAFFIC.get(engine or "")
+    return replace(eff, state_moves=moves[0], snapshot_moves=moves[1]) if moves else eff
+
+
 # Engines whose proposer drafts the first token in the catch-up pass over the verified batch
 # (theory/methods.py): a round runs γ − 1 further drafting passes there, γ in llama.cpp.
 CATCHUP_DRAFTS = ("vllm", "sglang")
@@ -198,8 +218,9 @@ def engine_efficiency(
     costs: Sequence[HostCost] = HOST_COSTS,
 ) -> Efficiency:
     """``base`` (default efficiencies) with the named host costs of ``engine`` on ``gpu`` for
-    ``method`` (a drafting method of theory/methods.py; None: the costs every method pays)."""
-    eff = base or Efficiency()
+    ``method`` (a drafting method of theory/methods.py; None: the costs every method pays) and
+    the engine's recurrent-state traffic (:data:`STATE_TRAFFIC`)."""
+    eff = state_traffic(engine, base or Efficiency())
     for c in host_costs(engine, gpu, None, costs):
         eff = replace(eff, **{c.field: c.value})
     return method_efficiency(engine, gpu, eff, method, costs) if method else eff
