@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from specbench import analysis
-from specbench.analysis import KEEP_OFF, crossover
-from specbench.analysis.crossover import crossover_length, crossover_regime
-from specbench.analysis.finding import Finding
+from specbench.analysis import KEEP_OFF
+from specbench.analysis.findings.model import Finding
+from specbench.analysis.tables import crossover
+from specbench.analysis.tables.crossover import crossover_length, crossover_regime
 from tests.support.synth import Arm, Plan, make_run, spec
 
 
@@ -133,7 +134,7 @@ def test_a_confounded_non_speculating_arm_is_never_named_the_fastest(tmp_path: P
         threads=Arm(args=("--threads", "1"), decode_tok_s=45),
         ngram=spec(20),
     )
-    found = [*analysis.findings(run), _confound("threads")]  # whatever the confound check decides
+    found = [*analysis.judge(run), _confound("threads")]  # whatever the confound check decides
     (decision,) = analysis.decision_table(run, found=found)
     assert decision.arm is None and "threads" not in decision.reason
     assert "the closest, ngram" in decision.reason and decision.speedup < 1  # the context: ngram's

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import analyse_dir, load_run
-from specbench.analysis.measures import MEASURES, launch_table, objective_of
 from specbench.analysis.points import level_of, phase_of
+from specbench.analysis.tables.measures import MEASURES, launch_table, objective_of
 from specbench.report.render import findings_json
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -118,7 +118,7 @@ def test_a_scenario_is_judged_by_its_own_kind_of_serving(flips: Path) -> None:
     from dataclasses import replace
 
     from specbench.analysis.points import Level, Point
-    from specbench.analysis.sweeps import ArmAlong
+    from specbench.analysis.tables.sweeps import ArmAlong
 
     run = load_run(flips)
     matrix = {**run.manifest["matrix"], "workload": {"suite": "scenarios"}}

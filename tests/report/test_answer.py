@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from specbench.analysis import analyse_dir, stats
-from specbench.analysis.finding import Finding, group_findings
+from specbench.analysis.findings.model import Finding
 from specbench.analysis.multiplicity import holm
 from specbench.report import render_report, summary, tables
+from specbench.report.findinggroups import group_findings
 from tests.support.records import write_records
 from tests.support.synth import Arm, Plan, make_run, spec
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from specbench.analysis import stats
 from specbench.analysis.decision import Decision
-from specbench.analysis.measures import MEASURES, verdict_word
+from specbench.analysis.tables.measures import MEASURES, verdict_word
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ def answer(
     beside: dict[str, dict[str, stats.Comparison]] | None = None,
 ) -> Answer:
     """The answer of one operating point from its decision, its arms' comparisons on the measure
-    that decided, its per-category speedups (:func:`specbench.analysis.frames.category_speedups`)
+    that decided, its per-category speedups (:func:`specbench.analysis.tables.frames.category_speedups`)
     and ``beside``: measure → arm → comparison on the other measures, shown next to it."""
     arm = decision.arm or _candidate(cmps, speedups)
     c = cmps.get(arm) if arm is not None else None

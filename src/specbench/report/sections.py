@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.analysis import RunData
-from specbench.analysis.frames import Categories
 from specbench.analysis.multiplicity import rates_text
 from specbench.analysis.result import Analysis
+from specbench.analysis.tables.frames import Categories
 from specbench.report import by_workload, fonts, tables
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads

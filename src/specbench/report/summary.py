@@ -11,9 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.finding import group_findings
 from specbench.analysis.multiplicity import rates_text
 from specbench.analysis.result import Analysis
+from specbench.report.findinggroups import group_findings
 from specbench.report.tables import acceptance_text
 from specbench.run.progress import UNWRAPPED, printable
 

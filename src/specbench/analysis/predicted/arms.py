@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from specbench import analysis
-from specbench.analysis import RunData, load_run, stalls
+from specbench.analysis import RunData, load_run
+from specbench.analysis.evidence import stalls
 from specbench.analysis.predicted import counts as C
 from specbench.analysis.predicted.models import ArmMethod, arm_method, draft_weights, run_path
 from specbench.analysis.predicted.setup import (

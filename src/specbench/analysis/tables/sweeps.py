@@ -18,11 +18,12 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis import measures, stats
+from specbench.analysis import stats
 from specbench.analysis.launches import MIN_LAUNCHES
-from specbench.analysis.measures import MEASURES, verdict_word
 from specbench.analysis.points import Point
 from specbench.analysis.rundata import RunData
+from specbench.analysis.tables import measures
+from specbench.analysis.tables.measures import MEASURES, verdict_word
 
 COLUMNS = [
     "workload", "point", "level_kind", "level", "level_label", "arm", "measure", "decides", "ratio",
