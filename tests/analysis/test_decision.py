@@ -11,6 +11,7 @@ from specbench.analysis import KEEP_OFF
 from specbench.analysis.findings.model import Finding
 from specbench.analysis.tables import crossover
 from specbench.analysis.tables.crossover import crossover_length, crossover_regime
+from specbench.report.answer import answer_lines
 from tests.support.synth import Arm, Plan, make_run, spec
 
 
@@ -155,4 +156,4 @@ def test_the_answer_never_names_an_arm_the_decision_may_not(tmp_path: Path) -> N
     result = analysis.analyse(run)
     (ans,) = result.answers
     assert ans.ship is None and ans.arm == "ngram"
-    assert not any("same" in line for line in result.answer_lines())
+    assert not any("same" in line for line in answer_lines(result))

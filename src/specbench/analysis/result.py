@@ -75,12 +75,6 @@ class Analysis:
     operating_points: pd.DataFrame = field(default_factory=pd.DataFrame)
     sweeps: list[sweeps.Sweep] = field(default_factory=list)
 
-    def answer_lines(self) -> list[str]:
-        """The answer first (issue 28.1): one block per operating point, what to ship and why,
-        then each sweep's verdicts by level and where an arm's sign flips (issue 40)."""
-        lines = [line for a in self.answers for line in a.lines(self.run.baseline)]
-        return lines + [line for s in self.sweeps for line in s.lines()]
-
 
 def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
     """Every finding, decision and table of ``run``; ``run_dir`` (where it was loaded from) lets

@@ -34,7 +34,7 @@ class Code(StrEnum):
 
 
 SEVERITY = {Code.ACCEPTANCE_ARTEFACT: Severity.WARNING, Code.SELF_DRAFT: Severity.INFO}
-ANCHOR = "acceptance-sources-and-what-they-cover"
+ANCHOR = "acceptance"
 SOURCE_TOLERANCE = 0.02  # comparable sources may differ by this much before it is a finding
 
 

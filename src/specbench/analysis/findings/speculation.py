@@ -33,7 +33,7 @@ class Code(StrEnum):
 
 
 SEVERITY = {Code.SILENT_FALLBACK: Severity.ERROR, Code.NO_DRAFTS: Severity.WARNING}
-ANCHOR = "is-speculation-running"
+ANCHOR = "speculation"
 FALLBACK_SHARE = 0.9  # no drafting on at least this share of requests
 
 

@@ -48,7 +48,7 @@ class Code(StrEnum):
 
 
 SEVERITY = {Code.VERIFY_STEP: Severity.INFO}
-ANCHOR = "verify_step-rounds-just-past-a-step-in-the-verify-cost"
+ANCHOR = "verify-step"
 STEP_RATIO = 1.5  # v(b) / v(b′) at or above this is a step (H200: 3.72–3.90 / 1.4–1.6 ≈ 2.4)
 MAX_GAP = 4  # b − b′ at most this: the step is one the user can step back over
 REACH_SHARE = 0.75  # mean draft per round ≥ this share of K: most rounds verify b tokens
