@@ -6,7 +6,7 @@ The public API is re-exported here lazily (PEP 562), so ``import specbench`` and
     import specbench
     out = specbench.run_matrix("matrix.yaml", "runs/mine")
     run = specbench.load_run(out)
-    specbench.comparisons(run), specbench.analysis.findings(run), specbench.decision_table(run)
+    specbench.comparisons(run), specbench.findings(run), specbench.decision_table(run)
     result = specbench.analyse(run, out)  # everything the report shows, as one Analysis
 
 The packages follow one request (README, "Layout"): matrix → workloads → run → executors →
@@ -19,7 +19,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-#: name -> module that defines it; the only names ``from specbench import *`` gives.
+#: name -> module that defines it ("module:attribute" where the name differs there); the only
+#: names ``from specbench import *`` gives.
 _EXPORTS = {
     "SCHEMA_VERSION": "specbench.store.schema",  # its history is in schema.py
     "run_matrix": "specbench.api",
@@ -28,7 +29,7 @@ _EXPORTS = {
     "tune": "specbench.api",
     "load_run": "specbench.analysis",
     "comparisons": "specbench.analysis",
-    "findings": "specbench.analysis",
+    "findings": "specbench.analysis:judge",
     "decision_table": "specbench.analysis",
     "Analysis": "specbench.analysis",
     "analyse": "specbench.analysis",
@@ -45,4 +46,5 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'specbench' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    module, _, attribute = module.partition(":")
+    return getattr(importlib.import_module(module), attribute or name)

@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 
 from specbench import analysis
-from specbench.analysis.checks import Finding
-from specbench.analysis.passes import request_passes
+from specbench.analysis.evidence.passes import request_passes
+from specbench.analysis.findings.model import Finding
 from tests.support.records import read_lines, write_cells, write_records
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -60,7 +60,7 @@ def _run(root: Path, rewrite: str = "", lagging: bool = False) -> list[Finding]:
             if cell["arm"] == "fast":
                 cell["client_lag"] = {"period_ms": 10.0, "n": 50, "p99_ms": 60.0, "max_ms": 80.0}
         write_cells(run / "cells.jsonl", cells)
-    found = analysis.findings(analysis.load_run(run))
+    found = analysis.judge(analysis.load_run(run))
     return [f for f in found if f.code == "ACCEPTANCE_ARTEFACT" and f.arms == ("fast",)]
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specbench.analysis.sources import acceptance_artefact, make_source
+from specbench.analysis.evidence.acceptance import make_source
+from specbench.analysis.findings.acceptance import acceptance_artefact
 
 
 def _frame(tokens_per_chunk: float) -> pd.DataFrame:

@@ -13,9 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import evidence, load_run, metrics, stability
-from specbench.analysis.clientlag import client_lag_findings
-from specbench.analysis.judge import findings
+from specbench.analysis import load_run, metrics
+from specbench.analysis.evidence.noise import unstable_arms
+from specbench.analysis.findings import measurement, stability
+from specbench.analysis.findings.client import client_lag_findings
+from specbench.analysis.findings.judge import judge
 from tests.support.records import write_cells
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -57,7 +59,7 @@ def test_a_late_first_read_holding_most_of_the_stream_has_no_client_rate() -> No
     rec = late_first_read()
     assert 1000 / metrics.tpot_ms(rec) > 5000  # what the old summary reported
     assert metrics.bunched(rec) == 1.0 and np.isnan(metrics.decode_tok_s(rec))
-    (found,) = evidence.untimed_decode(metrics.frame([rec]), ["ngram"])
+    (found,) = measurement.untimed_decode(metrics.frame([rec]), ["ngram"])
     assert found.code == "UNTIMED_DECODE" and "1 of 1 requests reached the client bunched" in found.evidence
 
 
@@ -91,7 +93,7 @@ def test_a_bunched_request_drives_no_severe_instability() -> None:
     # Counted at 5279 tok/s, the one bunched repeat made the arm's CV an error.
     df = cell_frame(True)
     assert not [w for w in stability.stability_warnings(df) if w.code == "UNSTABLE"]
-    assert stability.unstable_arms(df) == set()
+    assert unstable_arms(df) == set()
 
 
 def test_unstable_names_the_clients_lag_when_client_behind_fires_on_the_arm() -> None:
@@ -118,7 +120,7 @@ def test_the_judge_passes_client_behind_on_to_unstable(tmp_path: Path) -> None:
         if cell["arm"] == "baseline":
             cell["client_lag"] = {"n": 100, "p50_ms": 1.0, "p99_ms": 500.0, "max_ms": 600.0}
     write_cells(run / "cells.jsonl", cells)
-    found = findings(load_run(run))
+    found = judge(load_run(run))
     assert [f.arms for f in found if f.code == "CLIENT_BEHIND"] == [("baseline",)]
     unstable = {f.arms[0]: f.evidence for f in found if f.code == "UNSTABLE"}
     assert "CLIENT_BEHIND" in unstable["baseline"] and "CLIENT_BEHIND" not in unstable["fast"]

@@ -7,7 +7,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from specbench.analysis import checks
+from specbench.analysis.evidence.acceptance import acceptance_sources
+from specbench.analysis.findings import acceptance, confound, outputs, speculation
+from specbench.engines.base import split_flags
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
@@ -22,7 +24,7 @@ def frame(arm: str, drafted: list[float], accepted: list[float]) -> pd.DataFrame
 
 
 def test_flags_pair_with_values_including_negative_numbers() -> None:
-    assert checks.split_flags(["-c", "4096", "--metrics", "-ngl", "-1", "--no-mmap"]) == [
+    assert split_flags(["-c", "4096", "--metrics", "-ngl", "-1", "--no-mmap"]) == [
         ("-c", "4096"),
         ("--metrics", None),
         ("-ngl", "-1"),
@@ -31,10 +33,10 @@ def test_flags_pair_with_values_including_negative_numbers() -> None:
 
 
 def test_what_counts_as_speculating() -> None:
-    assert checks.speculates(DRAFT, LLAMA)
-    assert checks.speculates(["--spec-type", "ngram-mod"], LLAMA)
-    assert not checks.speculates(["--spec-type", "none"], LLAMA)
-    assert not checks.speculates(["-c", "4096"], LLAMA)
+    assert LLAMA.speculates(DRAFT)
+    assert LLAMA.speculates(["--spec-type", "ngram-mod"])
+    assert not LLAMA.speculates(["--spec-type", "none"])
+    assert not LLAMA.speculates(["-c", "4096"])
 
 
 def test_silent_fallback_from_idle_drafting_slots_and_logs() -> None:
@@ -46,7 +48,7 @@ def test_silent_fallback_from_idle_drafting_slots_and_logs() -> None:
             "log_lines": ["srv load_model: failed to initialize speculative decoding context: x"],
         }
     ]
-    (found,) = checks.silent_fallback(
+    (found,) = speculation.silent_fallback(
         "draft8", DRAFT, df, cells, ["failed to initialize speculative decoding"], LLAMA
     )
     assert found.code == "SILENT_FALLBACK" and found.severity == "error"
@@ -55,21 +57,22 @@ def test_silent_fallback_from_idle_drafting_slots_and_logs() -> None:
 
 def test_no_fallback_when_drafting_or_not_configured() -> None:
     busy = frame("draft8", [40.0] * 10, [30.0] * 10)
-    assert checks.silent_fallback("draft8", DRAFT, busy, [], [], LLAMA) == []
+    assert speculation.silent_fallback("draft8", DRAFT, busy, [], [], LLAMA) == []
     assert (
-        checks.silent_fallback("baseline", [], frame("baseline", [0.0] * 10, [0.0] * 10), [], [], LLAMA) == []
+        speculation.silent_fallback("baseline", [], frame("baseline", [0.0] * 10, [0.0] * 10), [], [], LLAMA)
+        == []
     )
 
 
 def test_unknown_draft_counts_are_not_zero_and_the_engine_decides_what_speculates() -> None:
     spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 4}']
     unknown = frame("ngram", [float("nan")] * 10, [float("nan")] * 10)  # no per-request metrics
-    assert checks.silent_fallback("ngram", spec, unknown, [], [], VllmEngine()) == []
+    assert speculation.silent_fallback("ngram", spec, unknown, [], [], VllmEngine()) == []
     cells = [{"arm": "ngram", "server": {"spec_metrics_present": False}, "log_lines": ["x failed"]}]
     assert (
-        checks.silent_fallback("ngram", spec, unknown, cells, ["failed"], LLAMA) == []
+        speculation.silent_fallback("ngram", spec, unknown, cells, ["failed"], LLAMA) == []
     )  # llama.cpp: no spec flag
-    (found,) = checks.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
+    (found,) = speculation.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
     assert "no vllm:spec_decode counters" in found.evidence and "no drafting" not in found.evidence
 
 
@@ -80,7 +83,7 @@ def test_unknown_draft_counts_are_not_zero_and_the_engine_decides_what_speculate
 def test_sglang_without_an_algorithm_is_a_fallback(speculative: dict[str, Any], flagged: bool) -> None:
     cells = [{"arm": "eagle3", "server": {"speculative": speculative}}]
     df = frame("eagle3", [float("nan")] * 3, [float("nan")] * 3)
-    found = checks.silent_fallback(
+    found = speculation.silent_fallback(
         "eagle3", ["--speculative-algorithm", "EAGLE3"], df, cells, [], SglangEngine()
     )
     assert bool(found) == flagged
@@ -88,9 +91,9 @@ def test_sglang_without_an_algorithm_is_a_fallback(speculative: dict[str, Any], 
 
 def test_hundred_percent_acceptance_is_an_artefact() -> None:
     df = frame("a", [10.0, 12.0, 8.0, 0.0], [10.0, 12.0, 8.0, 0.0])
-    (found,) = checks.acceptance_artefact("a", df, {})
+    (found,) = acceptance.acceptance_artefact("a", df, {})
     assert found.code == "ACCEPTANCE_ARTEFACT" and "all 3 drafting requests" in found.evidence
-    assert checks.acceptance_artefact("a", frame("a", [10.0] * 3, [7.0, 10.0, 9.0]), {}) == []
+    assert acceptance.acceptance_artefact("a", frame("a", [10.0] * 3, [7.0, 10.0, 9.0]), {}) == []
 
 
 def test_acceptance_sources_are_compared() -> None:
@@ -106,12 +109,12 @@ def test_acceptance_sources_are_compared() -> None:
             ],
         }
     ]
-    sources = checks.acceptance_sources("a", df, cells, LLAMA)
+    sources = acceptance_sources("a", df, cells, LLAMA)
     assert sources["timings"]["rate"] == 0.55 and sources["log"]["rate"] == 0.55
     assert sources["metrics"]["rate"] == 0.9 and sources["metrics"]["mean_accepted_length"] == pytest.approx(
         4.6
     )
-    (found,) = checks.acceptance_artefact("a", df, sources)
+    (found,) = acceptance.acceptance_artefact("a", df, sources)
     assert "sources disagree" in found.evidence and "metrics 0.900" in found.evidence
 
 
@@ -121,7 +124,7 @@ def test_confound_names_the_differing_flags() -> None:
         "draft": ["-c", "4096", "-np", "1", *DRAFT],
         "mtp": ["-c", "8192", "-np", "1", "--spec-type", "draft-mtp"],
     }
-    (found,) = checks.confounds(arms, "baseline", LLAMA)
+    (found,) = confound.confounds(arms, "baseline", LLAMA)
     assert found.arms == ("baseline", "mtp") and "-c" in found.evidence
 
 
@@ -143,17 +146,17 @@ def test_output_equivalence_and_drift() -> None:
             ("spec", "p2", "abcxef"),
         ]
     )
-    eq = checks.output_equivalence(df, "spec", "base")
+    eq = outputs.output_equivalence(df, "spec", "base")
     assert (eq.pairs, eq.exact_match_rate, eq.mean_levenshtein, eq.median_first_divergence) == (
         2,
         0.5,
         0.5,
         3.0,
     )
-    (found,) = checks.output_drift(df, ["base", "spec"], "base")
+    (found,) = outputs.output_drift(df, ["base", "spec"], "base")
     assert found.code == "OUTPUT_DRIFT" and "50% of 2" in found.evidence
     same = texts([("base", "p1", "x"), ("spec", "p1", "x")])
-    assert checks.output_drift(same, ["base", "spec"], "base") == []
+    assert outputs.output_drift(same, ["base", "spec"], "base") == []
 
 
 def call_record(arm: str, name: str, args: list[str], pid: str = "p") -> dict[str, Any]:
@@ -167,17 +170,17 @@ def call_record(arm: str, name: str, args: list[str], pid: str = "p") -> dict[st
 
 
 def test_tool_calls_are_reassembled_from_fragments() -> None:
-    (call,) = checks.tool_calls(call_record("a", "get_weather", ['{"ci', 'ty": "Lisbon"}']))
+    (call,) = outputs.tool_calls(call_record("a", "get_weather", ['{"ci', 'ty": "Lisbon"}']))
     assert call == {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}
-    assert checks.call_signature(call) == ("get_weather", True, ("city",))
+    assert outputs.call_signature(call) == ("get_weather", True, ("city",))
 
 
 def test_toolcall_mismatch_on_name_keys_or_json() -> None:
     base = call_record("base", "get_weather", ['{"city": "Lisbon"}'])
     good = call_record("spec", "get_weather", ['{"city": "Lisbon"}'])
-    assert checks.toolcall_mismatch([base, good], ["base", "spec"], "base") == []
+    assert outputs.toolcall_mismatch([base, good], ["base", "spec"], "base") == []
     broken = call_record("spec", "get_weather", ['{"city": "Lis'])
-    (found,) = checks.toolcall_mismatch([base, broken], ["base", "spec"], "base")
+    (found,) = outputs.toolcall_mismatch([base, broken], ["base", "spec"], "base")
     assert found.code == "TOOLCALL_MISMATCH" and "1 with invalid JSON" in found.evidence
 
 
@@ -188,7 +191,7 @@ NGRAM = ["--spec-type", "ngram-mod"]
 def test_no_drafts_when_the_server_says_speculation_is_on() -> None:
     df = frame("ngram", [0.0] * 10, [0.0] * 10)
     cells = [{"arm": "ngram", "server": {"slots_speculative": [True]}, "log_lines": []}]
-    (found,) = checks.silent_fallback("ngram", NGRAM, df, cells, [], LLAMA)
+    (found,) = speculation.silent_fallback("ngram", NGRAM, df, cells, [], LLAMA)
     assert found.code == "NO_DRAFTS" and found.severity == "warning"
     assert "/slots reports speculative=true" in found.evidence and "100% of 10 requests" in found.evidence
 
@@ -199,7 +202,7 @@ def test_zero_cell_counters_without_the_servers_word_are_a_fallback() -> None:
     unknown = frame("ngram", [float("nan")] * 10, [float("nan")] * 10)
     zero = {"drafts": 5.0, "draft_tokens": 20.0, "accepted": 10.0}
     cells = [{"arm": "ngram", "metrics_before": {"spec": zero}, "metrics_after": {"spec": zero}}]
-    (found,) = checks.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
+    (found,) = speculation.silent_fallback("ngram", spec, unknown, cells, [], VllmEngine())
     assert found.code == "SILENT_FALLBACK" and "drafted 0 tokens over 1 cell" in found.evidence
 
 
@@ -220,20 +223,20 @@ def test_a_log_that_misses_the_last_requests_line_is_partial_not_a_disagreement(
             "log_lines": [log_line(20, 30)],  # the second request's line was not written yet
         }
     ]
-    sources = checks.acceptance_sources("a", df, cells, LLAMA)
+    sources = acceptance_sources("a", df, cells, LLAMA)
     assert sources["log"]["partial"] and "lines for 1 of 2 drafting requests" in sources["log"]["coverage"]
-    assert checks.acceptance_artefact("a", df, sources) == []
+    assert acceptance.acceptance_artefact("a", df, sources) == []
     cells[0]["log_lines"] = [log_line(20, 30), log_line(10, 25)]  # complete, and it disagrees
-    (found,) = checks.acceptance_artefact("a", df, checks.acceptance_sources("a", df, cells, LLAMA))
+    (found,) = acceptance.acceptance_artefact("a", df, acceptance_sources("a", df, cells, LLAMA))
     assert "disagree over the same measured requests" in found.evidence and "log 0.545" in found.evidence
 
 
 def test_a_log_read_over_the_whole_launch_is_partial() -> None:
     df = frame("a", [30.0], [20.0]).assign(repeat=0)
     cells = [{"arm": "a", "repeat": 0, "log_lines": [log_line(20, 30), log_line(9, 9)]}]  # warm-up in
-    sources = checks.acceptance_sources("a", df, cells, LLAMA)
+    sources = acceptance_sources("a", df, cells, LLAMA)
     assert sources["log"]["partial"] and "warm-ups included" in sources["log"]["coverage"]
-    assert checks.acceptance_artefact("a", df, sources) == []
+    assert acceptance.acceptance_artefact("a", df, sources) == []
 
 
 def test_vllm_interval_log_is_partial_and_acceptance_falls_back_to_counters() -> None:
@@ -249,24 +252,26 @@ def test_vllm_interval_log_is_partial_and_acceptance_falls_back_to_counters() ->
             "log_lines": [line],
         }
     ]
-    sources = checks.acceptance_sources("ngram", df, cells, VllmEngine())
+    sources = acceptance_sources("ngram", df, cells, VllmEngine())
     if "log" in sources:
         assert sources["log"]["partial"]
-    assert checks.acceptance_artefact("ngram", df, sources) == []
-    assert checks.silent_fallback("ngram", spec, df, cells, [], VllmEngine()) == []
-    from specbench.analysis.sources import arm_acceptance
+    assert acceptance.acceptance_artefact("ngram", df, sources) == []
+    assert speculation.silent_fallback("ngram", spec, df, cells, [], VllmEngine()) == []
+    from specbench.analysis.evidence.acceptance import preferred_rate
 
-    assert arm_acceptance(sources) == (pytest.approx(496 / 642), "metrics")
+    assert preferred_rate(sources) == (pytest.approx(496 / 642), "metrics")
 
 
 def test_a_self_draft_is_recognised(tmp_path: Any) -> None:
     target = tmp_path / "t.gguf"
     target.write_bytes(b"x")
-    found = checks.self_draft("self", ["-md", str(target), "--spec-type", "draft-simple"], str(target), LLAMA)
+    found = acceptance.self_draft(
+        "self", ["-md", str(target), "--spec-type", "draft-simple"], str(target), LLAMA
+    )
     assert found is not None and found.code == "SELF_DRAFT" and found.severity == "info"
     # what the speedup prices, exactly: not "only the verification overhead" (the drafts cost too)
     assert "K draft passes of the full target model plus one verification pass" in found.evidence
-    assert checks.self_draft("d", ["-md", str(tmp_path / "d.gguf")], str(target), LLAMA) is None
+    assert acceptance.self_draft("d", ["-md", str(tmp_path / "d.gguf")], str(target), LLAMA) is None
 
 
 def test_a_large_slowdown_outranks_a_doubtful_acceptance() -> None:
@@ -279,6 +284,6 @@ def test_a_large_slowdown_outranks_a_doubtful_acceptance() -> None:
 def test_per_request_spec_metrics_is_a_speculative_only_flag_not_a_confound() -> None:
     spec = ["--speculative-config", '{"method": "ngram"}', "--per-request-spec-decode-metrics", "summary"]
     arms = {"baseline": [], "ngram": spec}
-    assert checks.confounds(arms, "baseline", engine=VllmEngine()) == []
-    assert not checks.speculates(["--per-request-spec-decode-metrics", "summary"], VllmEngine())
-    assert checks.speculates(spec, VllmEngine())
+    assert confound.confounds(arms, "baseline", engine=VllmEngine()) == []
+    assert not VllmEngine().speculates(["--per-request-spec-decode-metrics", "summary"])
+    assert VllmEngine().speculates(spec)

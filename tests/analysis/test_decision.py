@@ -7,9 +7,11 @@ from pathlib import Path
 import pytest
 
 from specbench import analysis
-from specbench.analysis import KEEP_OFF, crossover
-from specbench.analysis.crossover import crossover_length, crossover_regime
-from specbench.analysis.finding import Finding
+from specbench.analysis import KEEP_OFF
+from specbench.analysis.findings.model import Finding
+from specbench.analysis.tables import crossover
+from specbench.analysis.tables.crossover import crossover_length, crossover_regime
+from specbench.report.answer import answer_lines
 from tests.support.synth import Arm, Plan, make_run, spec
 
 
@@ -133,7 +135,7 @@ def test_a_confounded_non_speculating_arm_is_never_named_the_fastest(tmp_path: P
         threads=Arm(args=("--threads", "1"), decode_tok_s=45),
         ngram=spec(20),
     )
-    found = [*analysis.findings(run), _confound("threads")]  # whatever the confound check decides
+    found = [*analysis.judge(run), _confound("threads")]  # whatever the confound check decides
     (decision,) = analysis.decision_table(run, found=found)
     assert decision.arm is None and "threads" not in decision.reason
     assert "the closest, ngram" in decision.reason and decision.speedup < 1  # the context: ngram's
@@ -154,4 +156,4 @@ def test_the_answer_never_names_an_arm_the_decision_may_not(tmp_path: Path) -> N
     result = analysis.analyse(run)
     (ans,) = result.answers
     assert ans.ship is None and ans.arm == "ngram"
-    assert not any("same" in line for line in result.answer_lines())
+    assert not any("same" in line for line in answer_lines(result))

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis import checks
-from specbench.analysis.judge import findings
+from specbench.analysis.findings import confound
+from specbench.analysis.findings.judge import judge
 from specbench.analysis.metrics import frame
 from specbench.analysis.rundata import RunData, load_run
 from specbench.engines import argstore, engine_for
@@ -49,7 +49,7 @@ def run_data(
 
 
 def confound_codes(run: RunData) -> list[tuple[str, ...]]:
-    return [f.arms for f in findings(run) if f.code == "CONFOUND"]
+    return [f.arms for f in judge(run) if f.code == "CONFOUND"]
 
 
 @pytest.mark.usefixtures("engine")
@@ -73,13 +73,13 @@ def test_moving_a_shared_flag_between_common_args_and_every_arm_is_no_confound()
 def test_equals_spelling_is_folded(engine: LlamaCppEngine) -> None:
     # llama-server itself refuses --ctx-size=2048 (the dry run says so); compared, it is -c 2048.
     arms = {"baseline": ["-c", "2048"], "ngram": ["--ctx-size=2048", *NGRAM]}
-    assert checks.confounds(arms, "baseline", engine) == []
+    assert confound.confounds(arms, "baseline", engine) == []
 
 
 @pytest.mark.usefixtures("engine")
 def test_a_real_difference_is_still_a_confound_with_its_values() -> None:
     run = run_data(["-t", "1"], {"baseline": ["-c", "2048"], "big": ["--ctx-size", "4096", *NGRAM]})
-    (found,) = [f for f in findings(run) if f.code == "CONFOUND"]
+    (found,) = [f for f in judge(run) if f.code == "CONFOUND"]
     assert found.arms == ("baseline", "big") and found.severity == "error"
     assert "--ctx-size (written -c): 4096 vs 2048 (no server report of it)" in found.evidence
     assert "aliases from llama-server --help" in found.evidence
@@ -97,21 +97,21 @@ def test_the_servers_reports_decide_a_default_against_an_explicit_value(engine: 
     of both arms reports the same context; a confound, with both reports, if they differ."""
     arms = {"baseline": ["-t", "1"], "ngram": ["-t", "1", "-c", "2048", *NGRAM]}
     same = [_cell("baseline", 2048), _cell("ngram", 2048), _cell("baseline", 2048), _cell("ngram", 2048)]
-    assert checks.confounds(arms, "baseline", engine, cells=same) == []
+    assert confound.confounds(arms, "baseline", engine, cells=same) == []
     differ = [_cell("baseline", 8192), _cell("ngram", 2048)]
-    (found,) = checks.confounds(arms, "baseline", engine, cells=differ)
+    (found,) = confound.confounds(arms, "baseline", engine, cells=differ)
     assert "the servers report /props n_ctx = 2048 per slot, total_slots = 1 vs /props n_ctx = 8192" in (
         found.evidence
     )
-    assert checks.confounds(arms, "baseline", engine, cells=[_cell("ngram", 2048)]) != []  # one side only
+    assert confound.confounds(arms, "baseline", engine, cells=[_cell("ngram", 2048)]) != []  # one side only
 
 
 def test_the_log_s_thread_count_decides_threads(engine: LlamaCppEngine) -> None:
     arms = {"baseline": [], "ngram": ["-t", "2", *NGRAM]}
     cells = [_cell("baseline", 2048, threads=2), _cell("ngram", 2048, threads=2)]
-    assert checks.confounds(arms, "baseline", engine, cells=cells) == []
+    assert confound.confounds(arms, "baseline", engine, cells=cells) == []
     cells = [_cell("baseline", 2048, threads=1), _cell("ngram", 2048, threads=2)]
-    (found,) = checks.confounds(arms, "baseline", engine, cells=cells)
+    (found,) = confound.confounds(arms, "baseline", engine, cells=cells)
     assert "--threads (written -t): 2 vs not set (the engine's default)" in found.evidence
     assert "log n_threads = 2 vs log n_threads = 1" in found.evidence
 
@@ -129,7 +129,7 @@ def test_without_a_table_spellings_are_compared_as_written(
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("SPECBENCH_LLAMA_SERVER", "/bin/false")  # prints no help
     arms = {"baseline": ["-c", "2048"], "ngram": ["-c", "2048", "--ctx-size", "2048", *NGRAM]}
-    (found,) = checks.confounds(arms, "baseline", engine_for("llamacpp"))
+    (found,) = confound.confounds(arms, "baseline", engine_for("llamacpp"))
     assert "the engine's argument table could not be read" in found.evidence
 
 
@@ -173,6 +173,6 @@ def test_a_run_made_without_a_table_compares_spellings_wherever_it_is_read(
     tmp_path: Path, engine: LlamaCppEngine
 ) -> None:
     """The run had no table (its engine's help could not be read): the installed one is not used."""
-    (found,) = [f for f in findings(load_run(_run_dir(tmp_path, None))) if f.code == "CONFOUND"]
+    (found,) = [f for f in judge(load_run(_run_dir(tmp_path, None))) if f.code == "CONFOUND"]
     assert "--threads: 1 vs not set (the engine's default)" in found.evidence
     assert "help could not be read when the run was made (engine_args.json)" in found.evidence

@@ -9,7 +9,8 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis import busy, evidence, metrics
+from specbench.analysis import metrics
+from specbench.analysis.findings import busy, measurement
 from specbench.run import machineload
 
 
@@ -37,7 +38,7 @@ def test_a_stalled_stream_uses_the_servers_decode_rate_and_is_flagged() -> None:
     assert metrics.bunched(rec) == 1.0 and metrics.client_decode_tok_s(rec) == 20.0
     assert metrics.decode_disagrees(rec) == 1.0 and metrics.decode_tok_s(rec) == 20.0
     df = metrics.frame([rec])
-    (found,) = evidence.client_server_disagreement(df, ["draft"])
+    (found,) = measurement.client_server_disagreement(df, ["draft"])
     assert found.code == "CLIENT_SERVER_DISAGREE" and "1 of 1 requests" in found.evidence
 
 
@@ -49,7 +50,7 @@ def test_agreeing_rates_keep_the_clients_number() -> None:
     rec["timings"]["predicted_per_second"] = metrics.client_decode_tok_s(rec) * 1.1
     assert metrics.decode_disagrees(rec) == 0.0
     assert metrics.decode_tok_s(rec) == metrics.client_decode_tok_s(rec)
-    assert evidence.client_server_disagreement(metrics.frame([rec]), ["draft"]) == []
+    assert measurement.client_server_disagreement(metrics.frame([rec]), ["draft"]) == []
 
 
 def test_a_cached_prefill_on_a_cold_request_is_a_finding() -> None:
@@ -62,7 +63,7 @@ def test_a_cached_prefill_on_a_cold_request_is_a_finding() -> None:
             "cached_tokens": [3.0, 209.0, 290.0],  # the cache_n 209 of 214
         }
     )
-    (found,) = evidence.cached_prefill(df, ["a"])
+    (found,) = measurement.cached_prefill(df, ["a"])
     assert found.code == "CACHED_PREFILL" and "1 of 2 requests" in found.evidence
     assert "x@len32: 209 of 214" in found.evidence
 
@@ -110,7 +111,7 @@ def burst_record(server_itl_ms: float | None) -> dict[str, Any]:
 def test_a_burst_without_server_timing_is_untimed_not_silently_nan() -> None:
     rec = burst_record(None)
     assert metrics.tpot_ms(rec) == 0.0 and pd.isna(metrics.decode_tok_s(rec))
-    (found,) = evidence.untimed_decode(metrics.frame([rec]), ["draft"])
+    (found,) = measurement.untimed_decode(metrics.frame([rec]), ["draft"])
     assert found.code == "UNTIMED_DECODE" and "1 of 1 requests" in found.evidence
     assert "--enable-per-request-metrics" in found.evidence
 
@@ -120,14 +121,14 @@ def test_a_near_burst_is_untimed_too() -> None:
     rec = burst_record(None)
     rec["chunks"][-2][0] += 95_000  # 95 µs over 47 tokens: 2 µs per token
     assert 0 < metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS and pd.isna(metrics.decode_tok_s(rec))
-    (found,) = evidence.untimed_decode(metrics.frame([rec]), ["draft"])
+    (found,) = measurement.untimed_decode(metrics.frame([rec]), ["draft"])
     assert found.code == "UNTIMED_DECODE"
 
 
 def test_a_burst_takes_vllms_own_decode_timing_when_the_server_gives_it() -> None:
     rec = burst_record(25.0)  # vLLM --enable-per-request-metrics: mean inter-token latency in the engine
     assert metrics.server_decode_tok_s(rec) == 40.0 and metrics.decode_tok_s(rec) == 40.0
-    assert evidence.untimed_decode(metrics.frame([rec]), ["draft"]) == []
+    assert measurement.untimed_decode(metrics.frame([rec]), ["draft"]) == []
 
 
 def test_a_chat_template_s_fixed_prefix_is_named_not_read_as_a_broken_cold_design() -> None:
@@ -145,11 +146,11 @@ def test_a_chat_template_s_fixed_prefix_is_named_not_read_as_a_broken_cold_desig
     )
     system = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM<|im_end|>\n<|im_start|>user\n"
     cells = [{"rendered_prompts": [{"text": system + "Hello"}, {"text": system + "Write a poem"}]}]
-    found = evidence.cached_prefill(df, ["a"], cells)
+    found = measurement.cached_prefill(df, ["a"], cells)
     hot = [f for f in found if f.severity != "info"]
     (info,) = [f for f in found if f.severity == "info"]
     assert len(hot) == 1 and "1 of 4 requests" in hot[0].evidence and "p4: 55 of 60" in hot[0].evidence
     assert "first 24 prompt tokens" in info.evidence and "chat template" in info.evidence
     # without the rendered prompts (no evidence of a template) the old reading stands
-    (old,) = evidence.cached_prefill(df, ["a"])
+    (old,) = measurement.cached_prefill(df, ["a"])
     assert "4 of 4 requests" in old.evidence

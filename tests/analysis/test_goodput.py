@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from specbench.analysis import RunData
-from specbench.analysis import goodput as gp
 from specbench.analysis.metrics import frame
+from specbench.analysis.tables import goodput as gp
 from specbench.errors import ConfigError
 from specbench.matrix.config import Matrix, SLOSpec
 from specbench.matrix.load import load_matrix

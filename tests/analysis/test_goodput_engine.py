@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.analysis import goodput as gp
 from specbench.analysis import load_run
+from specbench.analysis.tables import goodput as gp
 from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.paths import EXAMPLES

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from specbench import api
-from specbench.analysis import checks, findings, load_run
+from specbench.analysis import judge, load_run
+from specbench.analysis.evidence import acceptance
 from specbench.errors import ConfigError
 from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
@@ -24,7 +25,7 @@ def run(matrix: Path, out: Path) -> Path:
 
 def codes(out: Path) -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
-    for f in findings(load_run(out)):
+    for f in judge(load_run(out)):
         found.setdefault(f.code, []).append(f.evidence)
     return found
 
@@ -58,7 +59,7 @@ def test_the_log_covers_exactly_the_measured_requests(
         cell["log_window"] == "measured" and cell["log_lines_found"] == cell["log_lines_expected"] == drafting
     )
     assert sum("draft acceptance" in ln for ln in cell["log_lines"]) == drafting
-    sources = checks.acceptance_sources("draft4", data.df, data.cells, data.engine)
+    sources = acceptance.acceptance_sources("draft4", data.df, data.cells, data.engine)
     assert not any(s["partial"] for s in sources.values()), sources
     assert sources["log"]["drafted"] == sources["timings"]["drafted"] == sources["metrics"]["drafted"]
     assert "ACCEPTANCE_ARTEFACT" not in codes(out)

@@ -18,7 +18,7 @@ def _plan(noise: float, sha: str = "ab" * 32) -> Plan:
 
 def test_a_busy_machine_gets_no_recommendation_and_a_caveated_verdict(tmp_path: Path) -> None:
     run = analysis.load_run(make_run(tmp_path / "busy", _plan(noise=0.35)))
-    found = analysis.findings(run)
+    found = analysis.judge(run)
     unstable = [f for f in found if f.code == "UNSTABLE"]
     assert unstable and all(f.severity == "error" for f in unstable)
     (decision,) = analysis.decision_table(run, found=found)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import analyse_dir, load_run
-from specbench.analysis.measures import MEASURES, launch_table, objective_of
 from specbench.analysis.points import level_of, phase_of
+from specbench.analysis.tables.measures import MEASURES, launch_table, objective_of
+from specbench.report.answer import answer_lines
 from specbench.report.render import findings_json
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -57,7 +58,7 @@ def test_a_sweep_is_answered_level_by_level_never_pooled(flips: Path) -> None:
     by = {d.workload: d for d in a.decisions}
     assert by[AT_1].arm == "draft4" and by[AT_1].measure == "throughput"
     assert by[AT_4].arm is None  # slower there: keep it off
-    lines = a.answer_lines()
+    lines = answer_lines(a)
     assert not any(line.startswith("concurrency-sweep:") for line in lines)  # no pooled answer
     along = "\n".join(lines)
     assert "draft4 better at 1 in flight, worse at 4 in flight" in along
@@ -118,7 +119,8 @@ def test_a_scenario_is_judged_by_its_own_kind_of_serving(flips: Path) -> None:
     from dataclasses import replace
 
     from specbench.analysis.points import Level, Point
-    from specbench.analysis.sweeps import ArmAlong
+    from specbench.analysis.tables.sweeps import ArmAlong
+    from specbench.report.answer import along_text
 
     run = load_run(flips)
     matrix = {**run.manifest["matrix"], "workload": {"suite": "scenarios"}}
@@ -132,7 +134,7 @@ def test_a_scenario_is_judged_by_its_own_kind_of_serving(flips: Path) -> None:
     assert objective_of(scen, "scenarios", at("chat")) == "throughput"
     along = ArmAlong("draft4", [("single", "faster"), ("prefill", "undetermined"), ("concurrent", "slower")])
     named = replace(along, named=True)
-    assert named.text("mixed") == (
+    assert along_text(named, "mixed") == (
         "draft4: on for single; off for concurrent; prefill not settled (no significant difference)"
     )
 

@@ -14,7 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis import checks, launchorder, stalls
+from specbench.analysis import launchorder
+from specbench.analysis.evidence import stalls
+from specbench.analysis.findings import outputs
 from specbench.analysis.packed import PackedChunks
 from specbench.analysis.rundata import load_run
 from specbench.store.rundir import RunStore
@@ -54,8 +56,8 @@ def test_a_loaded_run_holds_packed_chunks_that_read_as_the_json_did(tmp_path: Pa
     assert all(isinstance(r["chunks"], PackedChunks) for r in run.records if r.get("chunks"))
     for loaded, read in zip(run.records, raw, strict=True):
         assert chunks(loaded) == chunks(read)
-        assert checks.tool_calls(loaded) == checks.tool_calls(read)
-    assert any(checks.tool_calls(r) for r in raw)
+        assert outputs.tool_calls(loaded) == outputs.tool_calls(read)
+    assert any(outputs.tool_calls(r) for r in raw)
     want = launchorder.ordered_frame(raw, store.manifest(), store.cells())
     # The analysis adds each request's operating point (and fills a phase the record lacks).
     pd.testing.assert_frame_equal(
@@ -68,7 +70,7 @@ def test_a_loaded_run_holds_packed_chunks_that_read_as_the_json_did(tmp_path: Pa
         if a is not None and b is not None:
             assert a.gap_ms.tolist() == b.gap_ms.tolist() and a.gap_tokens.tolist() == b.gap_tokens.tolist()
             assert (a.usual_ms, a.window_ms) == (b.usual_ms, b.window_ms)
-    pd.testing.assert_frame_equal(checks.output_texts(run.records), checks.output_texts(raw))
+    pd.testing.assert_frame_equal(outputs.output_texts(run.records), outputs.output_texts(raw))
 
 
 def test_odd_rows_stay_as_they_were_read(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench import analysis
-from specbench.analysis import checks
+from specbench.analysis.findings import acceptance
 from specbench.engines.llamacpp import LlamaCppEngine
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -33,13 +33,13 @@ def test_a_copy_or_a_link_of_the_target_is_a_self_draft(tmp_path: Path) -> None:
     copy.parent.mkdir()
     copy.write_bytes(WEIGHTS)
     os.symlink(target, link)
-    found = checks.self_draft("copy", _args(copy), str(target), LLAMA)
+    found = acceptance.self_draft("copy", _args(copy), str(target), LLAMA)
     assert found is not None and found.code == "SELF_DRAFT" and "byte-identical copy" in found.evidence
-    linked = checks.self_draft("link", _args(link), str(target), LLAMA)
+    linked = acceptance.self_draft("link", _args(link), str(target), LLAMA)
     assert linked is not None and "the same file" in linked.evidence
     other = tmp_path / "other.gguf"  # the same size, other bytes: a real draft
     other.write_bytes(WEIGHTS[::-1])
-    assert checks.self_draft("other", _args(other), str(target), LLAMA) is None
+    assert acceptance.self_draft("other", _args(other), str(target), LLAMA) is None
 
 
 def test_env_json_decides_where_the_files_are_gone(tmp_path: Path) -> None:
@@ -49,14 +49,15 @@ def test_env_json_decides_where_the_files_are_gone(tmp_path: Path) -> None:
         "model": {"path": "/models/target.gguf", "sha256": sha},
         "arm_files": {"copy": [{"flag": "-md", "path": "/models/copy.gguf", "sha256": sha}]},
     }
-    found = checks.self_draft("copy", _args("/models/copy.gguf"), "/models/target.gguf", LLAMA, env=env)
+    found = acceptance.self_draft("copy", _args("/models/copy.gguf"), "/models/target.gguf", LLAMA, env=env)
     assert found is not None and "SHA-256 recorded in env.json" in found.evidence
     env["arm_files"] = {"copy": [{"flag": "-md", "path": "/models/copy.gguf", "sha256": "cd" * 32}]}
     assert (
-        checks.self_draft("copy", _args("/models/copy.gguf"), "/models/target.gguf", LLAMA, env=env) is None
+        acceptance.self_draft("copy", _args("/models/copy.gguf"), "/models/target.gguf", LLAMA, env=env)
+        is None
     )
     flagged = {"copy": [{"path": "/models/copy.gguf", "sha256": "cd" * 32, "same_as_target": True}]}
-    named = checks.self_draft(
+    named = acceptance.self_draft(
         "copy", _args("/models/copy.gguf"), "/m/t.gguf", LLAMA, env={"arm_files": flagged}
     )
     assert named is not None and named.code == "SELF_DRAFT"
@@ -75,7 +76,7 @@ def test_a_copied_draft_is_a_self_draft_not_an_acceptance_artefact(tmp_path: Pat
     manifest["matrix"]["model"] = str(models / "target.gguf")
     manifest["matrix"]["arms"]["copy"][1] = str(models / "draft.gguf")
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
-    found = [f for f in analysis.findings(analysis.load_run(run_dir)) if "copy" in f.arms]
+    found = [f for f in analysis.judge(analysis.load_run(run_dir)) if "copy" in f.arms]
     codes = {f.code for f in found}
     assert "SELF_DRAFT" in codes and "ACCEPTANCE_ARTEFACT" not in codes
     (selfdraft,) = [f for f in found if f.code == "SELF_DRAFT"]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from specbench import analysis
-from specbench.analysis import frames, stalls
+from specbench.analysis.evidence import stalls
+from specbench.analysis.tables import frames
 from tests.support.records import write_records
 from tests.support.stalls import PAUSE_NS, run_with_stalls, stall
 from tests.support.synth import Arm, Plan, make_run, spec
@@ -18,7 +19,7 @@ from tests.support.synth import Arm, Plan, make_run, spec
 
 def test_stalled_requests_are_named_and_make_no_category_split(tmp_path: Path) -> None:
     run = analysis.load_run(run_with_stalls(tmp_path / "r"))
-    found = analysis.findings(run)
+    found = analysis.judge(run)
     (stall,) = [f for f in found if f.code == "STALLED"]
     assert stall.arms == ("fast",) and "6 of 36 requests stalled" in stall.evidence
     with_, without = (float(x) for x in re.findall(r"×([0-9.]+) with(?:out)?", stall.evidence))
@@ -30,7 +31,7 @@ def test_stalled_requests_are_named_and_make_no_category_split(tmp_path: Path) -
 def test_a_run_without_pauses_has_no_stall(tmp_path: Path) -> None:
     plan = Plan(arms={"baseline": Arm(decode_tok_s=30), "fast": spec(45)}, repeats=4, prompts_per_category=3)
     run = analysis.load_run(make_run(tmp_path / "r", plan))
-    assert not [f for f in analysis.findings(run) if f.code == "STALLED"]
+    assert not [f for f in analysis.judge(run) if f.code == "STALLED"]
 
 
 # Chunk gaps of a real request (gemma3-270m, llama.cpp ngram-simple n 4 / m 16, quote-summary,
@@ -137,7 +138,7 @@ def test_rounds_stay_in_the_checks_and_a_true_pause_without_speculation_is_still
     run_dir = tmp_path / "r"
     write_records(run_dir / "records.jsonl", lines)
     run = analysis.load_run(run_dir)
-    found = [f for f in analysis.findings(run) if f.code == "STALLED"]
+    found = [f for f in analysis.judge(run) if f.code == "STALLED"]
     assert [f.arms for f in found] == [("baseline",)] and "3 of 36 requests stalled" in found[0].evidence
     kept = stalls.without_stalls(run.df, run.records)
     assert (kept["arm"] == "ngram").sum() == (run.df["arm"] == "ngram").sum() == 36  # none dropped

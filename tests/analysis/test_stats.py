@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from specbench.analysis import bimodality as B
-from specbench.analysis import stability as W
 from specbench.analysis import stats as S
+from specbench.analysis.findings import stability as W
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -303,7 +303,8 @@ def test_drift_fires_on_baseline_slowdown_only() -> None:
 def test_spread_across_prompts_is_not_instability_but_across_repeats_is() -> None:
     import pandas as pd
 
-    from specbench.analysis.stability import repeat_cv, stability_warnings
+    from specbench.analysis.evidence.noise import repeat_cv
+    from specbench.analysis.findings.stability import stability_warnings
 
     rows = [
         {

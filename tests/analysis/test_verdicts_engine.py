@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from specbench import api
-from specbench.analysis import comparisons, decision_table, findings, load_run
+from specbench.analysis import comparisons, decision_table, judge, load_run
 from specbench.analysis.predicted.arms import run_theory
 from specbench.report import render_report
 from tests.support.lab import lab_pair
@@ -27,7 +27,7 @@ def test_incompatible_draft_is_reported_as_silent_fallback(llama_server: Path, t
     matrix = write_matrix(
         tmp_path, pair, llama_server, {"baseline": [], "draft4": draft(pair.draft, 4)}, repeats=1
     )
-    found = findings(load_run(run(tmp_path, matrix)))
+    found = judge(load_run(run(tmp_path, matrix)))
     (fallback,) = [f for f in found if f.code == "SILENT_FALLBACK"]
     assert fallback.arms == ("draft4",) and fallback.severity == "error"
     assert "/slots reports speculative=false" in fallback.evidence
@@ -48,7 +48,7 @@ def test_an_a_a_run_finds_no_difference(llama_server: Path, tmp_path: Path) -> N
     cmp = comparisons(data)["same"]
     assert cmp.n_pairs == 30 and cmp.n_launches == 6
     assert cmp.verdict in ("equivalent", "undetermined"), cmp  # never faster or slower
-    assert not [f for f in findings(data) if f.code in ("CONFOUND", "SILENT_FALLBACK", "OUTPUT_DRIFT")]
+    assert not [f for f in judge(data) if f.code in ("CONFOUND", "SILENT_FALLBACK", "OUTPUT_DRIFT")]
 
 
 def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tmp_path: Path) -> None:
@@ -83,7 +83,7 @@ def test_memory_bound_dense_draft_wins_and_is_recommended(llama_server: Path, tm
     # (measured: CV 32 %, load average 6 on 2 CPUs, ×1.90 faster). The run then says so instead
     # of recommending: what is asserted is that it recommends draft4 unless it found its own
     # measurement untrustworthy, and then names why.
-    unstable = [f for f in findings(data) if f.code == "UNSTABLE" and f.severity == "error"]
+    unstable = [f for f in judge(data) if f.code == "UNSTABLE" and f.severity == "error"]
     if unstable:
         assert decision.arm is None and "UNSTABLE" in decision.reason, decision
     else:
@@ -117,7 +117,7 @@ def test_a_slower_speculative_arm_means_keep_speculation_off(llama_server: Path,
     assert data.manifest["adaptive"]["arms"]["draft8"]["stopped"] == "slower"
     (decision,) = decision_table(data)
     assert decision.arm is None and "keep speculation off" in decision.recommendation
-    assert any(f.code == "SPEC_LOSS" for f in findings(data))
+    assert any(f.code == "SPEC_LOSS" for f in judge(data))
     (arm,) = run_theory(tmp_path / "run").arms
     assert arm.predicted_speedup < 1.0 and arm.replayed_speedup < 1.0
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import load_run
-from specbench.analysis.judge import findings
+from specbench.analysis.findings.judge import judge
+from specbench.analysis.findings.verifystep import StepCheck, probe_curve, verify_step
 from specbench.analysis.rundata import RunData
-from specbench.analysis.verifystep import StepCheck, probe_curve, verify_step
 from tests.support.records import write_cells
 from tests.support.synth import Arm, Plan, make_run
 
@@ -69,12 +69,12 @@ def _check(run: RunData, arm: str = "ngram16") -> StepCheck | None:
 
 
 def _steps(run_dir: Path) -> list[str]:
-    return [f.evidence for f in findings(load_run(run_dir)) if f.code == "VERIFY_STEP"]
+    return [f.evidence for f in judge(load_run(run_dir)) if f.code == "VERIFY_STEP"]
 
 
 def test_fires_on_rounds_just_past_a_step(plain_run: Path, tmp_path: Path) -> None:
     run = load_run(_variant(plain_run, tmp_path / "r", STEP))
-    found = [f for f in findings(run) if f.code == "VERIFY_STEP"]
+    found = [f for f in judge(run) if f.code == "VERIFY_STEP"]
     assert [(f.arms, f.severity) for f in found] == [(("ngram16",), "info")]
     text, curve = found[0].evidence, probe_curve(run)
     assert curve is not None  # v in steps of the baseline's measured ~50 ms: (50 + 90) / 50, (50 + 4) / 50
@@ -102,7 +102,7 @@ def test_silent_on_a_smooth_curve(plain_run: Path, tmp_path: Path) -> None:
     assert curve is not None
     check = verify_step(run, "ngram16", curve)
     assert check is not None and check.finding is None and check.reason and check.reason.startswith("no step")
-    assert not [f for f in findings(run) if f.code == "VERIFY_STEP"]
+    assert not [f for f in judge(run) if f.code == "VERIFY_STEP"]
 
 
 def test_silent_when_rounds_rarely_reach_k(plain_run: Path, tmp_path: Path) -> None:
@@ -141,4 +141,4 @@ def test_never_on_a_draft_max_left_to_the_engine_default(plain_run: Path, tmp_pa
     run = load_run(_variant(plain_run, tmp_path / "r", probe, mean_draft=60.0))
     curve = probe_curve(run)
     assert curve is not None and verify_step(run, "ngram64", curve) is None
-    assert [f.arms for f in findings(run) if f.code == "VERIFY_STEP"] == [("ngram64set",)]
+    assert [f.arms for f in judge(run) if f.code == "VERIFY_STEP"] == [("ngram64set",)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench.analysis.clientlag import schedule_findings
+from specbench.analysis.findings.client import schedule_findings
 from specbench.workloads.arrivals import open_loop, schedule
 
 

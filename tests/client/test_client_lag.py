@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.clientlag import client_lag_findings
+from specbench.analysis.findings.client import client_lag_findings
 from specbench.client.looplag import LoopLag
 
 

@@ -104,7 +104,7 @@ def test_vllm_s_own_help_folds_its_spellings_and_checks_its_choices() -> None:
 
 
 def test_vllm_s_served_context_settles_max_model_len() -> None:
-    from specbench.analysis import settings
+    from specbench.analysis.findings import settings
     from specbench.engines.vllm import VllmEngine
 
     cell = {"arm": "a", "server": {"models": [{"id": "m", "max_model_len": 2048}]}}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench import api
-from specbench.analysis import checks
+from specbench.analysis.findings import confound
 from specbench.analysis.rundata import load_run
 from tests.support.lab import Pair
 from tests.support.matrices import write_matrix
@@ -37,7 +37,7 @@ def test_props_n_ctx_decides_an_explicit_context_against_the_default(
     )
     run = load_run(api.run_matrix(matrix, tmp_path / "run"))
     assert {c["server"]["n_ctx"] for c in run.cells if c["arm"] != "smaller"} == {8192}
-    found = checks.confounds(
+    found = confound.confounds(
         {a: run.arm_args(a) for a in run.arms}, run.baseline, run.engine, cells=run.cells
     )
     assert [f.arms for f in found] == [("baseline", "smaller")]

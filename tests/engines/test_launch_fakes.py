@@ -22,7 +22,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench import analysis
-from specbench.analysis import checks
+from specbench.analysis.evidence import acceptance
 from specbench.cli import app
 from specbench.engines.process import ServerProcess, free_port
 from specbench.engines.sglang import SglangEngine
@@ -119,13 +119,13 @@ def run(matrix: Path, out: Path) -> analysis.RunData:
 
 def codes(run: analysis.RunData) -> dict[str, set[tuple[str, ...]]]:
     out: dict[str, set[tuple[str, ...]]] = {}
-    for f in analysis.findings(run):
+    for f in analysis.judge(run):
         out.setdefault(f.code, set()).add(f.arms)
     return out
 
 
 def evidence(run: analysis.RunData, code: str) -> str:
-    return " ".join(f.evidence for f in analysis.findings(run) if f.code == code)
+    return " ".join(f.evidence for f in analysis.judge(run) if f.code == code)
 
 
 def spec_delta(cell: dict[str, Any], key: str) -> float:
@@ -186,13 +186,13 @@ def test_vllm_matrix_runs_like_a_llamacpp_one(tmp_path: Path) -> None:
     assert command[:3] == [str(FAKE_VLLM), "serve", fv.MODEL] and MTP[1] in command
     summary = analysis.arm_summary(run_data).set_index("arm")
     assert summary.loc["mtp_k3", "acceptance"] == pytest.approx(fv.ACCEPTED / fv.DRAFT_TOKENS)
-    sources = checks.acceptance_sources("mtp_k3", run_data.df, run_data.cells, VllmEngine())
+    sources = acceptance.acceptance_sources("mtp_k3", run_data.df, run_data.cells, VllmEngine())
     assert set(sources) == {"timings", "metrics", "log"}  # three sources, and they agree:
     assert sources["log"]["partial"] and not sources["metrics"]["partial"]  # vLLM's log: an aggregate
     assert not WRONG & set(codes(run_data))
     cli("report", str(out), "--format", "json")
     written = json.loads((out / "report" / "findings.json").read_text())
-    assert [f["code"] for f in written["findings"]] == [f.code for f in analysis.findings(run_data)]
+    assert [f["code"] for f in written["findings"]] == [f.code for f in analysis.judge(run_data)]
     assert {row["arm"] for row in written["summary"]} == {"baseline", "mtp_k3"}
     assert_engines_stopped(out, ["baseline", "mtp_k3"])
 

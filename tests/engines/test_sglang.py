@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis.checks import split_flags
 from specbench.client.stream import chat_body, open_streamer, stream_chat
-from specbench.engines.base import parse_metrics
+from specbench.engines.base import parse_metrics, split_flags
 from specbench.engines.sglang import SglangEngine, parse_log_acceptance
 from specbench.matrix.load import load_matrix
 from tests.fakes import fake_sglang as fs

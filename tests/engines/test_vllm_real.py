@@ -21,9 +21,10 @@ import pytest
 import yaml
 
 from specbench import api
-from specbench.analysis import checks, metrics
-from specbench.analysis.finding import Finding
-from specbench.analysis.judge import findings
+from specbench.analysis import metrics
+from specbench.analysis.evidence import acceptance
+from specbench.analysis.findings.judge import judge
+from specbench.analysis.findings.model import Finding
 from specbench.analysis.rundata import load_run
 from specbench.engines import engine_for
 from specbench.engines.base import Engine, parse_metrics
@@ -230,7 +231,7 @@ def test_baseline_has_no_speculative_flag_and_the_command_reproduces(launched: P
 # -- issue 15: judgments on the real server (the launched run, no extra start) ---------------------
 @pytest.fixture(scope="module")
 def judged(launched: Path) -> list[Finding]:
-    return findings(load_run(launched))
+    return judge(load_run(launched))
 
 
 def test_the_interval_log_is_a_partial_source_never_a_disagreement(
@@ -243,7 +244,7 @@ def test_the_interval_log_is_a_partial_source_never_a_disagreement(
     caught = 0
     for arm in ("ngram", "draft"):
         lines = [p for ln in _cell(launched, arm)["log_lines"] if (p := run.engine.parse_log_acceptance(ln))]
-        found = checks.acceptance_sources(arm, run.df, run.cells, run.engine)
+        found = acceptance.acceptance_sources(arm, run.df, run.cells, run.engine)
         assert found["timings"]["rate"] == pytest.approx(found["metrics"]["rate"])
         if any(p["drafted"] for p in lines):
             caught += 1

@@ -55,7 +55,7 @@ def write_csv(path: Path, data: list[dict[str, Any]]) -> Path:
 
 def codes(run: analysis.RunData) -> dict[str, set[tuple[str, ...]]]:
     out: dict[str, set[tuple[str, ...]]] = {}
-    for f in analysis.findings(run):
+    for f in analysis.judge(run):
         out.setdefault(f.code, set()).add(f.arms)
     return out
 
@@ -77,7 +77,7 @@ def test_csv_faster_speculative_arm(tmp_path: Path) -> None:
     table = summary(run)
     # One launch per arm: the ratio is reported, but launch noise cannot be told from the effect
     assert table["spec"]["verdict"] == "undetermined (LOW_N: 1 launch)"
-    assert any(f.code == "LOW_N" and f.arms == ("spec", "base") for f in analysis.findings(run))
+    assert any(f.code == "LOW_N" and f.arms == ("spec", "base") for f in analysis.judge(run))
     assert table["spec"]["speedup"] == pytest.approx(1.6, rel=0.05)
     assert table["spec"]["acceptance"] == pytest.approx(0.7)
     assert table["base"]["decode_tok_s"] == pytest.approx(50.0, rel=0.03)
@@ -111,7 +111,7 @@ def test_flag_column_differing_between_arms_is_a_confound(tmp_path: Path) -> Non
         *("--spec-type", "draft-simple", "--spec-draft-max", "16"),
         *("--gpu-memory-utilization", "0.8"),
     ]
-    confounds = [f for f in analysis.findings(run) if f.code == "CONFOUND"]
+    confounds = [f for f in analysis.judge(run) if f.code == "CONFOUND"]
     assert len(confounds) == 1 and "--gpu-memory-utilization" in confounds[0].evidence
 
 
@@ -123,7 +123,7 @@ def test_request_setting_differing_between_arms_is_a_confound(tmp_path: Path) ->
     run = analysis.load_run(tmp_path / "run")
     assert run.arm_args("base") == ["--max-tokens", "256"]  # temperature is equal: not a flag
     assert run.records[0]["request"] == {"max_tokens": 256, "temperature": 0.0}
-    confounds = [f for f in analysis.findings(run) if f.code == "CONFOUND"]
+    confounds = [f for f in analysis.judge(run) if f.code == "CONFOUND"]
     assert len(confounds) == 1 and "--max-tokens" in confounds[0].evidence
 
 
@@ -372,7 +372,7 @@ def test_a_declared_arm_without_draft_columns_at_the_baselines_speed_is_flagged(
     found = codes(run)
     assert found["SAME_AS_BASELINE"] == {("spec", "base")}  # not the faster arm, not the control
     assert "SILENT_FALLBACK" not in found  # unknown draft counts are not zero drafts
-    (same,) = [f for f in analysis.findings(run) if f.code == "SAME_AS_BASELINE"]
+    (same,) = [f for f in analysis.judge(run) if f.code == "SAME_AS_BASELINE"]
     assert same.severity == "warning" and "no per-request draft counts" in same.evidence
     # With draft counts the counts decide: zero drafts are a SILENT_FALLBACK, not this warning.
     drafted = rows("base", 50.0) + rows("spec", 50.0, seed=1)

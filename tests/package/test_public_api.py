@@ -41,9 +41,9 @@ def test_importing_a_light_entry_point_loads_no_heavy_dependency(module: str) ->
 
 def test_reading_a_runs_models_loads_no_finding_and_the_predicted_names_resolve() -> None:
     """``run.prepare`` reads a run's models through analysis.predicted.models: importing it must
-    not load the findings (analysis.checks: SciPy) through the package; the package's names
+    not load the findings (analysis.findings: SciPy) through the package; the package's names
     still resolve, each on first use (``predict --calibrate`` reads two of them)."""
-    loaded = "'specbench.analysis.checks' in sys.modules"
+    loaded = "'specbench.analysis.findings.judge' in sys.modules"
     code = f"import sys, specbench.analysis.predicted.models; print({loaded})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

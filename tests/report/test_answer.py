@@ -11,9 +11,11 @@ from typing import Any
 import pytest
 
 from specbench.analysis import analyse_dir, stats
-from specbench.analysis.finding import Finding, group_findings
+from specbench.analysis.findings.model import Finding
 from specbench.analysis.multiplicity import holm
 from specbench.report import render_report, summary, tables
+from specbench.report.answer import answer_lines, rates_text
+from specbench.report.findinggroups import group_findings
 from tests.support.records import write_records
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -164,7 +166,7 @@ def test_every_output_prints_the_interval_the_verdict_used(three_arms: Path) -> 
 # -- 28.1: the answer first ----------------------------------------------------------------------------
 def test_the_answer_comes_first_per_workload_and_per_kind_of_prompt(split: Path) -> None:
     result = analyse_dir(split)
-    lines = result.answer_lines()
+    lines = answer_lines(result)
     assert lines[0].startswith("mine: keep speculation off") or lines[0].startswith("mine: ship")
     text = "\n".join(lines)
     assert "chat ×1.2" in text and "faster" in text and "json ×0.5" in text
@@ -208,7 +210,6 @@ def test_the_advice_names_the_unsettled_categories_and_never_says_none_is_settle
 
 
 def test_the_console_says_the_family_guarantee_once_with_the_levels_it_used() -> None:
-    from specbench.analysis.multiplicity import rates_text
 
     holm = "Holm over 3 comparisons: ≤ 5 % chance of any false verdict among them"
     rates = [f"98.3 % CI; {holm}", f"97.5 % CI; {holm}", f"98.3 % CI; {holm}"]

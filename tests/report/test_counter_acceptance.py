@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specbench import analysis
-from specbench.analysis import frames
+from specbench.analysis.tables import frames
 from specbench.report import render_report, tables
 from specbench.report.predicted import TITLE
 from specbench.report.summary import summary_table

@@ -13,7 +13,8 @@ import pytest
 from rich.console import Console
 
 from specbench import Analysis, analyse
-from specbench.analysis import frames, load_run
+from specbench.analysis import load_run
+from specbench.analysis.tables import frames
 from specbench.errors import ConfigError, StoreError
 from specbench.report import render_report
 from specbench.report.summary import summary_table

@@ -16,7 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from specbench import api
-from specbench.analysis import arm_acceptance, comparisons, findings, load_run
+from specbench.analysis import arm_acceptance, comparisons, judge, load_run
 from specbench.cli import app
 from specbench.engines.process import free_port
 from specbench.errors import ConfigError, EngineError
@@ -61,7 +61,7 @@ def test_two_attached_servers_are_one_comparison(llama_server: Path, moe_pair: P
     acceptance, source = arm_acceptance(run, "draft4")
     assert 0 < acceptance <= 1, (acceptance, source)
     assert "draft4" in comparisons(run)  # the speedup over the attached baseline
-    codes = {f.code for f in findings(run)}
+    codes = {f.code for f in judge(run)}
     assert "SILENT_FALLBACK" not in codes and "CONFOUND" not in codes, codes
 
 
@@ -74,7 +74,7 @@ def test_an_attached_arm_that_does_not_speculate_is_a_fallback(
     matrix = attach_matrix(tmp_path, {"baseline": [], "draft4": said})
     with serve(llama_server, moe_pair.target, [], tmp_path / "s.log") as server:
         api.prepare_run(matrix, tmp_path / "run", attach=server.url, arm="draft4").run()
-    assert "SILENT_FALLBACK" in {f.code for f in findings(load_run(tmp_path / "run"))}
+    assert "SILENT_FALLBACK" in {f.code for f in judge(load_run(tmp_path / "run"))}
 
 
 def test_nothing_listening_is_an_error(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import specbench
-from specbench.analysis import frames, metrics, stats
+from specbench.analysis import metrics, stats
+from specbench.analysis.tables import frames
 from specbench.importer import import_file
 from specbench.report.merge import merge_runs
 from specbench.store import schema

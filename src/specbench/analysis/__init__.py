@@ -5,14 +5,16 @@ analysis (theory) → report: takes in a run directory (``store``) and hands one
 ``report``.
 
 :mod:`rundata` loads a run directory (:class:`RunData`) and computes per-arm summaries and
-speedups, :mod:`judge` gathers every finding, :mod:`decision` says what to run per workload,
-:mod:`predicted` puts the theory (``specbench.theory``) to the run, and :mod:`result` gathers all
-of it, with the report's tables (:mod:`frames`, :mod:`crossover`) and the theory's prediction,
-into one :class:`Analysis` (``analyse(run)``), which the next step, ``report``, renders.
-:mod:`compare` compares two runs. The statistics (:mod:`stats`, :mod:`launches`,
-:mod:`stability`, :mod:`bimodality`), the per-request metrics (:mod:`metrics`), the checks
-(:mod:`checks`, :mod:`speculation`, :mod:`sources`, :mod:`evidence`, :mod:`stalls`,
-:mod:`verifystep`) and the length crossover (:mod:`crossover`) live beside them. ``report/`` only renders.
+speedups, :mod:`findings` holds every check (one module per family of codes; ``judge(run)``
+runs them all), :mod:`decision` says what to run per workload, :mod:`predicted` puts the theory
+(``specbench.theory``) to the run, and :mod:`result` gathers all of it, with the report's tables
+(:mod:`tables`) and the theory's prediction, into one :class:`Analysis` (``analyse(run)``),
+which the next step, ``report``, renders. :mod:`compare` compares two runs. The statistics
+(:mod:`stats`, :mod:`launches`, :mod:`multiplicity`, :mod:`sequential`, :mod:`bimodality`), the
+per-request metrics (:mod:`metrics`, read from the packed chunks: :mod:`packed`,
+:mod:`tokenrows`, :mod:`rowbatch`) and the evidence the checks and tables share
+(:mod:`evidence`: acceptance sources, streams, the client's lag, noise) live beside them.
+``report/`` only renders.
 """
 
 from __future__ import annotations
@@ -36,13 +38,13 @@ if TYPE_CHECKING:
     from specbench.analysis.decision import (
         untrusted_arms as untrusted_arms,
     )
-    from specbench.analysis.judge import (
+    from specbench.analysis.findings.judge import (
+        judge as judge,
+    )
+    from specbench.analysis.findings.verdict import (
         LARGE_LOSS as LARGE_LOSS,
     )
-    from specbench.analysis.judge import (
-        findings as findings,
-    )
-    from specbench.analysis.judge import (
+    from specbench.analysis.findings.verdict import (
         spec_loss_severity as spec_loss_severity,
     )
     from specbench.analysis.result import (
@@ -82,17 +84,18 @@ if TYPE_CHECKING:
         pooled_acceptance as pooled_acceptance,
     )
 
-# Lazy (PEP 562): a leaf such as ``analysis.findings`` (the Finding model, used by the client's
-# lag check) must be importable without loading the whole analysis, or the two import each other.
+# Lazy (PEP 562): a leaf such as ``analysis.findings.model`` (the Finding model) must be
+# importable without loading the whole analysis. ``findings`` names the package of checks, so
+# the function that runs them all is ``judge`` (``specbench.findings`` at the top level).
 _EXPORTS = {
     "compare_runs": "specbench.analysis.compare",
     "KEEP_OFF": "specbench.analysis.decision",
     "Decision": "specbench.analysis.decision",
     "decision_table": "specbench.analysis.decision",
     "untrusted_arms": "specbench.analysis.decision",
-    "LARGE_LOSS": "specbench.analysis.judge",
-    "findings": "specbench.analysis.judge",
-    "spec_loss_severity": "specbench.analysis.judge",
+    "LARGE_LOSS": "specbench.analysis.findings.verdict",
+    "judge": "specbench.analysis.findings.judge",
+    "spec_loss_severity": "specbench.analysis.findings.verdict",
     "Analysis": "specbench.analysis.result",
     "analyse": "specbench.analysis.result",
     "analyse_dir": "specbench.analysis.result",

@@ -3,20 +3,20 @@ speedup and the interval its verdict used, and where the answer differs by kind 
 per-category answer with why (acceptance and drafted tokens there).
 
 It only reads what the analysis already computed (the decision, the Holm-adjusted comparisons,
-the per-category speedups), so the top line can never disagree with the tables below it.
+the per-category speedups), so the top line can never disagree with the tables below it. The
+words are the report's (:mod:`specbench.report.answer`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from specbench.analysis import stats
 from specbench.analysis.decision import Decision
-from specbench.analysis.measures import MEASURES, verdict_word
+from specbench.analysis.tables.measures import MEASURES
 
 
 @dataclass(frozen=True)
@@ -31,14 +31,6 @@ class CategoryAnswer:
     drafted: float
     accepted: float
 
-    @property
-    def text(self) -> str:
-        why = ""
-        if math.isfinite(self.drafted):
-            why = f" (accepted {_count(self.accepted)} of {_count(self.drafted)} drafted"
-            why += f", {self.accepted / self.drafted:.0%})" if self.drafted > 0 else ")"
-        return f"{self.category} {_ratio(self.speedup, self.ci_low, self.ci_high)} {self.verdict}{why}"
-
 
 @dataclass(frozen=True)
 class MeasureCell:
@@ -50,11 +42,6 @@ class MeasureCell:
     ci_low: float
     ci_high: float
     verdict: str
-
-    @property
-    def text(self) -> str:
-        ratio = _ratio(self.speedup, self.ci_low, self.ci_high)
-        return f"{self.label} {ratio} {verdict_word(self.verdict, self.measure)}"
 
 
 @dataclass(frozen=True)
@@ -77,54 +64,6 @@ class Answer:
     measure: str = "decode"  # the label of the measure that decided
     beside: list[MeasureCell] = field(default_factory=list)
 
-    def lines(self, baseline: str) -> list[str]:
-        """The answer in words: the headline, the other measures beside the deciding one, then
-        (when they differ) the categories and advice."""
-        if self.arm is None:
-            head = f"{self.workload}: keep speculation off — {self.reason}"
-        elif self.ship is not None:
-            head = (
-                f"{self.workload}: ship {self.ship} — {self.measure} "
-                f"{_ratio(self.speedup, self.ci_low, self.ci_high)} {_better(self.measure)} than {baseline} "
-                f"({self.error_rate})"
-            )
-        else:
-            head = (
-                f"{self.workload}: keep speculation off — the best, {self.arm}, is "
-                f"{_ratio(self.speedup, self.ci_low, self.ci_high)} vs {baseline}, {self.verdict}"
-            )
-        out = [head]
-        if self.beside:
-            out.append(f"  beside ({self.arm}): " + ", ".join(c.text for c in self.beside))
-        if self.categories:
-            out.append(f"  by kind of prompt ({self.arm}): " + ", ".join(c.text for c in self.categories))
-        if self.advice:
-            out.append(f"  → {self.advice}")
-        return out
-
-    def to_dict(self, baseline: str) -> dict[str, Any]:
-        d = asdict(self)
-        d["categories"] = [asdict(c) for c in self.categories]
-        d["beside"] = [asdict(c) for c in self.beside]
-        return {**d, "recommendation": self.ship or "keep speculation off", "lines": self.lines(baseline)}
-
-
-def _better(label: str) -> str:
-    """ "faster" for a rate; a latency or throughput measure is "better" (×1.2 TTFT: 1.2 × sooner)."""
-    return "faster" if label == "decode" else "better"
-
-
-def _count(v: float) -> str:
-    return f"{v:.0f}" if math.isfinite(v) else "?"
-
-
-def _ratio(r: float, lo: float, hi: float) -> str:
-    if not math.isfinite(r):
-        return "×—"
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return f"×{r:.2f} [no interval]"
-    return f"×{r:.2f} [{lo:.2f}–{hi:.2f}]"
-
 
 def answer(
     decision: Decision,
@@ -134,7 +73,7 @@ def answer(
     beside: dict[str, dict[str, stats.Comparison]] | None = None,
 ) -> Answer:
     """The answer of one operating point from its decision, its arms' comparisons on the measure
-    that decided, its per-category speedups (:func:`specbench.analysis.frames.category_speedups`)
+    that decided, its per-category speedups (:func:`specbench.analysis.tables.frames.category_speedups`)
     and ``beside``: measure → arm → comparison on the other measures, shown next to it."""
     arm = decision.arm or _candidate(cmps, speedups)
     c = cmps.get(arm) if arm is not None else None

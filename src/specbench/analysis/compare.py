@@ -24,8 +24,9 @@ from typing import Any
 import pandas as pd
 from scipy import stats as sps
 
-from specbench.analysis import RunData, load_run, stability, stats
+from specbench.analysis import RunData, load_run, stats
 from specbench.analysis import launches as L
+from specbench.analysis.evidence import noise
 from specbench.analysis.rundata import for_point
 from specbench.errors import StoreError
 from specbench.store.rundir import RunStore
@@ -75,7 +76,7 @@ def _point_frame(run_a: RunData, run_b: RunData, point: str, arms: list[str], me
 
 def _caveat_unstable(df: pd.DataFrame, run_a: RunData, run_b: RunData) -> None:
     """Flag verdicts resting on an arm (or, for the speedup, a baseline) too noisy for any verdict."""
-    noisy = {"a": stability.unstable_arms(run_a.df), "b": stability.unstable_arms(run_b.df)}
+    noisy = {"a": noise.unstable_arms(run_a.df), "b": noise.unstable_arms(run_b.df)}
     for i, arm in df["arm"].items():
         where = [r for r in ("a", "b") if arm in noisy[r]]
         if where and isinstance(df.at[i, "verdict"], str):

@@ -8,16 +8,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import measures, stability, stats
-from specbench.analysis.checks import Finding
-from specbench.analysis.finding import at_point
-from specbench.analysis.judge import findings
-from specbench.analysis.measures import MEASURES
+from specbench.analysis import stats
+from specbench.analysis.evidence.noise import SEVERE_CV
+from specbench.analysis.findings.judge import judge
+from specbench.analysis.findings.model import Finding, Severity, at_point
+from specbench.analysis.findings.stability import Code as StabilityCode
+from specbench.analysis.findings.verdict import Code as VerdictCode
 from specbench.analysis.rundata import RunData
+from specbench.analysis.tables import measures
+from specbench.analysis.tables.measures import MEASURES
 
 # -- decision table ---------------------------------------------------------------------------
 KEEP_OFF = "keep speculation off"
-OUTCOMES = frozenset({"SPEC_LOSS"})  # error codes that state the measured result, not doubt it
+OUTCOMES = frozenset({VerdictCode.SPEC_LOSS})  # error codes that state the measured result, not doubt it
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,9 @@ def untrusted_arms(found: list[Finding]) -> dict[str, list[str]]:
     """Arm → codes of error-severity findings naming it: such an arm is never recommended."""
     out: dict[str, list[str]] = {}
     for f in found:
-        if f.severity == "error":
+        if f.severity == Severity.ERROR:
             for arm in f.arms:
-                out.setdefault(arm, []).append(f.code)
+                out.setdefault(arm, []).append(str(f.code))
     return out
 
 
@@ -76,10 +79,10 @@ def with_findings(frame: pd.DataFrame, found: list[Finding], baseline: str) -> p
 
 def decision_table(run: RunData, found: list[Finding] | None = None) -> list[Decision]:
     """Per operating point: the significantly better (verdict "faster"), trusted arm with the
-    largest speedup on the point's objective (:func:`specbench.analysis.measures.objective_of`)
+    largest speedup on the point's objective (:func:`specbench.analysis.tables.measures.objective_of`)
     whose guard (decode: wall clock; throughput: TTFT p99) is not significantly worse; else keep
     speculation off. ``found`` reuses already computed :func:`findings` (recomputed when None)."""
-    found = findings(run) if found is None else found
+    found = judge(run) if found is None else found
     out = []
     for point in run.points:
         here = at_point(found, point.name)
@@ -99,9 +102,9 @@ def decision_table(run: RunData, found: list[Finding] | None = None) -> list[Dec
 def _noisy_baseline(baseline: str, found: list[Finding]) -> str:
     """The evidence that the baseline itself is too unstable for any speedup, or ""."""
     for f in found:
-        if f.code == "UNSTABLE" and f.severity == "error" and f.arms == (baseline,):
+        if f.code == StabilityCode.UNSTABLE and f.severity == Severity.ERROR and f.arms == (baseline,):
             cv = f.evidence.split("varies by ", 1)[-1].split(" (", 1)[0]  # "CV 62.6%"
-            return f"{baseline}: decode {cv} across repeats, above {stability.SEVERE_CV:.0%}"
+            return f"{baseline}: decode {cv} across repeats, above {SEVERE_CV:.0%}"
     return ""
 
 
@@ -109,7 +112,7 @@ def _refuse(workload: str, cmps: dict[str, stats.Comparison], why: str) -> Decis
     top = _top(list(cmps.values()))
     nan = float("nan")
     ratio, lo, hi = (top.ratio, top.ci_low, top.ci_high) if top else (nan, nan, nan)
-    reason = f"no decision: the baseline is UNSTABLE ({why}); rerun on a quiet machine"
+    reason = f"no decision: the baseline is {StabilityCode.UNSTABLE} ({why}); rerun on a quiet machine"
     return Decision(workload, None, ratio, lo, hi, reason)
 
 

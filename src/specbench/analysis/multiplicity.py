@@ -64,21 +64,6 @@ def holm(keys: Iterable[K], fit: Callable[[K, float], Comparison], alpha: float)
     return {k: out[k] for k in first}
 
 
-def rates_text(rates: Sequence[str]) -> str:
-    """The error rates the verdicts carry, each said once: Holm's step-down reads its arms at
-    different levels ("98.3 % CI; Holm over 3 …", "97.5 % CI; Holm over 3 …"), and each CI cell
-    already names its level, so the family's guarantee is printed once with the levels it used."""
-    levels, rest = [], []
-    for rate in dict.fromkeys(rates):
-        level, _, family = rate.partition("; ")
-        levels.append(level.removesuffix(" CI"))
-        rest.append(family)
-    families = [f for f in dict.fromkeys(rest) if f]
-    if not families:
-        return "; ".join(dict.fromkeys(rates))
-    return f"{'; '.join(families)} (CIs at {', '.join(dict.fromkeys(levels))})"
-
-
 # -- arms and their categories: one family, α shared ------------------------------------------
 def arms_and_categories(
     arms: Sequence[R],

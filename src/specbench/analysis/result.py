@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from specbench.analysis import crossover, frames, measures, stats, sweeps
+from specbench.analysis import stats
 from specbench.analysis.answer import Answer, answer
 from specbench.analysis.decision import Decision, decision_table, nameable, with_findings
-from specbench.analysis.finding import Finding, at_point
-from specbench.analysis.goodput import Goodput, goodput_tables
-from specbench.analysis.judge import findings
+from specbench.analysis.findings.judge import judge
+from specbench.analysis.findings.model import Finding, at_point
 from specbench.analysis.points import Point
 from specbench.analysis.predicted.arms import RunTheory, theory_or_reason
 from specbench.analysis.rundata import (
@@ -29,6 +28,8 @@ from specbench.analysis.rundata import (
     load_run,
     workload_names,
 )
+from specbench.analysis.tables import crossover, frames, measures, sweeps
+from specbench.analysis.tables.goodput import Goodput, goodput_tables
 
 NO_DIR = "the run was analysed without its run directory (model and device unknown)"
 
@@ -74,17 +75,11 @@ class Analysis:
     operating_points: pd.DataFrame = field(default_factory=pd.DataFrame)
     sweeps: list[sweeps.Sweep] = field(default_factory=list)
 
-    def answer_lines(self) -> list[str]:
-        """The answer first (issue 28.1): one block per operating point, what to ship and why,
-        then each sweep's verdicts by level and where an arm's sign flips (issue 40)."""
-        lines = [line for a in self.answers for line in a.lines(self.run.baseline)]
-        return lines + [line for s in self.sweeps for line in s.lines()]
-
 
 def analyse(run: RunData, run_dir: Path | None = None) -> Analysis:
     """Every finding, decision and table of ``run``; ``run_dir`` (where it was loaded from) lets
     the theory read the model and the device."""
-    found = findings(run)
+    found = judge(run)
     names = [p.name for p in run.points]
     detail = detail_frame(run)
     several = len(names) > 1

@@ -14,16 +14,14 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import (
-    checks,
     launchorder,
     metrics,
     multiplicity,
     points,
     sequential,
-    sources,
-    stability,
     stats,
 )
+from specbench.analysis.evidence import acceptance, noise
 from specbench.analysis.launches import POSITION
 from specbench.analysis.packed import pack
 from specbench.analysis.rowbatch import RowBatch
@@ -152,7 +150,16 @@ def arm_acceptance(run: RunData, arm: str) -> tuple[float, str]:
     """Pooled acceptance and its source: per-request timings, else /metrics counter deltas."""
     if not run.speculates(arm):
         return pooled_acceptance(run.df[run.df["arm"] == arm]), "timings"
-    return sources.arm_acceptance(checks.acceptance_sources(arm, run.df, run.cells, run.engine))
+    return acceptance.preferred_rate(acceptance_sources(run, arm))
+
+
+def acceptance_sources(run: RunData, arm: str) -> dict[str, acceptance.Source]:
+    """The arm's acceptance from every source that saw drafted tokens, each with its coverage:
+    computed once per run, for the summary, the acceptance table and the findings alike."""
+    key = ("acceptance_sources", arm)
+    if key not in run._fits:
+        run._fits[key] = acceptance.acceptance_sources(arm, run.df, run.cells, run.engine)
+    return dict(run._fits[key])
 
 
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
@@ -206,7 +213,7 @@ def arm_summary(run: RunData) -> pd.DataFrame:
     """One row per arm: counts, medians, acceptance, speedup with CI and verdict (caveated when the
     arm or the baseline is UNSTABLE beyond any verdict)."""
     cmps = comparisons(run)
-    unstable = stability.unstable_arms(run.df)
+    unstable = noise.unstable_arms(run.df)
     rows = []
     for arm in run.arms:
         sub = run.df[run.df["arm"] == arm]
@@ -248,9 +255,7 @@ def _speedup(run: RunData, cmps: dict[str, stats.Comparison], arm: str, broken: 
 def _verdict(run: RunData, cmps: dict[str, stats.Comparison], arm: str, unstable: set[str]) -> str:
     if arm == run.baseline:
         return "baseline"
-    return (
-        stability.caveated(stats.verdict_text(cmps[arm]), arm, run.baseline, unstable) if arm in cmps else ""
-    )
+    return noise.caveated(stats.verdict_text(cmps[arm]), arm, run.baseline, unstable) if arm in cmps else ""
 
 
 # -- request-level extras ---------------------------------------------------------------------

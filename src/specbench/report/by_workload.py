@@ -19,7 +19,7 @@ def speedup_table(
 ) -> pd.DataFrame:
     """Rows: operating points (``workloads``: their names; a workload without a sweep is one);
     columns: non-baseline arms; cells: decode speedup vs the baseline with the CI its verdict
-    used and the verdict, from :func:`specbench.analysis.frames.summary_frame`."""
+    used and the verdict, from :func:`specbench.analysis.tables.frames.summary_frame`."""
     shown = [a for a in arms if a != baseline and a in set(summary["arm"])]
     rows = []
     for workload in workloads:

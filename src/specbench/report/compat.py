@@ -198,11 +198,11 @@ def findings_lines(a: Path, b: Path) -> list[str]:
     """Each run's findings, one line per code with the arms it names (what a reader of either
     run's report would be told before trusting its numbers)."""
     from specbench.analysis import load_run
-    from specbench.analysis.judge import findings
+    from specbench.analysis.findings.judge import judge
 
     out = []
     for label, root in (("a", a), ("b", b)):
-        found = findings(load_run(root))
+        found = judge(load_run(root))
         if not found:
             out.append(f"findings in {label} ({root}): none")
             continue

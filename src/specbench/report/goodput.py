@@ -1,12 +1,12 @@
 """The report's "Goodput and load" section: goodput per arm against the matrix's SLOs and, for a
 rate sweep, the highest rate each arm carries within them and the load above which speculation
-stops paying (computed in :mod:`specbench.analysis.goodput`)."""
+stops paying (computed in :mod:`specbench.analysis.tables.goodput`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from specbench.analysis.goodput import Goodput
+from specbench.analysis.tables.goodput import Goodput
 from specbench.matrix.config import SLOSpec
 from specbench.report.document import Block, Heading, Para, Table
 from specbench.report.tables import fmt, fmt_ci

@@ -19,9 +19,9 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from specbench.analysis.frames import MedianCI
-from specbench.analysis.measures import MEASURES
 from specbench.analysis.result import Analysis
+from specbench.analysis.tables.frames import MedianCI
+from specbench.analysis.tables.measures import MEASURES
 from specbench.report import fonts
 
 DPI = 100

@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis import load_run
-from specbench.analysis.finding import group_findings
 from specbench.analysis.result import Analysis, analyse
 from specbench.errors import ConfigError
 from specbench.report import html, markdown
+from specbench.report.answer import answer_dict, sweep_dict
 from specbench.report.envfile import env_blocks
+from specbench.report.findinggroups import group_findings
 from specbench.report.plots import write_plots
 from specbench.report.sections import report_blocks
 
@@ -44,7 +45,7 @@ def findings_json(c: Analysis) -> dict[str, Any]:
     """findings.json: findings, per-arm summary, comparisons, and what the report derived."""
     out: dict[str, Any] = jsonable(
         {
-            "answer": [a.to_dict(c.run.baseline) for a in c.answers],
+            "answer": [answer_dict(a, c.run.baseline) for a in c.answers],
             "findings_grouped": [g.to_dict() for g in group_findings(c.findings)],
             "findings": [f.to_dict() for f in c.findings],
             "summary": c.summary.to_dict("records"),
@@ -52,7 +53,7 @@ def findings_json(c: Analysis) -> dict[str, Any]:
             # Every (arm, operating point, measure) comparison (issue 40): a sweep's answer is
             # these, level by level; "comparisons" (per arm) is empty where the run sweeps.
             "operating_points": c.operating_points.to_dict("records"),
-            "sweeps": [s.to_dict() for s in c.sweeps],
+            "sweeps": [sweep_dict(s) for s in c.sweeps],
             "by_workload": c.by_workload.to_dict("records"),
             "decisions": [d.to_dict() for d in c.decisions],
             "crossovers": c.crossovers.to_dict("records"),

@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.analysis import RunData
-from specbench.analysis.frames import Categories
-from specbench.analysis.multiplicity import rates_text
 from specbench.analysis.result import Analysis
+from specbench.analysis.tables.frames import Categories
 from specbench.report import by_workload, fonts, tables
+from specbench.report.answer import along_lines, answer_lines, rates_text
 from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads
 from specbench.report.goodput import goodput_blocks
@@ -25,7 +25,7 @@ from specbench.report.tune import tune_blocks
 def _answer(c: Analysis) -> list[Block]:
     """The answer first (issue 28.1): per workload what to ship, its speedup and interval, and
     where the kinds of prompt disagree, the per-category answer with its acceptance."""
-    lines = c.answer_lines()
+    lines = answer_lines(c)
     if not lines:
         return []
     return [Heading("Answer"), Bullets(tuple(line.strip() for line in lines))]
@@ -169,7 +169,7 @@ def _sweep(c: Analysis, workload: str, words: str) -> list[Block]:
     table = tables.sweep_table(c.operating_points, workload, c.run.arms)
     blocks: list[Block] = [Heading(f"Workload {workload} (a sweep)"), Para(words + ".")]
     if along is not None:
-        blocks.append(Bullets(tuple(line.strip() for line in along.lines())))
+        blocks.append(Bullets(tuple(line.strip() for line in along_lines(along))))
     if not table.empty:
         caption = (
             f"each arm vs {c.run.baseline} at each level, on every measure (× above 1: the arm is better), "

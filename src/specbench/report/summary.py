@@ -11,9 +11,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from specbench.analysis.finding import group_findings
-from specbench.analysis.multiplicity import rates_text
 from specbench.analysis.result import Analysis
+from specbench.report.answer import answer_lines, rates_text
+from specbench.report.findinggroups import group_findings
 from specbench.report.tables import acceptance_text
 from specbench.run.progress import UNWRAPPED, printable
 
@@ -104,7 +104,7 @@ def _ci_cell(row: Mapping[Hashable, Any], several: bool) -> str:
 def print_summary(result: Analysis, title: str = "") -> None:
     """The answer first (per workload: what to ship, its speedup and interval, per kind of prompt
     where that differs), then the per-arm table, then the findings, one line per code."""
-    for line in result.answer_lines():
+    for line in answer_lines(result):
         stdout.print(printable(line), highlight=False, soft_wrap=True)
     stdout.print(summary_table(result, title))
     rates = rates_text([str(r) for r in result.summary.get("error_rate", []) if r])

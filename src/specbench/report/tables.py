@@ -11,9 +11,10 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.decision import Decision
-from specbench.analysis.finding import Finding, group_findings
-from specbench.analysis.frames import Categories
-from specbench.analysis.measures import MEASURES, verdict_word
+from specbench.analysis.findings.model import Finding
+from specbench.analysis.tables.frames import Categories
+from specbench.analysis.tables.measures import MEASURES, verdict_word
+from specbench.report.findinggroups import group_findings
 
 
 def fmt(value: Any, spec: str = ".1f") -> str:
@@ -44,7 +45,7 @@ def _cell(row: dict[Hashable, Any], metric: str, spec: str) -> str:
 
 
 def arm_table(summary: pd.DataFrame, point: str) -> pd.DataFrame:
-    """Display form of one operating point's rows of :func:`~specbench.analysis.frames.summary_frame`
+    """Display form of one operating point's rows of :func:`~specbench.analysis.tables.frames.summary_frame`
     (a workload without a sweep is one, named after it): TTFT, prefill, decode rate and wall clock
     side by side, because a decode gain can vanish in wall clock (mistake 6 in docs/mistakes.md)."""
     sub = summary[summary["point"] == point]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specbench.engines.base import Engine
 from specbench.engines.process import log_tail
@@ -33,11 +33,13 @@ from specbench.run.drive import CellDriver
 from specbench.run.launch import Launcher
 from specbench.run.order import RULE, counterbalance
 from specbench.run.pace import Pace, cell_tokens
-from specbench.run.plan import Plan
 from specbench.run.servedfiles import ServedFiles
 from specbench.store.machineprobe import record_machine_probe
 from specbench.store.rundir import RunStore, now_iso
 from specbench.store.sink import RecordSink
+
+if TYPE_CHECKING:  # run.plan loads the analysis (NumPy); the runner must not
+    from specbench.run.plan import Plan
 
 #: An arm's manifest ``failure`` when its engine would not start (exited or never healthy).
 START_FAILURE = "start"

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from specbench.analysis import load_run, stalls
+from specbench.analysis import load_run
+from specbench.analysis.evidence import stalls
 from specbench.analysis.predicted.arms import ArmPrediction, run_theory
 from specbench.analysis.predicted.text import format_arm_predictions, prediction_rows
 from tests.analysis.predicted.test_theory_runs import FAKE_CPU

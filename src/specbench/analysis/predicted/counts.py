@@ -57,7 +57,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.checks import spec_deltas
+from specbench.analysis.evidence.acceptance import spec_deltas
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from specbench.analysis import stalls
+from specbench.analysis.evidence import stalls
 from specbench.analysis.predicted import counts as C
 from specbench.analysis.predicted.models import ArmMethod, draft_weights, run_path
 from specbench.analysis.predicted.setup import RunSetup

@@ -1,56 +1,56 @@
-"""The client's own lag, so a harness-bound run can never pass for an engine result.
+"""Did the client keep up? CLIENT_BEHIND (its event loop woke late: the arm's timing figures are
+partly the client's) and LATE_SENDS (an open-loop schedule ran late: the offered load was lower
+than asked), so a harness-bound run can never pass for an engine result.
 
-While a cell's requests stream, :class:`LoopLag` sleeps a fixed period on the same event loop
-and records how late each wake-up came. A loop that wakes late stamps chunks late too: when it
-falls behind, queued chunks drain in a burst, gaps shrink towards zero and TTFT grows — the
-figures then describe the client, not the server. :func:`client_lag_findings` turns the lag kept
-in each cell into a CLIENT_BEHIND finding when it is large next to the arm's time per output token
-(TPOT, not the median ITL: a server that sends in bursts has a median ITL near zero).
+How late the loop woke, and when that counts, is :mod:`specbench.analysis.evidence.lag`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.finding import Finding
-
-LAG_FLOOR_MS = 2.0  # below this, lag is timer and scheduler noise on a shared machine
-LAG_SHARE = 0.5  # poll stamps: lag p99 above half the arm's median TPOT distorts per-token timing
-# Kernel receive stamps are right however late the loop reads; only a read later than the gap to
-# the next chunk takes two chunks at once (one stamp). The median TPOT bounds that gap from below.
-LAG_SHARE_KERNEL = 1.0
+from specbench.analysis.evidence.lag import Lag, lagging
+from specbench.analysis.findings.family import RunFamily
+from specbench.analysis.findings.gather import RunEvidence
+from specbench.analysis.findings.model import Finding, Severity
 
 
-def client_lag_findings(cells: list[dict[str, Any]], df: pd.DataFrame) -> list[Finding]:
-    """CLIENT_BEHIND per arm whose worst cell's loop-lag p99 is both above the noise floor and a
-    sizeable share of the arm's median TPOT (its timing figures are partly the client's): half of
-    it with poll stamps, all of it with the kernel's receive stamps."""
-    worst: dict[str, dict[str, Any]] = {}
-    for cell in cells:
-        lag = cell.get("client_lag") or {}
-        if lag.get("p99_ms") is not None and lag["p99_ms"] > worst.get(cell["arm"], {}).get("p99_ms", -1):
-            worst[cell["arm"]] = {**lag, "repeat": cell.get("repeat")}
-    out = []
-    for arm, lag in sorted(worst.items()):
-        tpot = df.loc[df["arm"] == arm, "tpot_ms"].median() if "tpot_ms" in df and not df.empty else np.nan
-        share = LAG_SHARE_KERNEL if lag.get("stamps") == "kernel" else LAG_SHARE
-        limit = max(LAG_FLOOR_MS, share * tpot) if np.isfinite(tpot) else LAG_FLOOR_MS
-        if lag["p99_ms"] > limit:
-            tpot_text = f"{tpot:.2f} ms" if np.isfinite(tpot) else "unknown"
-            out.append(
-                Finding(
-                    "CLIENT_BEHIND",
-                    (arm,),
-                    f"{arm}: the client's event loop woke {lag['p99_ms']:.2f} ms late at p99 (max "
-                    f"{lag['max_ms']:.1f} ms, repeat {lag['repeat']}) against a median TPOT of {tpot_text}: "
-                    f"{_stamps_text(lag)}, so {_measures(df, arm)} partly measure the client"
-                    f"{_untimed_text(df, arm)} (lower the concurrency, or give the client its own cores).",
-                )
-            )
-    return out
+class Code(StrEnum):
+    CLIENT_BEHIND = "CLIENT_BEHIND"
+    LATE_SENDS = "LATE_SENDS"
+
+
+SEVERITY = {Code.CLIENT_BEHIND: Severity.WARNING, Code.LATE_SENDS: Severity.WARNING}
+ANCHOR = "client"
+
+
+def check(ev: RunEvidence) -> list[Finding]:
+    run = ev.run
+    return client_lag_findings(run.cells, run.df) + schedule_findings(run.records)
+
+
+def client_lag_findings(cells: Sequence[Mapping[str, Any]], df: pd.DataFrame) -> list[Finding]:
+    """CLIENT_BEHIND per arm whose client fell behind (:func:`~specbench.analysis.evidence.lag.lagging`)."""
+    return [_behind(lag, df) for lag in lagging(cells, df)]
+
+
+def _behind(lag: Lag, df: pd.DataFrame) -> Finding:
+    arm, worst, tpot = lag.arm, lag.worst, lag.tpot_ms
+    tpot_text = f"{tpot:.2f} ms" if np.isfinite(tpot) else "unknown"
+    return Finding(
+        Code.CLIENT_BEHIND,
+        (arm,),
+        f"{arm}: the client's event loop woke {worst['p99_ms']:.2f} ms late at p99 (max "
+        f"{worst['max_ms']:.1f} ms, repeat {worst['repeat']}) against a median TPOT of {tpot_text}: "
+        f"{_stamps_text(worst)}, so {_measures(df, arm)} partly measure the client"
+        f"{_untimed_text(df, arm)} (lower the concurrency, or give the client its own cores).",
+        SEVERITY[Code.CLIENT_BEHIND],
+    )
 
 
 def _stamps_text(lag: dict[str, Any]) -> str:
@@ -110,7 +110,7 @@ def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
         asked_text = f" against {', '.join(f'{v:g}' for v in asked)}/s asked" if asked else ""
         out.append(
             Finding(
-                "LATE_SENDS",
+                Code.LATE_SENDS,
                 (arm,),
                 f"{arm}: open-loop sends ran {p99:.1f} ms late at p99 over {len(recs)} requests "
                 f"({float(np.percentile(cap, 99)):.1f} ms of it waiting for a free slot under the "
@@ -119,3 +119,6 @@ def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
             )
         )
     return out
+
+
+FAMILY = RunFamily(Code, SEVERITY, ANCHOR, check)

@@ -9,60 +9,56 @@ order), i.e. the machine changed while the run was going on. Input is the frame 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Literal
+from enum import StrEnum
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 from specbench.analysis._arrays import FloatArray, finite_values
-from specbench.analysis.stats import describe
+from specbench.analysis.evidence.noise import SEVERE_CV, cells, repeat_cv
+from specbench.analysis.findings.family import PointFamily
+from specbench.analysis.findings.gather import PointEvidence
+from specbench.analysis.findings.model import Finding, Severity
 
-WarningCode = Literal["LOW_N", "UNSTABLE", "DRIFT"]
-# Repeat-to-repeat CV above this is not noise around an effect but a different machine from one
-# launch to the next (a busy box swings per-request rates 10x): no speedup from it is publishable.
-SEVERE_CV = 0.25
+
+class Code(StrEnum):
+    LOW_N = "LOW_N"
+    UNSTABLE = "UNSTABLE"
+    DRIFT = "DRIFT"
+
+
+#: UNSTABLE is an error above SEVERE_CV (no verdict is trusted there).
+SEVERITY = {Code.LOW_N: Severity.WARNING, Code.UNSTABLE: Severity.WARNING, Code.DRIFT: Severity.WARNING}
+ANCHOR = "stability"
+
+
+def check(ev: PointEvidence) -> list[Finding]:
+    run = ev.run
+    return [
+        Finding(w.code, (w.arm,), w.message, Severity.ERROR if w.severe else SEVERITY[w.code])
+        for w in stability_warnings(run.df, baseline=run.baseline, client_behind=ev.client_behind)
+    ]
 
 
 @dataclass(frozen=True)
 class Warning_:
     """A data-quality warning for one (arm, workload) cell; ``message`` is one sentence of evidence."""
 
-    code: WarningCode
+    code: Code
     arm: str
     workload: str
     message: str
     severe: bool = False  # too noisy for any verdict: the decision refuses to recommend on it
 
 
-def _cells(df: pd.DataFrame) -> Iterator[tuple[str, str, pd.DataFrame]]:
-    """(arm, operating point) cells: a sweep's levels are never one cell (issue 40)."""
-    where = "point" if "point" in df else "workload"
-    for (arm, workload), group in df.groupby(["arm", where], sort=True):
-        yield str(arm), str(workload), group
-
-
 def _low_n(arm: str, wl: str, x: FloatArray, metric: str, min_n: int) -> Warning_ | None:
     if x.size >= min_n:
         return None
     msg = f"{arm} on {wl} has only {x.size} {metric} samples (fewer than {min_n}), too few to trust."
-    return Warning_("LOW_N", arm, wl, msg)
-
-
-def repeat_cv(g: pd.DataFrame, metric: str) -> tuple[float, int]:
-    """Median over prompts of the CV across repeats of the same prompt, and the prompt count.
-
-    Different prompts legitimately run at different speeds (length, category), so spread across
-    prompts is not instability; spread across repeats of one prompt is (pyperf's view). Falls back
-    to the CV over all requests, with count 0, when no prompt was repeated."""
-    if "prompt_id" in g and "repeat" in g:
-        per = g.groupby("prompt_id")[metric].agg(["mean", "std", "count"])
-        per = per[(per["count"] >= 2) & (per["mean"] > 0)]
-        if len(per):
-            return float(np.median(per["std"] / per["mean"])), len(per)
-    return describe(finite_values(g[metric].to_numpy(np.float64))).cv, 0
+    return Warning_(Code.LOW_N, arm, wl, msg)
 
 
 def _unstable(
@@ -87,7 +83,7 @@ def _unstable(
             f" Above {SEVERE_CV:.0%} no verdict or recommendation is trusted: the machine was likely busy,"
             " rerun on a quiet one."
         )
-    return Warning_("UNSTABLE", arm, wl, msg, severe)
+    return Warning_(Code.UNSTABLE, arm, wl, msg, severe)
 
 
 def _concurrent(g: pd.DataFrame) -> bool:
@@ -119,7 +115,7 @@ def _drift(arm: str, wl: str, g: pd.DataFrame, metric: str, thr: float, alpha: f
         f"({m1:.3g}, n={third}) to the last third ({m2:.3g}, n={third}) in completion order "
         f"(Mann-Whitney p={p:.2g})."
     )
-    return Warning_("DRIFT", arm, wl, msg)
+    return Warning_(Code.DRIFT, arm, wl, msg)
 
 
 def stability_warnings(
@@ -138,7 +134,7 @@ def stability_warnings(
     DRIFT (``baseline`` arm only, every arm if None) if the first and last thirds in ``seq``
     order differ by > ``drift_threshold`` in median with Mann-Whitney p < ``alpha``."""
     out: list[Warning_] = []
-    for arm, wl, g in _cells(df):
+    for arm, wl, g in cells(df):
         x = finite_values(g[metric].to_numpy(np.float64))
         behind = arm in client_behind
         found = [_low_n(arm, wl, x, metric, min_n), _unstable(arm, wl, g, metric, max_cv, behind)]
@@ -148,12 +144,4 @@ def stability_warnings(
     return out
 
 
-def unstable_arms(df: pd.DataFrame) -> set[str]:
-    """Arms with a cell too noisy for any verdict (repeat CV above SEVERE_CV)."""
-    return {w.arm for w in stability_warnings(df) if w.severe}
-
-
-def caveated(verdict: str, arm: str, baseline: str, unstable: set[str]) -> str:
-    """The verdict, flagged when the arm or its baseline is too unstable for it to mean anything."""
-    noisy = [a for a in (arm, baseline) if a in unstable]
-    return f"{verdict} (UNSTABLE: {', '.join(noisy)})" if noisy else verdict
+FAMILY = PointFamily(Code, SEVERITY, ANCHOR, check)

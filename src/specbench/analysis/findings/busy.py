@@ -8,9 +8,20 @@ as much as the arm.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
-from specbench.analysis.finding import Finding
+from specbench.analysis.findings.family import RunFamily
+from specbench.analysis.findings.gather import RunEvidence
+from specbench.analysis.findings.model import Finding, Severity
+
+
+class Code(StrEnum):
+    BUSY_MACHINE = "BUSY_MACHINE"
+
+
+SEVERITY = {Code.BUSY_MACHINE: Severity.WARNING}
+ANCHOR = "busy-machine"
 
 BUSY_FACTOR = 1.5  # 1-minute load above this many times the logical CPUs: the box was oversubscribed
 STEAL_LIMIT = 0.10  # a hypervisor took at least this share of CPU time during the cell
@@ -33,6 +44,10 @@ def busy_cells(cells: Sequence[Mapping[str, Any]], arm: str) -> list[str]:
     return [r for c in cells if c.get("arm") == arm and (r := busy_reason(c.get("machine_load") or {}))]
 
 
+def check(ev: RunEvidence) -> list[Finding]:
+    return busy_findings(ev.run.cells, ev.run.measured_arms)
+
+
 def busy_findings(cells: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> list[Finding]:
     """BUSY_MACHINE per arm that had a cell on an oversubscribed or stolen-from box."""
     out = []
@@ -42,10 +57,13 @@ def busy_findings(cells: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> li
         if reasons:
             out.append(
                 Finding(
-                    "BUSY_MACHINE",
+                    Code.BUSY_MACHINE,
                     (arm,),
                     f"{arm}: the machine was busy during {len(reasons)} of {total} cells ({reasons[0]}); "
                     "other work competed for the cores, so its timings measure the box as much as the arm.",
                 )
             )
     return out
+
+
+FAMILY = RunFamily(Code, SEVERITY, ANCHOR, check)

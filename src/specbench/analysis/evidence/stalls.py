@@ -30,10 +30,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from specbench.analysis import bimodality, metrics, stats
+from specbench.analysis import metrics
 from specbench.analysis._arrays import FloatArray, median_1d
-from specbench.analysis.busy import busy_cells
-from specbench.analysis.finding import Finding
 from specbench.analysis.metrics import BURST_GAP_MS, NS_PER_MS
 from specbench.analysis.packed import PackedChunks, packed
 from specbench.store.schema import RequestRecord, chunks
@@ -214,13 +212,13 @@ def stall_ms(rec: RequestRecord | Mapping[str, Any], rounds: float | None = None
     return _stall(rec, s, s.round_ms if rounds is None else rounds)
 
 
-def _measured(records: Rows) -> list[Mapping[str, Any]]:
+def measured(records: Rows) -> list[Mapping[str, Any]]:
     return [r for r in records if r.get("error") is None and not r.get("warmup")]
 
 
 def arm_rounds(records: Rows) -> dict[str, float]:
     """Arm → its longest verification round that a measured request's stream showed."""
-    return _arm_rounds([(r, stream(r)) for r in _measured(records)])
+    return _arm_rounds([(r, stream(r)) for r in measured(records)])
 
 
 def _arm_rounds(streams: Sequence[tuple[Mapping[str, Any], Stream | None]]) -> dict[str, float]:
@@ -254,7 +252,7 @@ _STALLED: list[tuple[Any, list[Any], dict[tuple[str, Any], float]]] = []
 def _stalled(
     records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None
 ) -> dict[tuple[str, Any], float]:
-    streams = [(r, stream(r)) for r in _measured(records)]
+    streams = [(r, stream(r)) for r in measured(records)]
     rounds = _arm_rounds(streams)  # an arm with none: no request of it shows one either
     out = {}
     for rec, s in streams:
@@ -268,86 +266,11 @@ def without_stalls(
     df: pd.DataFrame, records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None = None
 ) -> pd.DataFrame:
     """The request frame less its stalled requests."""
-    return _drop(df, stalled(records, speculating))
+    return drop_stalled(df, stalled(records, speculating))
 
 
-def _drop(df: pd.DataFrame, keys: Mapping[tuple[str, Any], float]) -> pd.DataFrame:
+def drop_stalled(df: pd.DataFrame, keys: Mapping[tuple[str, Any], float]) -> pd.DataFrame:
     if not keys or "seq" not in df.columns:
         return df
     hit = [(str(a), s) in keys for a, s in zip(df["arm"], df["seq"], strict=True)]
     return df[~np.asarray(hit, dtype=bool)]
-
-
-def _without_line(df: pd.DataFrame, clean: pd.DataFrame, arm: str, baseline: str) -> str:
-    """ " Speedup ×a with them, ×b without" for an arm compared with the baseline, else "" (also
-    where too few requests are left on a side for a ratio)."""
-    if arm == baseline or baseline not in set(df["arm"]):
-        return ""
-    with_ = stats.speedup(df, arm, baseline).ratio
-    without = stats.speedup(clean, arm, baseline).ratio
-    if not (np.isfinite(with_) and np.isfinite(without)):
-        return ""
-    return f" Speedup over {baseline}: ×{with_:.2f} with them, ×{without:.2f} without."
-
-
-def stall_findings(
-    records: Rows,
-    arms: Sequence[str],
-    df: pd.DataFrame,
-    baseline: str,
-    speculating: Collection[str] | None = None,
-) -> list[Finding]:
-    """STALLED per arm with stalled requests: how many, how long, and the speedup without them."""
-    keys = stalled(records, speculating)
-    clean = _drop(df, keys)
-    out = []
-    for arm in arms:
-        pauses = sorted(ms for (a, _), ms in keys.items() if a == arm)
-        if not pauses:
-            continue
-        total = sum(1 for r in _measured(records) if r.get("arm") == arm)
-        span = (
-            f"{pauses[0] / 1000:.1f} s"
-            if len(pauses) == 1
-            else f"{pauses[0] / 1000:.1f}–{pauses[-1] / 1000:.1f} s"
-        )
-        out.append(
-            Finding(
-                "STALLED",
-                (arm,),
-                f"{arm}: {len(pauses)} of {total} requests stalled (one gap of {span}, ≥ {STALL_FACTOR:.0f}× "
-                "the request's usual gap; neither a burst of tokens after it, the arm's verification-round "
-                "time nor the server's own timing shows decoding in it): the engine was paused, not "
-                "decoding; these requests drag its "
-                "mean and speedup down and are left out of the bimodality and category checks."
-                + _without_line(df, clean, arm, baseline),
-            )
-        )
-    return out
-
-
-def bimodal_findings(
-    df: pd.DataFrame,
-    records: Sequence[Mapping[str, Any]],
-    cells: Sequence[Mapping[str, Any]],
-    arms: Sequence[str],
-    speculating: Collection[str] | None = None,
-) -> list[Finding]:
-    """BIMODAL per arm whose decode rate has two modes once stalled requests are left out."""
-    clean = without_stalls(df, records, speculating)
-    out = []
-    for arm in arms:
-        bimodal = bimodality.bimodality(clean.loc[clean["arm"] == arm, "decode_tok_s"].to_numpy())
-        if not bimodal.bimodal:
-            continue
-        modes = " and ".join(f"{m:.1f}" for m in bimodal.modes)
-        busy = busy_cells(cells, arm)
-        why = (
-            f"the machine was busy during {len(busy)} of its cells ({busy[0]}): the modes may be the "
-            "load, not the workload"
-            if busy
-            else "see the per-category breakdown"
-        )
-        msg = f"{arm}: decode tok/s has two modes ({modes}); the mean describes neither — {why}."
-        out.append(Finding("BIMODAL", (arm,), msg))
-    return out

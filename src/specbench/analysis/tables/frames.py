@@ -13,9 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import bimodality, checks, points, stalls, stats
+from specbench.analysis import bimodality, points, stats
+from specbench.analysis.evidence import acceptance, stalls
+from specbench.analysis.findings import outputs
 from specbench.analysis.rundata import (
     RunData,
+    acceptance_sources,
     arm_acceptance,
     category_comparisons,
     point_comparisons,
@@ -139,7 +142,7 @@ def acceptance_frame(run: RunData) -> pd.DataFrame:
     for arm in run.measured_arms:
         if not run.speculates(arm):
             continue
-        for source, s in checks.acceptance_sources(arm, run.df, run.cells, run.engine).items():
+        for source, s in acceptance_sources(run, arm).items():
             rows.append({"arm": arm, "source": source, **s})
     cols = ["arm", "source", "drafted", "accepted", "rate", "mean_accepted_length"]
     return pd.DataFrame(rows, columns=cols)
@@ -150,7 +153,7 @@ def position_frame(run: RunData) -> pd.DataFrame:
     (vLLM's per-position counters); empty when no cell carries them."""
     rows = []
     for arm in run.measured_arms:
-        deltas = [checks.spec_deltas(c) for c in run.cells if c.get("arm") == arm]
+        deltas = [acceptance.spec_deltas(c) for c in run.cells if c.get("arm") == arm]
         drafts = sum(d.get("drafts", 0.0) for d in deltas)
         positions = sorted(
             {int(k.rsplit("_", 1)[1]) for d in deltas for k in d if k.startswith("accepted_pos_")}
@@ -166,7 +169,7 @@ def position_frame(run: RunData) -> pd.DataFrame:
 def equivalence_frame(run: RunData) -> pd.DataFrame:
     """Each arm's outputs vs the baseline's for the same (prompt, repeat): all prompts, then per
     category (drift differs by category: ~0 on tool calls, large on long prose)."""
-    texts = checks.output_texts(run.records)
+    texts = outputs.output_texts(run.records)
     categories = sorted(c for c in texts["category"].dropna().unique()) if len(texts) else []
     rows = []
     for arm in run.measured_arms:
@@ -174,7 +177,7 @@ def equivalence_frame(run: RunData) -> pd.DataFrame:
             continue
         for category in ["all", *categories] if len(categories) > 1 else ["all"]:
             subset = texts if category == "all" else texts[texts["category"] == category]
-            eq = checks.output_equivalence(subset, arm, run.baseline)
+            eq = outputs.output_equivalence(subset, arm, run.baseline)
             rows.append({"arm": arm, "category": category, "pairs": eq.pairs,
                          "exact_match_rate": eq.exact_match_rate, "mean_levenshtein": eq.mean_levenshtein,
                          "mean_normalised_drift": eq.mean_normalised_drift,
@@ -185,7 +188,7 @@ def equivalence_frame(run: RunData) -> pd.DataFrame:
 def divergence_examples(run: RunData, per_arm: int = 2, width: int = 60) -> pd.DataFrame:
     """The first differing outputs per arm, cut around the first differing character: the
     reader sees what changed, not just how much."""
-    texts = checks.output_texts(run.records).drop_duplicates(["arm", "prompt_id", "repeat"])
+    texts = outputs.output_texts(run.records).drop_duplicates(["arm", "prompt_id", "repeat"])
     indexed = texts.set_index(["arm", "prompt_id", "repeat"])["text"]
     if run.baseline not in texts["arm"].values:
         return pd.DataFrame()
@@ -203,7 +206,7 @@ def _differences(arm: str, base: pd.Series, mine: pd.Series, width: int) -> list
     pairs = pd.concat([base.rename("b"), mine.rename("a")], axis=1, join="inner")
     rows = []
     for (prompt, repeat), b, a in zip(pairs.index, pairs["b"], pairs["a"], strict=True):
-        i = checks.first_divergence(b, a)
+        i = outputs.first_divergence(b, a)
         if i is not None:
             cut = slice(max(0, i - width // 3), i + width)
             rows.append({"arm": arm, "prompt": prompt, "repeat": repeat, "at char": i,

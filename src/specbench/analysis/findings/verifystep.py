@@ -31,15 +31,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
-from specbench.analysis.finding import Finding
+from specbench.analysis.findings.family import RunFamily
+from specbench.analysis.findings.gather import RunEvidence
+from specbench.analysis.findings.model import Finding, Severity
 from specbench.analysis.predicted.counts import draft_counts
 from specbench.analysis.predicted.setup import pass_curve, single_level
 from specbench.analysis.rundata import RunData
 from specbench.errors import ConfigError
 from specbench.theory.passcurve import PassCurve
 
-CODE = "VERIFY_STEP"
+
+class Code(StrEnum):
+    VERIFY_STEP = "VERIFY_STEP"
+
+
+SEVERITY = {Code.VERIFY_STEP: Severity.INFO}
+ANCHOR = "verify-step"
 STEP_RATIO = 1.5  # v(b) / v(b′) at or above this is a step (H200: 3.72–3.90 / 1.4–1.6 ≈ 2.4)
 MAX_GAP = 4  # b − b′ at most this: the step is one the user can step back over
 REACH_SHARE = 0.75  # mean draft per round ≥ this share of K: most rounds verify b tokens
@@ -112,7 +121,8 @@ def _reach(run: RunData, check: StepCheck) -> StepCheck:
             replace(check, mean_draft=mean),
             f"the rounds rarely reach K: {shown} < {REACH_SHARE} × {check.draft_max}",
         )
-    found = Finding(CODE, (check.arm,), _evidence(check, mean, counts.rounds), "info")
+    code = Code.VERIFY_STEP
+    found = Finding(code, (check.arm,), _evidence(check, mean, counts.rounds), SEVERITY[code])
     return replace(check, mean_draft=mean, finding=found)
 
 
@@ -139,6 +149,11 @@ def _span(sizes: list[int]) -> str:
     return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
 
 
+def check(ev: RunEvidence) -> list[Finding]:
+    """Rounds just past a step in the probed verify cost."""
+    return verify_step_findings(ev.run)
+
+
 def verify_step_findings(run: RunData) -> list[Finding]:
     """A VERIFY_STEP per measured speculating arm whose rounds fall just past a probed step."""
     curve = probe_curve(run)
@@ -146,3 +161,6 @@ def verify_step_findings(run: RunData) -> list[Finding]:
         return []
     checks = (verify_step(run, arm, curve) for arm in run.measured_arms if arm != run.baseline)
     return [c.finding for c in checks if c is not None and c.finding is not None]
+
+
+FAMILY = RunFamily(Code, SEVERITY, ANCHOR, check)

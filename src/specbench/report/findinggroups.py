@@ -1,37 +1,11 @@
-"""The finding model: a code, the arm(s), one sentence of evidence and a severity.
-
-Severity means consequence (docs/checks.md gives each code's rule in one line):
-``error`` — the arm did not measure what it claims, it is never recommended; ``warning`` — a
-number a reader could misread without the sentence; ``info`` — context.
-"""
+"""Findings as the report shows them: every finding of one code and severity on one line."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Finding:
-    """``point``: the operating point a statistical finding was computed at, when the run sweeps
-    (issue 40: DRIFT, BIMODAL, UNSTABLE, STALLED never pool a sweep's levels); "" for the run."""
-
-    code: str
-    arms: tuple[str, ...]
-    evidence: str
-    severity: str = "warning"
-    point: str = ""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
-
-
-def at_point(found: list[Finding], point: str) -> list[Finding]:
-    """The findings that bear on operating point ``point``: the run's own and that point's."""
-    return [f for f in found if f.point in ("", point)]
+from specbench.analysis.findings.model import SEVERITY_ORDER, Finding
 
 
 @dataclass(frozen=True)
@@ -52,7 +26,7 @@ class FindingGroup:
         return f"{self.code} ({', '.join(self.arms)}): {self.evidence[0]}{more}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "severity": self.severity, "arms": list(self.arms),
+        return {"code": str(self.code), "severity": str(self.severity), "arms": list(self.arms),
                 "evidence": list(self.evidence)}  # fmt: skip
 
 

@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import multiplicity, points, stats
-from specbench.analysis.goodput import launch_goodput, slo_of
 from specbench.analysis.launches import POSITION
 from specbench.analysis.rundata import ByPoint, RunData, point_comparisons
+from specbench.analysis.tables.goodput import launch_goodput, slo_of
 from specbench.matrix.config import SLOSpec
 from specbench.workloads.suites import SUITES
 
@@ -100,7 +100,7 @@ def launch_table(run: RunData) -> pd.DataFrame:
     if key in run._fits:
         return run._fits[key]  # type: ignore[no-any-return]
     # Throughput is goodput without SLOs: every completed request's tokens over the point's wall
-    # time (first send to last end), one value per launch (analysis/goodput.py).
+    # time (first send to last end), one value per launch (analysis/tables/goodput.py).
     throughput = _per_launch(run, "goodput_tok_s", None)
     good = _per_launch(run, "goodput_req_s", slo_of(run.manifest))
     rows = []
@@ -125,7 +125,7 @@ def _pct(values: np.ndarray[Any, Any], q: float) -> float:
 
 
 def _per_launch(run: RunData, column: str, slo: SLOSpec | None) -> dict[tuple[str, str, int], float]:
-    """(arm, point, repeat) → ``column`` of :func:`~specbench.analysis.goodput.launch_goodput`
+    """(arm, point, repeat) → ``column`` of :func:`~specbench.analysis.tables.goodput.launch_goodput`
     against ``slo`` (None: every completed request counts)."""
     table = launch_goodput(run.records, slo)
     where = {(p.workload, ph): p.name for p in run.points for ph in p.phases}

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.finding import Finding
+from specbench.analysis.findings.family import RunFamily
+from specbench.analysis.findings.gather import RunEvidence
+from specbench.analysis.findings.model import Finding, Severity
 from specbench.analysis.metrics import (
     BUNCH_SHARE,
     BUNCH_TTFT_SHARE,
@@ -28,9 +31,33 @@ from specbench.analysis.metrics import (
     LEAD_BURST_SHARE,
 )
 
+
+class Code(StrEnum):
+    CACHED_PREFILL = "CACHED_PREFILL"
+    CLIENT_SERVER_DISAGREE = "CLIENT_SERVER_DISAGREE"
+    UNTIMED_DECODE = "UNTIMED_DECODE"
+
+
+SEVERITY = {
+    Code.CACHED_PREFILL: Severity.WARNING,
+    Code.CLIENT_SERVER_DISAGREE: Severity.WARNING,
+    Code.UNTIMED_DECODE: Severity.WARNING,
+}
+ANCHOR = "measurement"
+
 CACHED_SHARE = 0.5  # more than this share of a cold request's prompt from the cache is a finding
 #: Categories built to hit the cache (cache-reuse suite) or to share a prefix by design (agents).
 WARM_BY_DESIGN = ("cache-", "agent-")
+
+
+def check(ev: RunEvidence) -> list[Finding]:
+    """What the records and cells say about the measurement itself: cache, client vs server."""
+    run, arms = ev.run, ev.run.measured_arms
+    return (
+        cached_prefill(run.df, arms, run.cells)
+        + client_server_disagreement(run.df, arms)
+        + untimed_decode(run.df, arms)
+    )
 
 
 def cached_prefill(
@@ -64,7 +91,7 @@ def _cached(arm: str, hot: pd.DataFrame, cold: int, shared: float) -> Finding:
     worst = hot.iloc[int(np.argmax(share.to_numpy()))]
     past = f" past the {shared:.0f}-token prefix every prompt shares" if shared else ""
     return Finding(
-        "CACHED_PREFILL",
+        Code.CACHED_PREFILL,
         (arm,),
         f"{arm}: {len(hot)} of {cold} requests meant to be cold took more than "
         f"{CACHED_SHARE:.0%} of their prompt{past} from the cache (e.g. {worst['prompt_id']}: "
@@ -76,13 +103,13 @@ def _cached(arm: str, hot: pd.DataFrame, cold: int, shared: float) -> Finding:
 def _template_prefix(arm: str, shared: float, template: str, cold: int) -> Finding:
     shown = template if len(template) <= 60 else template[:57] + "…"
     return Finding(
-        "CACHED_PREFILL",
+        Code.CACHED_PREFILL,
         (arm,),
         f"{arm}: all {cold} cold requests took their first {shared:.0f} prompt tokens from the cache: "
         f"the prompts as the server renders them all start {shown!r} — a prefix the chat template "
         "writes, which any server caches after the first request. TTFT excludes it; the cold-prompt "
         "check reads each request past it.",
-        "info",
+        Severity.INFO,
     )
 
 
@@ -112,7 +139,7 @@ def client_server_disagreement(df: pd.DataFrame, arms: Sequence[str]) -> list[Fi
             worst = bad.iloc[at]
             out.append(
                 Finding(
-                    "CLIENT_SERVER_DISAGREE",
+                    Code.CLIENT_SERVER_DISAGREE,
                     (arm,),
                     f"{arm}: on {len(bad)} of {len(sub)} requests the client's decode rate differs from "
                     f"the server's own by more than {CLIENT_SERVER_TOLERANCE:.0%} (e.g. "
@@ -134,7 +161,7 @@ def untimed_decode(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
         if len(lost):
             out.append(
                 Finding(
-                    "UNTIMED_DECODE",
+                    Code.UNTIMED_DECODE,
                     (arm,),
                     f"{arm}: {len(lost)} of {len(sub)} requests reached the client bunched (the read "
                     f"that stamped the first token held {LEAD_BURST_SHARE:.0%} or more of the token "
@@ -146,3 +173,6 @@ def untimed_decode(df: pd.DataFrame, arms: Sequence[str]) -> list[Finding]:
                 )
             )
     return out
+
+
+FAMILY = RunFamily(Code, SEVERITY, ANCHOR, check)

@@ -19,13 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from specbench.analysis import passes
-from specbench.analysis.finding import Finding
-from specbench.analysis.speculation import spec_deltas
 from specbench.engines.base import Engine
 
 Source = dict[str, Any]  # drafted, accepted, rate, [mean_accepted_length], coverage, partial
-SOURCE_TOLERANCE = 0.02  # comparable sources may differ by this much before it is a finding
 MEASURED = "measured"  # cells.jsonl "log_window": acceptance lines cover only measured requests
 
 
@@ -48,6 +44,21 @@ def acceptance_sources(
     if log:
         out["log"] = log
     return out
+
+
+def spec_deltas(cell: Mapping[str, Any]) -> dict[str, float]:
+    """after − before for every speculative counter the cell's "after" /metrics scrape has."""
+    before = (cell.get("metrics_before") or {}).get("spec") or {}
+    after = (cell.get("metrics_after") or {}).get("spec") or {}
+    return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
+
+
+def counter_drafts(cells: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
+    """(drafted tokens summed over the arm's cells, cells counted) from /metrics deltas; None when
+    no cell scraped a draft-token counter (the engine has none, or /metrics failed)."""
+    deltas = [spec_deltas(c) for c in cells]
+    counted = [d["draft_tokens"] for d in deltas if "draft_tokens" in d]
+    return (float(sum(counted)), len(counted)) if counted else None
 
 
 def make_source(drafted: float, accepted: float, coverage: str, partial: bool) -> Source:
@@ -109,95 +120,10 @@ def comparable(sources: Mapping[str, Source]) -> dict[str, Source]:
     return {k: s for k, s in sources.items() if not s.get("partial")}
 
 
-def arm_acceptance(sources: Mapping[str, Source]) -> tuple[float, str]:
+def preferred_rate(sources: Mapping[str, Source]) -> tuple[float, str]:
     """The arm's acceptance for tables and theory: per-request timings when the server gave them,
     else the /metrics counter deltas (vLLM without per-request metrics), with the source's name."""
     for name in ("timings", "metrics"):
         if name in sources:
             return float(sources[name]["rate"]), name
     return float("nan"), ""
-
-
-def acceptance_artefact(
-    arm: str,
-    df: pd.DataFrame,
-    sources: Mapping[str, Source],
-    records: Sequence[Mapping[str, Any]] = (),
-    cells: Sequence[Mapping[str, Any]] = (),
-) -> list[Finding]:
-    """Accepted == drafted on every drafting request, or two sources over the same requests disagree.
-    ``records`` and ``cells``: the run's, for a one-token-per-chunk stream's passes (passes.py)."""
-    out = []
-    full = comparable(sources)
-    drafting = df[(df["arm"] == arm) & (df["draft_n"].fillna(0) > 0)]
-    if len(drafting) >= 3 and bool((drafting["draft_accepted"] == drafting["draft_n"]).all()):
-        others = [name for name in full if name != "timings"]
-        agree = all(abs(full[n]["rate"] - 1.0) <= SOURCE_TOLERANCE for n in others)
-        check = f"{' and '.join(others)} agree" if others and agree else "no independent source confirms it"
-        stream, confirmed = _stream_says(arm, drafting, full.get("metrics"), records, cells, df)
-        out.append(
-            Finding(
-                "ACCEPTANCE_ARTEFACT",
-                (arm,),
-                f"{arm}: accepted == drafted on all {len(drafting)} drafting requests ({check}); 100 % "
-                "is often a counter that sees only re-verified tokens — "
-                + (stream or "check the drafter's own counters."),
-                "info" if confirmed else "warning",
-            )
-        )
-    rates = {name: s["rate"] for name, s in full.items()}
-    if len(rates) >= 2 and max(rates.values()) - min(rates.values()) > SOURCE_TOLERANCE:
-        detail = ", ".join(f"{k} {v:.3f}" for k, v in rates.items())
-        out.append(
-            Finding(
-                "ACCEPTANCE_ARTEFACT",
-                (arm,),
-                f"{arm}: acceptance sources disagree over the same measured requests ({detail}).",
-            )
-        )
-    return out
-
-
-def _stream_says(
-    arm: str,
-    drafting: pd.DataFrame,
-    metrics: Source | None,
-    records: Sequence[Mapping[str, Any]],
-    cells: Sequence[Mapping[str, Any]],
-    df: pd.DataFrame,
-) -> tuple[str, bool]:
-    """(what the client's stream says of the 100 %, whether it confirms it): tokens per chunk
-    where a chunk is a verification step (vLLM), else the passes a one-token-per-chunk stream
-    shows in its bursts (llama.cpp; needs the records)."""
-    steps = _stream_confirms(drafting, metrics)
-    if steps or not records or not passes.one_token_per_chunk(drafting):
-        return steps, bool(steps)
-    said, sentence = passes.verdict(passes.arm_passes(arm, records, cells, df))
-    return sentence, said == "confirms"
-
-
-STREAM_TOLERANCE = 0.10  # tokens per streamed chunk within this of the counters' tokens per step
-
-
-def _stream_confirms(drafting: pd.DataFrame, metrics: Source | None) -> str:
-    """A sentence when the client's own stream confirms the counters, else "".
-
-    A server that sends each verification step's tokens as one chunk (vLLM) shows its real
-    acceptance in the stream: tokens per chunk ≈ 1 + accepted / drafts. A counter that saw only
-    re-verified tokens would claim K + 1 per step while the stream shows fewer. llama.cpp sends one
-    token per chunk, so there tokens per chunk say nothing: its passes are counted from the
-    stream's bursts instead (:mod:`specbench.analysis.passes`)."""
-    if metrics is None or not {"tokens_per_chunk", "output_tokens"} <= set(drafting.columns):
-        return ""
-    per_step = float(metrics.get("mean_accepted_length", np.nan))
-    per_chunk = float(drafting["tokens_per_chunk"].mean())
-    if not (np.isfinite(per_step) and np.isfinite(per_chunk)) or per_chunk <= 1.0:
-        return ""
-    n = drafting["output_tokens"].to_numpy(np.float64)
-    expected = float(np.mean(n / (1.0 + (n - 1.0) / per_step)))  # the first token is prefill's chunk
-    if not abs(per_chunk / expected - 1.0) <= STREAM_TOLERANCE:
-        return ""
-    return (
-        f"here the stream confirms it: {per_chunk:.2f} tokens per streamed chunk, {expected:.2f} "
-        f"expected at the counters' {per_step:.2f} tokens per verification step."
-    )

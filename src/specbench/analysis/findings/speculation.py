@@ -15,29 +15,47 @@ Two different truths hide behind "nothing was drafted" and a published table mus
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.finding import Finding
+from specbench.analysis.evidence.acceptance import counter_drafts
+from specbench.analysis.findings.family import ArmFamily
+from specbench.analysis.findings.gather import RunEvidence
+from specbench.analysis.findings.model import Finding, Severity
 from specbench.engines.base import Engine
 
+
+class Code(StrEnum):
+    SILENT_FALLBACK = "SILENT_FALLBACK"
+    NO_DRAFTS = "NO_DRAFTS"
+
+
+SEVERITY = {Code.SILENT_FALLBACK: Severity.ERROR, Code.NO_DRAFTS: Severity.WARNING}
+ANCHOR = "speculation"
 FALLBACK_SHARE = 0.9  # no drafting on at least this share of requests
 
 
-def spec_deltas(cell: Mapping[str, Any]) -> dict[str, float]:
-    """after − before for every speculative counter the cell's "after" /metrics scrape has."""
-    before = (cell.get("metrics_before") or {}).get("spec") or {}
-    after = (cell.get("metrics_after") or {}).get("spec") or {}
-    return {k: float(v) - float(before.get(k, 0.0)) for k, v in after.items()}
+def check(ev: RunEvidence, arm: str) -> list[Finding]:
+    """SILENT_FALLBACK or NO_DRAFTS for an arm configured to speculate (by its flags)."""
+    run = ev.run
+    return silent_fallback(arm, run.arm_args(arm), run.df, run.cells, ev.patterns, run.engine)
 
 
-def counter_drafts(cells: Sequence[Mapping[str, Any]]) -> tuple[float, int] | None:
-    """(drafted tokens summed over the arm's cells, cells counted) from /metrics deltas; None when
-    no cell scraped a draft-token counter (the engine has none, or /metrics failed)."""
-    deltas = [spec_deltas(c) for c in cells]
-    counted = [d["draft_tokens"] for d in deltas if "draft_tokens" in d]
-    return (float(sum(counted)), len(counted)) if counted else None
+def silent_fallback(
+    arm: str,
+    args: Sequence[str],
+    df: pd.DataFrame,
+    cells: Sequence[Mapping[str, Any]],
+    patterns: Sequence[str],
+    engine: Engine,
+) -> list[Finding]:
+    """SILENT_FALLBACK (speculation off or broken) or NO_DRAFTS (on, but nothing proposed) for an
+    arm configured to speculate, by ``engine``'s flag rules (llama.cpp: not ``--spec-type none``)."""
+    if not engine.speculates(args):
+        return []
+    return speculation_state(arm, df, cells, patterns, engine)
 
 
 def failure_lines(cells: Sequence[Mapping[str, Any]], patterns: Sequence[str]) -> list[str]:
@@ -81,19 +99,22 @@ def speculation_state(
     share = f"{idle:.0%} of {len(known)} requests" if len(known) else "the whole run (by its counters)"
     return [
         Finding(
-            "NO_DRAFTS",
+            Code.NO_DRAFTS,
             (arm,),
             f"{arm}: speculation is on ({on}) but the drafter proposed nothing on {share}"
             f" ({'; '.join(idle_reasons)}): the method finds nothing to draft on this workload.",
-            "warning",
+            SEVERITY[Code.NO_DRAFTS],
         )
     ]
 
 
 def _fallback(arm: str, reasons: list[str]) -> Finding:
     return Finding(
-        "SILENT_FALLBACK",
+        Code.SILENT_FALLBACK,
         (arm,),
         f"{arm} is configured to speculate but " + "; ".join(reasons) + ".",
-        "error",
+        SEVERITY[Code.SILENT_FALLBACK],
     )
+
+
+FAMILY = ArmFamily(Code, SEVERITY, ANCHOR, check)

@@ -8,7 +8,7 @@ a CPU). So the stream's bursts are the passes: the prefill token, then one burst
 accepted + 1 tokens — ``output − accepted`` bursts in all by the counters. A counter that over-counts
 accepted tokens implies fewer passes than the stream shows.
 
-Bursts are :mod:`specbench.analysis.stalls`' read windows (chunks closer than ``BURST_GAP_MS``, or
+Bursts are :mod:`specbench.analysis.evidence.stalls`' read windows (chunks closer than ``BURST_GAP_MS``, or
 a tenth of the mean gap if longer, came in one burst of reads). Those split a pass now and then:
 on an H200 a pass's tokens were read up to 0.15 ms apart, and on a busy 2-core box up to 4.5 ms
 apart where the passes themselves took 15–25 ms. So a window starts a pass only when the gap before
@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis import metrics
-from specbench.analysis.clientlag import client_lag_findings
-from specbench.analysis.stalls import stream
+from specbench.analysis.evidence.lag import lagging
+from specbench.analysis.evidence.stalls import stream
 
 # A window starts a pass when the gap before it is this share of the typical pass gap: on the H200
 # runs 0.25–0.33 counted every drafting request within +1, 0.2 within +2; 0.5 merged real passes.
@@ -88,7 +88,7 @@ def arm_passes(
         shown, implied = shown + found[0], implied + found[1]
         tokens += int(metrics.output_tokens(rec))  # type: ignore[arg-type]
         counted += 1
-    behind = bool(client_lag_findings([dict(c) for c in cells if c.get("arm") == arm], df))
+    behind = bool(lagging([c for c in cells if c.get("arm") == arm], df))
     return Passes(shown, implied, tokens, counted, bunched, behind)
 
 

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from specbench.analysis import measures, stats
+from specbench.analysis import stats
 from specbench.analysis.launches import MIN_LAUNCHES
-from specbench.analysis.measures import MEASURES, verdict_word
 from specbench.analysis.points import Point
 from specbench.analysis.rundata import RunData
+from specbench.analysis.tables import measures
 
 COLUMNS = [
     "workload", "point", "level_kind", "level", "level_label", "arm", "measure", "decides", "ratio",
@@ -69,30 +69,6 @@ class ArmAlong:
     crossover: tuple[str, str] | None = None  # the two levels the sign flips between, if it does
     named: bool = False  # named phases (scenarios): no order, so no crossover; on for / off for
 
-    def text(self, measure: str) -> str:
-        if self.named:
-            return self._on_off()
-        groups = _grouped(self.levels)
-        said = ", ".join(f"{verdict_word(w, measure)} at {where}" for w, where in groups)
-        if len(groups) == 1:
-            said = f"{verdict_word(groups[0][0], measure)} at every level"
-        if self.crossover:
-            a, b = self.crossover
-            said += (
-                f" — the sign flips between {_span([a, b]).replace('–', ' and ')}: keep it off from {b} up"
-            )
-        return f"{self.arm} {said}"
-
-    def _on_off(self) -> str:
-        """ "draft4: on for single, chat; off for concurrent; prefill not settled"."""
-        on = [label for label, w in self.levels if w == "faster"]
-        off = [label for label, w in self.levels if w == "slower"]
-        rest = [label for label, w in self.levels if w not in ("faster", "slower")]
-        parts = [f"on for {', '.join(on)}"] if on else []
-        parts += [f"off for {', '.join(off)}"] if off else []
-        parts += [f"{', '.join(rest)} not settled (no significant difference)"] if rest else []
-        return f"{self.arm}: " + "; ".join(parts)
-
 
 @dataclass(frozen=True)
 class Sweep:
@@ -103,36 +79,6 @@ class Sweep:
     measure: str
     arms: list[ArmAlong] = field(default_factory=list)
     family: str = ""
-
-    def lines(self) -> list[str]:
-        label = MEASURES[self.measure].label if self.measure in MEASURES else "each level's own measure"
-        head = f"{self.workload} along its levels ({label} decides; {self.family})"
-        return [head, *(f"  {a.text(self.measure)}" for a in self.arms)]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "lines": self.lines()}
-
-
-def _grouped(levels: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Consecutive levels with one verdict word joined: [("faster", "1–8 in flight"), ...]."""
-    out: list[tuple[str, list[str]]] = []
-    for label, word in levels:
-        if out and out[-1][0] == word:
-            out[-1][1].append(label)
-        else:
-            out.append((word, [label]))
-    return [(word, _span(labels)) for word, labels in out]
-
-
-def _span(labels: list[str]) -> str:
-    """ "1–8 in flight" from ["1 in flight", "2 in flight", "8 in flight"]; names joined."""
-    if len(labels) == 1:
-        return labels[0]
-    first, _, unit = labels[0].partition(" ")
-    last, _, unit_last = labels[-1].partition(" ")
-    if unit and unit == unit_last:
-        return f"{first}–{last} {unit}"
-    return ", ".join(labels)
 
 
 def _crossover(levels: list[tuple[str, str]]) -> tuple[str, str] | None:
