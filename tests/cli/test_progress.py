@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from specbench.cli import installbar
 from specbench.engines.install import BuildOptions
 from specbench.run import progress
 
@@ -19,8 +20,8 @@ def test_build_reports_plain_progress_lines_off_terminal(
             report(step, 40, f"[{step}/40] cc")
         return Path("/cache/llama-server")
 
-    monkeypatch.setattr(progress, "install_llamacpp", fake_install)
-    assert progress.build_llama_server(BuildOptions()) == Path("/cache/llama-server")
+    monkeypatch.setattr(installbar, "install_llamacpp", fake_install)
+    assert installbar.build_llama_server(BuildOptions()) == Path("/cache/llama-server")
     err = capsys.readouterr().err
     assert "building llama-server: 20/40" in err and "building llama-server: 40/40" in err
 

@@ -18,7 +18,8 @@ from rich.console import Console
 
 from specbench.report import summary
 from specbench.run import progress
-from specbench.run.progress import RunProgress, printable, restart_text
+from specbench.run.console import printable
+from specbench.run.progress import RunProgress, restart_text
 from tests.support.paths import FAKE_BIN
 from tests.support.procs import specbench
 

@@ -11,10 +11,11 @@ import pytest
 
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.matrix.config import Cell, Matrix, RequestSpec, plan_cells
+from specbench.run.console import console
 from specbench.run.launch import Server
 from specbench.run.pace import OFF, Pace, cell_tokens
 from specbench.run.plan import Estimate
-from specbench.run.progress import RunProgress, console
+from specbench.run.progress import RunProgress
 from specbench.run.runner import Runner
 from specbench.store.rundir import RunStore
 from specbench.workloads.suites import build_requests

@@ -14,7 +14,7 @@ from typer import _click as click
 from typer.core import TyperGroup
 
 from specbench.errors import ConfigError, SpecbenchError, YamlSyntaxError
-from specbench.run.progress import console, printable
+from specbench.run.console import console, printable
 
 EXIT_CODES = (
     "Exit codes: 0 done; 1 other error; 2 bad matrix, flag or value; 3 llama-server build failed; "

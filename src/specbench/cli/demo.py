@@ -24,6 +24,7 @@ import yaml
 
 from specbench import api
 from specbench.analysis import analyse_dir
+from specbench.cli.installbar import build_llama_server
 from specbench.engines.install import BuildOptions, find_llama_server
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.errors import InstallError
@@ -33,7 +34,8 @@ from specbench.lab.prompts import cycle_prompt
 from specbench.lab.real import GEMMA3_270M, RealModel, fetch, server_args
 from specbench.report import render_report
 from specbench.report.summary import print_summary, stdout
-from specbench.run.progress import RunProgress, build_llama_server, console
+from specbench.run.console import console
+from specbench.run.progress import RunProgress
 from specbench.workloads.prompts import load_bundled, select
 
 # The dense pair is big enough that CPU decode is memory-bound (verification is nearly free, so a

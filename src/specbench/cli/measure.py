@@ -11,7 +11,7 @@ import typer
 from specbench.cli._app import EXIT_CODES, app, interrupt_on_signals
 from specbench.errors import ConfigError, SpecbenchError
 from specbench.matrix.config import LOOPBACK
-from specbench.run.progress import console, printable
+from specbench.run.console import console, printable
 from specbench.store.outdir import out_path
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from specbench.cli._app import app
-from specbench.run.progress import console
+from specbench.run.console import console
 
 
 @app.command("report")
@@ -116,7 +116,7 @@ def compare(
     from specbench.analysis.compare import compare_runs
     from specbench.report import format_comparison
     from specbench.report.compat import compare_lines
-    from specbench.run.progress import UNWRAPPED
+    from specbench.run.console import UNWRAPPED
 
     df = compare_runs(run_a, run_b)
     # Off a terminal the table is never wrapped (a log keeps each row whole, issue 44).

@@ -9,7 +9,7 @@ import typer
 
 from specbench.cli._app import app
 from specbench.errors import ConfigError
-from specbench.run.progress import console, printable
+from specbench.run.console import console, printable
 
 workloads_app = typer.Typer(no_args_is_help=True, help="Workload suites, bundled prompts, datasets.")
 app.add_typer(workloads_app, name="workloads")

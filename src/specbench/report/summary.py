@@ -15,7 +15,7 @@ from specbench.analysis.result import Analysis
 from specbench.report.answer import answer_lines, rates_text
 from specbench.report.findinggroups import group_findings
 from specbench.report.tables import acceptance_text
-from specbench.run.progress import UNWRAPPED, printable
+from specbench.run.console import UNWRAPPED, printable
 
 # Off a terminal (a file, a CI log) nothing is wrapped: a table takes its natural width, a line is
 # whole (rich assumes 80 columns there and wrapped verdicts and paths, issue 44).

@@ -1,23 +1,14 @@
 """Progress for long work: the current cell, requests done/total, rate and ETA — as a live
 rich bar on a terminal, as plain lines at an interval in logs and pipes.
-
-Text that comes from data (prompt ids, model output, an engine's log, arm names, error messages
-quoting any of these) goes through :func:`printable` before it is printed: an ANSI escape in a
-prompt id or a log line would otherwise reach the terminal raw (recolour it, retitle the window,
-hide lines), and a "[/x]" in it would be read as rich markup (a MarkupError ended a run).
 """
 
 from __future__ import annotations
 
-import re
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -28,28 +19,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from specbench.engines.install import BuildOptions, install_llamacpp
-
-#: Off a terminal (a log, a pipe) no line is hard-wrapped (issue 44: stderr in a file broke command
-#: lines and "4–>\n1000" at 80 columns): rich wraps at the console's width, so it is made wider
-#: than any line, and soft wrap leaves long lines whole.
-UNWRAPPED = 100_000
-console = Console(
-    stderr=True, soft_wrap=not sys.stderr.isatty(), width=None if sys.stderr.isatty() else UNWRAPPED
-)
-
-# C0 and C1 controls but newline and tab, DEL, and the bidirectional overrides that reorder what
-# a terminal shows ("Trojan Source", CVE-2021-42574).
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(value: object, markup: bool = True) -> str:
-    """``value`` as text safe to print: control characters shown as ``\\x1b``-style escapes;
-    with ``markup`` (text placed inside a rich markup string) also "[" escaped for rich."""
-    text = _CONTROL.sub(
-        lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}", str(value)
-    )
-    return escape(text) if markup else text
+from specbench.run.console import console, printable
 
 
 def make_progress() -> Progress:
@@ -176,35 +146,3 @@ def restart_text(info: dict[str, Any]) -> str:
         why = f"engine stopped answering ({info['hung']}); specbench stopped it (exit code {code})"
         return f"{info['arm']}: {why}; restarting once"
     return f"{info['arm']}: engine exited (code {code}); restarting once"
-
-
-def build_llama_server(options: BuildOptions, jobs: int | None = None) -> Path:
-    """Build llama-server with a progress bar (plain lines every 20 steps in logs and pipes)."""
-    return with_bar("llama-server", lambda report: install_llamacpp(options, jobs, report))
-
-
-def with_bar(name: str, work: Callable[[Callable[[int, int, str], None]], Path]) -> Path:
-    """``work`` fed a ``(done, total, line)`` report that moves a bar named "building ``name``"."""
-    with make_progress() as bar:
-        task = bar.add_task(f"building {name}", total=None)
-
-        def report(done: int, total: int, _line: str) -> None:
-            bar.update(task, completed=done, total=total)
-            if not console.is_terminal and (done % 20 == 0 or done == total):
-                console.print(f"building {name}: {done}/{total}", soft_wrap=True)
-
-        return work(report)
-
-
-class ConsoleInstall:
-    """``specbench engine install``'s progress on the console (engines/origin.py ``InstallUi``):
-    a bar for a counted build, a line prefixed with the engine's kind for the rest."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def build(self, name: str, work: Callable[[Callable[[int, int, str], None]], Path]) -> Path:
-        return with_bar(name, work)
-
-    def say(self, line: str) -> None:
-        console.print(f"{self.kind}: {line}", highlight=False)
