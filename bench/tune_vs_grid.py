@@ -36,7 +36,7 @@ from specbench.lab.make import LabSpec, cached_pair
 from specbench.matrix.tuneblock import TuneSpec, candidate_name
 from specbench.store.rundir import RunStore
 from specbench.theory.formulas import leviathan_speedup
-from specbench.tune.race import answer, initial_state, race
+from specbench.tune.race import initial_state, race, tune_answer
 from specbench.tune.rounds import expected_rounds
 from specbench.tune.screen import SCREEN_ROUNDS, draft_length, predict_all, screen_picks, screens
 from specbench.tune.screenrun import apply_screen, pass_ratio, screen_requests, start_screening, theory_errors
@@ -268,7 +268,7 @@ def simulate(a: argparse.Namespace, spec: TuneSpec, truth: dict[str, float], cos
         replay = Replay(records, df, {})
         screen = None if a.no_screen else screen_hook(spec, df, cost, lambda t: 1.0)
         state = _race(spec, replay, a.prompts + 1, screen)
-        ans = answer(state)
+        ans = tune_answer(state)
         fraction = replay.spent()[1] / len(records)
         fractions.append(fraction)
         hit_in = ans.serve == grid_arm or (
@@ -386,7 +386,7 @@ def main() -> None:
     if screen is not None and (screens(spec) or a.force_screen):
         start_screening(state, spec.grid())
     state = race(spec, state, replay, a.prompts + 1, screen=screen)
-    ans = answer(state)
+    ans = tune_answer(state)
     won = ans.best.name if ans.best else None
     in_interval = won is not None and grid_best.ci_low <= cmps[won].ratio <= grid_best.ci_high
     grid_requests, grid_seconds = len(replay.records), sum(replay.cells.values())

@@ -242,7 +242,7 @@ def plan_tune(
     has no --allow-remote-host), a model file cut short, a missing engine, an existing tune without
     ``--resume``."""
     from specbench.tune.execute import load_tune
-    from specbench.tune.plan import plan_tune as make_tune_plan
+    from specbench.tune.plan import make_tune_plan
 
     matrix, spec = load_tune(matrix_path)
     check_host(matrix, matrix_path, allowed=False)

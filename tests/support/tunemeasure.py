@@ -1,4 +1,4 @@
-"""A base for the tune race's fake measurements (``specbench.tune.race.Measure``) that keep
+"""A base for the tune race's fake measurements (``specbench.tune.race.RaceMeasure``) that keep
 per-request rows: how the race compares, counts and fails them; a subclass says how a round
 measures (``run_round``)."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from specbench.analysis import stats
 from specbench.matrix.tuneblock import Candidate, TuneSpec, candidate_name
-from specbench.tune.race import RaceState, answer, initial_state, race
+from specbench.tune.race import RaceState, initial_state, race, tune_answer
 
 PROMPTS = 4
 
@@ -70,7 +70,7 @@ def test_race_drops_losers_and_finds_the_best() -> None:
     truth = truth_from(s, speed)
     m = FakeMeasure(truth, launch_sd=0.03)
     state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
-    ans = answer(state)
+    ans = tune_answer(state)
     assert ans.best is not None and ans.best.name == "k4-p0_5"
     assert ans.beats_baseline == "yes"
     dropped = [e for e in state.entries if e.status == "dropped"]
@@ -85,7 +85,7 @@ def test_no_setting_wins_is_an_answer() -> None:
     s = spec(refine=False, dimensions={"draft_n_max": [2, 4]})
     m = FakeMeasure({"baseline": 1.0, "k2": 0.7, "k4": 0.8})
     state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
-    ans = answer(state)
+    ans = tune_answer(state)
     assert ans.beats_baseline == "no"
     assert ans.text.startswith("no setting wins")
 
@@ -112,7 +112,7 @@ def test_refinement_tries_values_between_the_leader_and_its_neighbours() -> None
     state = race(s, initial_state(s, "baseline", lambda c: None), m, PROMPTS)
     added = [e.name for e in state.entries if e.joined > 0]
     assert added == ["k5", "k12"]
-    assert answer(state).best is not None and answer(state).best.name == "k5"  # type: ignore[union-attr]
+    assert tune_answer(state).best is not None and tune_answer(state).best.name == "k5"  # type: ignore[union-attr]
     assert any(ev["event"] == "refine" for ev in state.events)
 
 
@@ -214,7 +214,7 @@ def test_report_section_lists_candidates_and_draws_the_surface(tmp_path: Any) ->
     s = spec(refine=False)
     state = race(s, initial_state(s, "baseline", lambda c: 1.0), FakeMeasure(truth_from(s, speed)), PROMPTS)
     cands = [asdict(e) for e in state.entries]
-    entry = {"state": state.to_dict(), "answer": {"text": answer(state).text}, "candidates": cands}
+    entry = {"state": state.to_dict(), "answer": {"text": tune_answer(state).text}, "candidates": cands}
     (tmp_path / "tune.json").write_text(json.dumps({"workloads": {"chat": entry}}))
     blocks = tune_blocks(tmp_path / "chat")
     table = next(b for b in blocks if isinstance(b, Table))
@@ -246,7 +246,7 @@ def test_a_tight_budget_races_the_theorys_favourites_first() -> None:
     assert first == ["k4-p0_5", "k4-p0_0", "k2-p0_5"]
     assert m.launches <= 14
     assert "never admitted" in state.stop_reason or state.stop_reason.startswith("budget")
-    assert answer(state).best is not None and answer(state).best.name == "k4-p0_5"  # type: ignore[union-attr]
+    assert tune_answer(state).best is not None and tune_answer(state).best.name == "k4-p0_5"  # type: ignore[union-attr]
 
 
 def _result(state: RaceState, command: list[str]) -> Any:
@@ -254,7 +254,7 @@ def _result(state: RaceState, command: list[str]) -> Any:
 
     from specbench.tune.execute import WorkloadResult
 
-    return WorkloadResult("chat", Path("runs/tune/chat"), state, answer(state), command)
+    return WorkloadResult("chat", Path("runs/tune/chat"), state, tune_answer(state), command)
 
 
 def _measured(ratio: float, low: float, high: float, verdict: str) -> dict[str, Any]:
@@ -281,7 +281,7 @@ def test_a_candidate_not_shown_faster_is_never_served(measured: dict[str, Any], 
 
     best = Entry("dmdraft-k2-p0_0", {"draft_n_max": 2}, status="racing", measured=measured)
     state = RaceState(baseline="baseline", entries=[best], rounds=6, stop_reason="max_rounds 6 reached")
-    ans = answer(state)
+    ans = tune_answer(state)
     assert ans.serve == "baseline" and ans.serves_baseline and ans.best is best
     assert says in ans.text
     assert (
@@ -298,7 +298,7 @@ def test_only_a_faster_candidate_gets_a_serve_it_line() -> None:
 
     best = Entry("k4", {"draft_n_max": 4}, status="racing", measured=_measured(1.4, 1.2, 1.6, "faster"))
     state = RaceState(baseline="baseline", entries=[best], rounds=6, stop_reason="one candidate left (k4)")
-    ans = answer(state)
+    ans = tune_answer(state)
     assert (ans.serve, ans.beats_baseline, ans.serves_baseline) == ("k4", "yes", False)
     text = "\n".join(answer_lines(_result(state, ["llama-server", "--spec-draft-n-max", "4"])))
     assert "  serve it: llama-server --spec-draft-n-max 4" in text and "serve the baseline" not in text
@@ -377,7 +377,7 @@ def test_a_tie_with_the_best_says_ship_either_and_names_the_cheaper() -> None:
     k4.status, k4.measured = "racing", {"ratio": 1.3, "ci_low": 1.2, "ci_high": 1.4, "verdict": "faster",
                                         "n_launches": 6, "confidence": 0.98}  # fmt: skip
     k2.status, k2.reason = "dropped", f"equivalent to the leader {k4.name}: ×0.998 (98.0 % CI 0.992–1.004)"
-    ans = answer(state)
+    ans = tune_answer(state)
     assert ans.serve == k4.name  # the one shown faster is served; the text names the cheaper tie
     assert f"equivalent within ±1 %: {k2.name} — ship either, the cheaper one ({k2.name}: K 2)" in ans.text
 

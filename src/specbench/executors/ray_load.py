@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -31,12 +31,12 @@ import ray  # type: ignore[import-not-found, unused-ignore]
 from specbench.client.stream import chat_body, open_streamer, stream_chat
 from specbench.executors._ray_common import Relay, clock_offset, node_identity, node_name, start_inbox
 from specbench.executors._ray_resources import task_options
+from specbench.executors.base import Observer
 from specbench.matrix.config import RequestSpec
 from specbench.store.rundir import RunStore, environment, now_iso, write_json
 from specbench.store.schema import RequestRecord
 
-Observer = Callable[[str, dict[str, Any]], None]
-Item = tuple[int, RequestSpec, dict[str, Any]]  # (index, request, body)
+Job = tuple[int, RequestSpec, dict[str, Any]]  # (index, request, body)
 
 
 class LoadWorker:
@@ -57,7 +57,7 @@ class LoadWorker:
         return {**environment(), "node": node_identity()}
 
     def run(
-        self, base_url: str, items: list[Item], concurrency: int, timeout: float, start_at: float,
+        self, base_url: str, items: list[Job], concurrency: int, timeout: float, start_at: float,
         meta: dict[str, Any],
     ) -> int:  # fmt: skip
         return asyncio.run(_send_share(self, base_url, items, concurrency, timeout, start_at, meta))
@@ -66,7 +66,7 @@ class LoadWorker:
 async def _send_share(
     worker: LoadWorker,
     base_url: str,
-    items: list[Item],
+    items: list[Job],
     concurrency: int,
     timeout: float,
     start_at: float,
@@ -103,7 +103,7 @@ async def _send_share(
 
 
 @dataclass
-class LoadResult:
+class LoadRun:
     """One record per request, in the order given, and what each worker was."""
 
     records: list[dict[str, Any]]
@@ -115,7 +115,7 @@ class LoadResult:
 @dataclass
 class _Worker:
     name: str
-    share: list[Item]
+    share: list[Job]
     attempt: int
     actor: Any = None
     info: dict[str, Any] = field(default_factory=dict)
@@ -141,7 +141,7 @@ def distributed_load(
     observe: Observer | None = None,
     remote_observer: Observer | None = None,
     poll_s: float = 0.2,
-) -> LoadResult:
+) -> LoadRun:
     """Send ``requests`` to ``base_url`` from ``n_workers`` Ray actors, ``concurrency`` in flight
     each (so up to ``n_workers * concurrency`` in all); request *i* goes to worker ``i % n``.
 
@@ -203,7 +203,7 @@ class _Load:
         self.envs_written: set[str] = set()
         self.inbox = start_inbox()
 
-    def run(self) -> LoadResult:
+    def run(self) -> LoadRun:
         running: dict[Any, _Worker] = {}
         try:
             spawned = [self._spawn(f"w{i}", share, 0) for i, share in enumerate(self.shares) if share]
@@ -235,9 +235,9 @@ class _Load:
             self.store.update_manifest(
                 distributed_load=[*self.store.manifest().get("distributed_load", []), entry]
             )
-        return LoadResult([self.records[i] for i in range(self.n)], self.infos, self.retries, self.duplicates)
+        return LoadRun([self.records[i] for i in range(self.n)], self.infos, self.retries, self.duplicates)
 
-    def _spawn(self, name: str, share: list[Item], attempt: int) -> _Worker:
+    def _spawn(self, name: str, share: list[Job], attempt: int) -> _Worker:
         options = task_options(self.resources)
         if self.spread:
             options.setdefault("scheduling_strategy", "SPREAD")

@@ -36,7 +36,7 @@ from specbench.store.redact import mask_args
 from specbench.store.rundir import RunStore, now_iso
 from specbench.store.safeio import write_atomic
 from specbench.theory.formulas import leviathan_speedup
-from specbench.tune.race import Answer, RaceState, answer, initial_state, race, unmeasured
+from specbench.tune.race import RaceState, TuneAnswer, initial_state, race, tune_answer, unmeasured
 from specbench.tune.screen import screens
 from specbench.tune.screenrun import screen_from_run, screen_lines, start_screening, theory_errors
 
@@ -52,7 +52,7 @@ class WorkloadResult:
     workload: str
     run_dir: Path
     state: RaceState
-    answer: Answer
+    answer: TuneAnswer
     command: list[str]  # the engine command line to serve: the winner's, or the baseline's when none wins
     best_command: list[str] = field(default_factory=list)  # the best candidate's, winner or not
 
@@ -315,7 +315,7 @@ def _tune_workload(
         runner.store.close()
     state = executor.state
     save(state)
-    ans = answer(state)
+    ans = tune_answer(state)
     best = served_command(runner, ans.best.values) if ans.best else []
     command = best if not ans.serves_baseline else served_command(runner, None)
     log["workloads"][name].update(command=command, best_command=best)
@@ -331,7 +331,7 @@ def served_command(runner: Runner, values: Candidate | None) -> list[str]:
 
 
 def _workload_log(matrix: Matrix, s: RaceState, run_dir: Path) -> dict[str, Any]:
-    ans = answer(s)
+    ans = tune_answer(s)
     return {
         "run_dir": str(run_dir),
         "state": s.to_dict(),

@@ -26,7 +26,7 @@ from specbench.matrix.config import Matrix, RequestSpec, WorkloadSpec
 from specbench.matrix.tuneblock import NUMERIC, Budget, Candidate, TuneSpec, candidate_name
 from specbench.run.plan import Estimate, estimate, prompt_tokens
 from specbench.store.redact import mask_args
-from specbench.tune.race import RaceState, admitted_at_start, confidence, initial_state
+from specbench.tune.race import RaceState, admitted_at_start, initial_state, look_confidence
 from specbench.tune.screen import SCREEN_ROUNDS, screen_picks, screening_lines, screens
 from specbench.tune.silent import STATELESS_LOOKUP
 from specbench.workloads.suites import build_requests
@@ -232,7 +232,7 @@ def saved_states(out: Path, resume: bool) -> dict[str, RaceState]:
         raise StoreError(f"{path}: not a tune log this version can read ({exc})") from None
 
 
-def plan_tune(
+def make_tune_plan(
     matrix_path: Path,
     matrix: Matrix,
     spec: TuneSpec,
@@ -244,7 +244,8 @@ def plan_tune(
 ) -> TunePlan:
     """What ``specbench tune`` would do with ``matrix`` (loaded from ``matrix_path``) on ``engine``;
     launches nothing. Refuses an existing tune without ``--resume``; the caller
-    (:func:`specbench.api.plan_tune`) has already refused what the tune block or the engine would."""
+    (:func:`specbench.api.plan_tune`, the entry point) has already refused what the tune block or
+    the engine would."""
     from specbench.tune.execute import SERVE_PORT, predictor, tune_workloads
 
     saved = saved_states(out, resume)
@@ -254,4 +255,4 @@ def plan_tune(
         for name, w in tune_workloads(matrix, spec, matrix_path.parent).items()
     ]
     command = engine.command(matrix.model, matrix.arm_args(matrix.baseline), matrix.host, SERVE_PORT)
-    return TunePlan(out, mask_args(command), spec.budget, spec.max_rounds, confidence(spec), workloads)
+    return TunePlan(out, mask_args(command), spec.budget, spec.max_rounds, look_confidence(spec), workloads)

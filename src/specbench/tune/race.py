@@ -37,7 +37,7 @@ from specbench.tune.progress import Where, round_line
 from specbench.tune.screen import draft_length
 
 
-class Measure(Protocol):
+class RaceMeasure(Protocol):
     """What the race needs from the world: run one round, compare two arms, say what was spent."""
 
     def run_round(self, round_no: int, arms: list[str]) -> None: ...
@@ -106,7 +106,7 @@ def initial_state(spec: TuneSpec, baseline: str, predict: Callable[[Candidate], 
     return RaceState(baseline=baseline, entries=entries, order_reason=why)
 
 
-def confidence(spec: TuneSpec) -> float:
+def look_confidence(spec: TuneSpec) -> float:
     """Per-look confidence: the Pocock level for looks 3 … max_rounds (docs/statistics.md)."""
     return 1 - nominal_alpha(spec.max_rounds)
 
@@ -125,7 +125,7 @@ def _fits(budget: Budget, spent: tuple[int, int], minutes: float, launches: int,
 def race(
     spec: TuneSpec,
     state: RaceState,
-    measure: Measure,
+    measure: RaceMeasure,
     prompts: int,
     save: Callable[[RaceState], None] = lambda s: None,
     say: Callable[[str], None] = lambda s: None,
@@ -136,7 +136,7 @@ def race(
     says when it has enough), then ``screen`` predicts and skips
     (:func:`specbench.tune.screenrun.apply_screen`) and the race goes on with the survivors."""
     started, spent_before = time.monotonic(), state.minutes
-    conf = confidence(spec)
+    conf = look_confidence(spec)
     while state.stage != "done":
         if state.stage == "screen" and state.rounds:
             if screen is None:
@@ -236,7 +236,7 @@ def _stop_reason(spec: TuneSpec, state: RaceState) -> str | None:
     return None
 
 
-def _afford(spec: TuneSpec, state: RaceState, measure: Measure, prompts: int) -> Callable[[int], bool]:
+def _afford(spec: TuneSpec, state: RaceState, measure: RaceMeasure, prompts: int) -> Callable[[int], bool]:
     """Whether the budget pays for MIN_LAUNCHES rounds of ``n`` arms (a refinement stage's least)."""
 
     def afford(n: int) -> bool:
@@ -280,7 +280,7 @@ def leader(state: RaceState) -> Entry | None:
     return max(measured, key=lambda e: float(e.measured["ratio"]) if e.measured else 0.0, default=None)
 
 
-def _look(state: RaceState, measure: Measure, conf: float, say: Callable[[str], None]) -> None:
+def _look(state: RaceState, measure: RaceMeasure, conf: float, say: Callable[[str], None]) -> None:
     for e in state.racing():
         failed = measure.failed(e.name)
         if failed:
@@ -320,7 +320,7 @@ def _event(state: RaceState, kind: str, **info: Any) -> None:
 
 
 @dataclass(frozen=True)
-class Answer:
+class TuneAnswer:
     """What a user can paste: the arm to serve, the best candidate and whether it beats the
     baseline, and the runner-up. Only a candidate shown faster than the baseline is served: when
     none is, the answer is the baseline (speculation off) and the best candidate's interval is
@@ -340,13 +340,15 @@ class Answer:
 KEEP_OFF = "keep speculation off (serve the baseline)"
 
 
-def answer(state: RaceState) -> Answer:
+def tune_answer(state: RaceState) -> TuneAnswer:
     best = leader(state)
     if best is None or best.measured is None:
         silent = _silent_text(state)
         if silent:
-            return Answer(None, "no", None, f"no setting wins: {KEEP_OFF}; {silent}", state.baseline)
-        return Answer(None, "undetermined", None, f"no candidate was measured: {KEEP_OFF}", state.baseline)
+            return TuneAnswer(None, "no", None, f"no setting wins: {KEEP_OFF}; {silent}", state.baseline)
+        return TuneAnswer(
+            None, "undetermined", None, f"no candidate was measured: {KEEP_OFF}", state.baseline
+        )
     m = best.measured
     verdict = str(m["verdict"])
     beats = {"faster": "yes", "slower": "no", "equivalent": "no"}.get(verdict, "undetermined")
@@ -355,7 +357,7 @@ def answer(state: RaceState) -> Answer:
     interval = f"×{m['ratio']:.3f} ({m['confidence'] * 100:.1f} % CI {m['ci_low']:.3f}–{m['ci_high']:.3f})"
     if beats == "yes":
         text = f"best {best.name}: {interval} over the baseline{_tie_text(state, best)}"
-        return Answer(best, beats, runner, text, best.name)
+        return TuneAnswer(best, beats, runner, text, best.name)
     if beats == "no":
         how = "slower than" if verdict == "slower" else "equivalent to"
         text = (
@@ -366,7 +368,7 @@ def answer(state: RaceState) -> Answer:
             f"no setting is shown faster: {KEEP_OFF}; the best candidate, {best.name}, {interval}, "
             "is undetermined vs the baseline"
         )
-    return Answer(best, beats, runner, text, state.baseline)
+    return TuneAnswer(best, beats, runner, text, state.baseline)
 
 
 def _tie_text(state: RaceState, best: Entry) -> str:

@@ -13,12 +13,11 @@ endpoint the count is estimated (4 characters per token, 4 tokens per message).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from functools import cache
 from typing import Any
 
 from specbench.errors import ConfigError
-from specbench.workloads.cut import cut_to_fit, cuttable
+from specbench.workloads.cut import Counter, cut_to_fit, cuttable
 from specbench.workloads.prompts import load_bundled
 
 FILL = "{{FILL}}"
@@ -26,7 +25,6 @@ CHARS_PER_TOKEN_ESTIMATE = 4.0
 TOLERANCE = 0.01
 FIT_TOLERANCE = 0.10  # a fitted prompt further than this from its target is an error
 MAX_STEPS = 8
-Counter = Callable[[list[dict[str, Any]]], Awaitable[int]]
 
 
 @cache
