@@ -1,0 +1,168 @@
+"""The client against the schedule (not a test: no thresholds): a precise C streaming server,
+specbench's client and a floor client side by side in one run, at each concurrency.
+
+The server (bench/floor/server.c) writes one SSE chunk to every open stream every interval, each
+carrying its own CLOCK_MONOTONIC stamp taken just before its write, so the schedule is exactly
+``c × 1000 / interval_ms`` tok/s and every chunk gap a client saw can be set against the gap the
+server actually wrote. The floor client (bench/floor/client.c) is a compiled epoll loop that only
+stamps each read (the kernel's receive time) and copies its bytes: what this machine and server
+leave to any client. Both are compiled here with ``cc`` into ~/.cache/specbench/bench-floor (never
+committed). specbench's client runs as the runner drives it (bench/client_overhead.py --worker:
+``open_streamer``, records through the RecordWriter). As issue #41 measured: the server (and this
+harness, which only samples CPU) on the first CPU, each client on the second.
+
+Printed per client and concurrency: tok/s as a fraction of the schedule; the chunk-gap p99 error
+two ways — the client's gap p99 minus the server's own write-gap p99 (the issue's figure) and the
+p99 of |client gap − server gap| over every pair of consecutive token chunks (the stricter one) —
+and CPU ms per 1000 tokens (the client's process tree over the server's load window).
+
+    .venv/bin/python bench/client_schedule.py [--c 1 16 64] [--requests-per-c 8] [--interval-ms 2]
+        [--tokens 256] [--clients floor specbench] [--no-pin]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from client_overhead import CpuSampler, free_port, hiccups, pinned
+from client_peers import stamps
+
+from specbench.transport import fetch_blocking
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specbench" / "bench-floor"
+
+
+def compiled(name: str) -> Path:
+    """bench/floor/NAME.c built with cc -O2 into the cache, keyed by the source's hash."""
+    source = HERE / "floor" / f"{name}.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    binary = CACHE / f"{name}-{digest}"
+    if not binary.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = binary.with_suffix(".tmp")
+        subprocess.run(["cc", "-O2", "-o", str(tmp), str(source)], check=True)
+        tmp.rename(binary)
+    return binary
+
+
+def gaps(records: Path) -> tuple[list[float], list[float], list[float]]:
+    """(client gaps, server gaps, |client − server| per pair) in ms over every request's token chunks."""
+    client, server, errors = [], [], []
+    for line in records.read_text().splitlines():
+        chunks = [c for c in json.loads(line)["chunks"] if c[1] and c[1].startswith("@")]
+        cg = [(b[0] - a[0]) / 1e6 for a, b in itertools.pairwise(chunks)]
+        sent = [stamps(c[1])[0] for c in chunks]
+        sg = [(b - a) / 1e6 for a, b in itertools.pairwise(sent)]
+        client += cg
+        server += sg
+        errors += [abs(x - y) for x, y in zip(cg, sg, strict=True)]
+    return client, server, errors
+
+
+def argv_for(client: str, port: int, c: int, n: int, tokens: int, out: Path) -> list[str]:
+    if client == "floor":
+        records = str(out / "records.jsonl")
+        return [str(compiled("client")), "127.0.0.1", str(port), str(c), str(n), str(tokens), records]
+    transport = client.partition("-")[2] or "aiohttp"  # specbench-procs2: client_processes 2
+    worker = [f"http://127.0.0.1:{port}", str(c), str(n), str(tokens), str(out), transport]
+    return [sys.executable, str(HERE / "client_overhead.py"), "--worker", *worker]
+
+
+def measure(argv: list[str], url: str, out: Path, cpus: set[int] | None) -> dict[str, Any] | None:
+    fetch_blocking("GET", f"{url}/reset")
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus)
+    )
+    sampler = CpuSampler(proc.pid)
+    sampler.start()
+    _, err = proc.communicate()
+    sampler.stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        print(f"  failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
+        return None
+    stats = fetch_blocking("GET", f"{url}/stats").json()
+    client, server, errors = gaps(out / "records.jsonl")
+    return {
+        "tok_s": stats["tokens"] / ((stats["last_ns"] - stats["first_ns"]) / 1e9),
+        "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
+        "gap_p99": float(np.percentile(client, 99)),
+        "srv_p99": float(np.percentile(server, 99)),
+        "pair_p99": float(np.percentile(errors, 99)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--c", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--requests-per-c", type=int, default=8)
+    parser.add_argument("--interval-ms", type=float, default=2.0)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--clients", nargs="+", default=["floor", "specbench"])
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args()
+    server_bin = compiled("server")
+    compiled("client")
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpus = {cpus[0]} if args.pin and len(cpus) >= 2 else None
+    client_cpus = {cpus[1]} if server_cpus else None
+    if server_cpus:
+        os.sched_setaffinity(0, server_cpus)
+        print(f"server and harness on CPU {cpus[0]}, each client on CPU {cpus[1]}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for cpu, lost in zip(cpus, hiccups(list(cpus)), strict=True):
+        print(f"a busy thread on CPU {cpu} (all busy) lost {lost} (gaps > 0.2 ms)", flush=True)
+    port = free_port()
+    argv = [str(server_bin), str(port), str(int(args.interval_ms * 1000))]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, preexec_fn=pinned(server_cpus))
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        report(args, port, client_cpus)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
+    url = f"http://127.0.0.1:{port}"
+    per_s = 1000 / args.interval_ms
+    print(f"{args.tokens} tokens/request, one every {args.interval_ms} ms; schedule = c x {per_s:.0f} tok/s")
+    print(
+        f"{'client':<16} {'c':>3} {'tok/s':>8} {'of schedule':>11} {'gap p99 ms':>10} {'srv p99 ms':>10} "
+        f"{'p99 error ms':>12} {'pair err p99':>12} {'x floor':>8} {'CPU ms/1k tok':>13}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in args.c:
+            floor: float | None = None
+            for client in args.clients:
+                out = Path(tmp) / f"{client}-{c}-{time.perf_counter_ns()}"
+                out.mkdir()
+                n = max(4, args.requests_per_c * c)
+                r = measure(argv_for(client, port, c, n, args.tokens, out), url, out, cpus)
+                if r is None:
+                    continue
+                error = max(0.0, r["gap_p99"] - r["srv_p99"])
+                floor = floor if floor is not None or client != "floor" else error
+                vs = f"{error / floor:.1f}x" if floor else "-"
+                print(
+                    f"{client:<16} {c:>3} {r['tok_s']:>8.0f} {r['tok_s'] / (c * per_s):>11.3f} "
+                    f"{r['gap_p99']:>10.3f} {r['srv_p99']:>10.3f} {error:>12.3f} {r['pair_p99']:>12.3f} "
+                    f"{vs:>8} {r['cpu_ms_per_1k']:>13.1f}",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
