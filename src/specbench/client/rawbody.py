@@ -1,0 +1,132 @@
+"""A streamed response's body kept as it came off the socket: per read, a stamp and the bytes.
+
+At 64 streams in flight a loop that runs aiohttp's parser, its payload buffer, a read-timeout
+timer and a hand-over per read falls behind the server (0.88 of a 32,000 tok/s schedule on one
+core, issue #41); reads it comes to late hold several chunks, which share the last one's arrival.
+So once a response's headers say its body is chunked (every SSE server's), the connection stops
+feeding aiohttp (readstamps.StampingHandler) and keeps each read here as it is: the stamp and the
+bytes ``recv`` returned, nothing parsed. Only a read ending as a chunked body's end does
+(``\\r\\n\\r\\n``) walks the chunk framing, from where the last walk stopped, to see whether the
+body is whole; when it is, the chunk data is cut at the reads' boundaries (``pieces``: each read's
+share of the decoded body with that read's stamp, what the aiohttp path yields) and the raw bytes
+are handed to aiohttp in one go, so the response ends, errors and its connection's reuse are
+aiohttp's as before.
+"""
+
+from __future__ import annotations
+
+Pieces = list[tuple[int, bytes]]
+_TERMINATED = b"\r\n\r\n"  # the last chunk ("0\r\n") and the (empty) trailer section end so
+
+
+class RawBody:
+    """One chunked body, read by read (``add``), until ``whole``."""
+
+    __slots__ = ("at", "base", "framed", "reads", "spans", "whole")
+
+    def __init__(self) -> None:
+        self.reads: Pieces = []  # (stamp, raw bytes) per read
+        self.spans: list[tuple[int, int]] = []  # raw [start, end) of each chunk's data, in the body
+        self.at = 0  # the read in which the next chunk-size line starts ...
+        self.base = 0  # ... that read's offset in the body: the walk resumes at base + (spans' end)
+        self.whole = False  # the last chunk and the trailer section came (or the framing is broken)
+        self.framed = True  # False: broken chunk framing (aiohttp's parser then fails the response)
+
+    def add(self, t_ns: int, data: bytes) -> bool:
+        """Keep one read; True once the body is whole. The per-read cost is an append and one
+        ``endswith``: the framing is walked only when a read could have ended the body."""
+        self.reads.append((t_ns, data))
+        if data.endswith(_TERMINATED):
+            self._walk()
+        return self.whole
+
+    def _walk(self) -> None:
+        """Walk chunk framing from where the last walk stopped, over the reads since."""
+        reads = self.reads
+        blob = b"".join(d for _, d in reads[self.at :])
+        pos = self.spans[-1][1] + 2 - self.base if self.spans else 0
+        while (eol := blob.find(b"\r\n", pos)) >= 0:
+            size = _size(blob[pos:eol])
+            if size is None:
+                self.whole, self.framed = True, False  # aiohttp's parser says what is wrong
+                return
+            if size == 0:
+                self.whole = blob.find(_TERMINATED, eol) >= 0  # trailers, if any, then an empty line
+                return
+            start = eol + 2
+            if start + size + 2 > len(blob):
+                break
+            if blob[start + size : start + size + 2] != b"\r\n":
+                self.whole, self.framed = True, False
+                return
+            self.spans.append((self.base + start, self.base + start + size))
+            pos = start + size + 2
+        self._advance(self.base + pos)
+
+    def _advance(self, offset: int) -> None:
+        """Resume the next walk at the read holding body offset ``offset``."""
+        reads, at, base = self.reads, self.at, self.base
+        while at + 1 < len(reads) and base + len(reads[at][1]) <= offset:
+            base += len(reads[at][1])
+            at += 1
+        self.at, self.base = at, base
+
+    def raw(self) -> bytes:
+        return b"".join(d for _, d in self.reads)
+
+    def pieces(self, blob: bytes) -> Pieces:
+        """Each read's share of the decoded body (the data of the chunks walked so far), stamped
+        with that read; reads that brought only framing give none. ``blob`` is ``raw()``."""
+        if not self.whole:
+            self._walk_all()
+        out: Pieces = []
+        spans, k, a = self.spans, 0, 0
+        for t_ns, data in self.reads:
+            b = a + len(data)
+            parts = []
+            while k < len(spans) and spans[k][0] < b:
+                s, e = spans[k]
+                if min(e, b) > max(s, a):
+                    parts.append(blob[max(s, a) : min(e, b)])
+                if e > b:
+                    break
+                k += 1
+            if parts:
+                out.append((t_ns, parts[0] if len(parts) == 1 else b"".join(parts)))
+            a = b
+        return out
+
+    def _walk_all(self) -> None:
+        """A body cut short (an error, a timeout): walk whatever whole chunks came."""
+        if self.reads and not self.whole:
+            self._walk()
+
+
+def _size(line: bytes) -> int | None:
+    """A chunk-size line's size (extensions after ``;`` ignored); None where it is not one."""
+    digits = line.split(b";", 1)[0].strip()
+    try:
+        return int(digits, 16) if digits else None
+    except ValueError:
+        return None
+
+
+def chunked_sse(head: bytes) -> bool:
+    """Whether a response head (status line and headers, CRLF-separated) is a 200 with a chunked,
+    unencoded body: one this module can keep raw. Anything else (an error with a JSON body, a
+    compressed or length-delimited one, an informational 1xx) goes through aiohttp as it is."""
+    lines = head.split(b"\r\n")
+    status = lines[0].split(b" ", 2)
+    if len(status) < 2 or status[1] != b"200":
+        return False
+    fields: dict[bytes, bytes] = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        fields[name.strip().lower()] = value.strip().lower()
+    coding = fields.get(b"content-encoding", b"identity")
+    return (
+        fields.get(b"transfer-encoding", b"").endswith(b"chunked")
+        and coding in (b"", b"identity")
+        and b"content-length" not in fields
+        and b"text/event-stream" in fields.get(b"content-type", b"")
+    )
