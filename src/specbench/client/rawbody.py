@@ -22,7 +22,7 @@ _TERMINATED = b"\r\n\r\n"  # the last chunk ("0\r\n") and the (empty) trailer se
 class RawBody:
     """One chunked body, read by read (``add``), until ``whole``."""
 
-    __slots__ = ("at", "base", "framed", "reads", "spans", "whole")
+    __slots__ = ("_ends", "_k", "_r", "at", "base", "framed", "reads", "spans", "whole")
 
     def __init__(self) -> None:
         self.reads: Pieces = []  # (stamp, raw bytes) per read
@@ -31,12 +31,18 @@ class RawBody:
         self.base = 0  # ... that read's offset in the body: the walk resumes at base + (spans' end)
         self.whole = False  # the last chunk and the trailer section came (or the framing is broken)
         self.framed = True  # False: broken chunk framing (aiohttp's parser then fails the response)
+        # ``take``'s place: each read's end offset in the body so far, the next span, its read.
+        self._ends: list[int] = []
+        self._k = self._r = 0
 
     def add(self, t_ns: int, data: bytes) -> bool:
         """Keep one read; True once the body is whole. The per-read cost is an append and one
         ``endswith``: the framing is walked only when a read could have ended the body."""
-        self.reads.append((t_ns, data))
-        if data.endswith(_TERMINATED):
+        reads = self.reads
+        reads.append((t_ns, data))
+        if data.endswith(_TERMINATED) or (
+            len(data) < 4 and b"".join(d for _, d in reads[-4:]).endswith(_TERMINATED)
+        ):  # the end's four bytes can come over several reads
             self._walk()
         return self.whole
 
@@ -74,32 +80,41 @@ class RawBody:
     def raw(self) -> bytes:
         return b"".join(d for _, d in self.reads)
 
-    def pieces(self, blob: bytes) -> Pieces:
-        """Each read's share of the decoded body (the data of the chunks walked so far), stamped
-        with that read; reads that brought only framing give none. ``blob`` is ``raw()``."""
+    def take(self) -> Pieces:
+        """The decoded body's bytes walked since the last call (the data of whole chunks), each
+        read's share stamped with that read; reads that brought only framing give none. Walks
+        first, so a caller can take as the body streams (off the read path) or once at its end."""
         if not self.whole:
-            self._walk_all()
+            self._walk()
+        reads, ends, spans = self.reads, self._ends, self.spans
+        total = ends[-1] if ends else 0
+        for _, data in reads[len(ends) :]:
+            total += len(data)
+            ends.append(total)
         out: Pieces = []
-        spans, k, a = self.spans, 0, 0
-        for t_ns, data in self.reads:
-            b = a + len(data)
-            parts = []
-            while k < len(spans) and spans[k][0] < b:
-                s, e = spans[k]
-                if min(e, b) > max(s, a):
-                    parts.append(blob[max(s, a) : min(e, b)])
-                if e > b:
+        r, parts = self._r, list[bytes]()
+        for s, e in spans[self._k :]:
+            while ends[r] <= s:
+                if parts:
+                    out.append((reads[r][0], _joined(parts)))
+                    parts = []
+                r += 1
+            while True:
+                start = ends[r] - len(reads[r][1])
+                hi = min(e, ends[r])
+                parts.append(reads[r][1][max(s, start) - start : hi - start])
+                if hi == e:
                     break
-                k += 1
-            if parts:
-                out.append((t_ns, parts[0] if len(parts) == 1 else b"".join(parts)))
-            a = b
+                out.append((reads[r][0], _joined(parts)))
+                parts, r = [], r + 1
+        if parts:
+            out.append((reads[r][0], _joined(parts)))
+        self._r, self._k = r, len(spans)
         return out
 
-    def _walk_all(self) -> None:
-        """A body cut short (an error, a timeout): walk whatever whole chunks came."""
-        if self.reads and not self.whole:
-            self._walk()
+
+def _joined(parts: list[bytes]) -> bytes:
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _size(line: bytes) -> int | None:

@@ -58,6 +58,7 @@ import sys
 import threading
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from typing import Any, cast
 
 import aiohttp
@@ -71,6 +72,7 @@ __all__ = ["CONVERSION_ERROR_NS", "SelectClock", "WallOffset", "select_clock"]
 
 Marks = list[tuple[int, int]]  # (perf_counter_ns at the read, body bytes received after it)
 Sink = list[tuple[int, bytes]]
+Drained = tuple[int, Sink, Callable[[], None]]
 _perf = time.perf_counter_ns
 _real = time.time_ns
 _LAST_CHUNK = b"0\r\n\r\n"
@@ -208,7 +210,7 @@ class StampingHandler(ResponseHandler):
         # then the body kept read by read; the last few responses it kept, for ``drain``.
         self._head: bytes | None = None
         self._body: RawBody | None = None
-        self._kept: deque[tuple[StreamReader, int, Sink]] = deque(maxlen=4)
+        self._kept: deque[tuple[StreamReader, int, Sink, RawBody]] = deque(maxlen=4)
         self._idle: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -262,7 +264,7 @@ class StampingHandler(ResponseHandler):
 
     def _start_body(self, payload: StreamReader, head_ns: int) -> None:
         self._body = RawBody()
-        self._kept.append((payload, head_ns, []))
+        self._kept.append((payload, head_ns, [], self._body))
         # aiohttp's read timeout is re-armed per read it sees; this one is checked lazily instead
         # (a timer per stream, not a timer-heap push per read).
         self._drop_timeout()
@@ -293,10 +295,9 @@ class StampingHandler(ResponseHandler):
             self._idle = None
         if body is None:
             return
-        blob = body.raw()
-        self._kept[-1][2].extend(body.pieces(blob))
+        self._kept[-1][2].extend(body.take())
         if body.whole:
-            super().data_received(_LAST_CHUNK if body.framed else blob)
+            super().data_received(_LAST_CHUNK if body.framed else body.raw())
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._end_body()  # aiohttp sees what came before it ends the response
@@ -384,20 +385,21 @@ class StampingHandler(ResponseHandler):
         finally:
             self._taking = False
 
-    def drain(self, payload: StreamReader) -> tuple[int, Sink] | None:
-        """When ``payload``'s headers arrived, and the list its body arrives in read by read as
-        ``(perf_counter_ns, bytes)``: a body kept raw fills it when whole; otherwise from now on
-        the payload's bytes are taken off it read by read, what came before cut at the marks.
+    def drain(self, payload: StreamReader) -> Drained | None:
+        """When ``payload``'s headers arrived, the list its body arrives in read by read as
+        ``(perf_counter_ns, bytes)``, and a call that brings that list up to date: a body kept
+        raw fills it when called and when whole; otherwise from now on the payload's bytes are
+        taken off it read by read (what came before cut at the marks) and the call does nothing.
         None where this connection is not receiving ``payload`` any more, or it failed."""
-        for kept, head_ns, sink in self._kept:
+        for kept, head_ns, sink, body in self._kept:
             if kept is payload:
-                return head_ns, sink
+                return head_ns, sink, functools.partial(_pull, body, sink)
         if payload is not self.marked or payload.exception() is not None:
             return None
         self.draining, self.sink = payload, []
         self._take(payload, _perf())
         self.sink[:] = cut(self.sink, self.marks, 0)
-        return self.head_ns, self.sink
+        return self.head_ns, self.sink, _no_pull
 
 
 class StampingConnector(aiohttp.TCPConnector):
@@ -445,9 +447,18 @@ def combined_stamps(sources: list[str]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "none"
 
 
-def drain_for(resp: aiohttp.ClientResponse) -> tuple[int, list[tuple[int, bytes]]] | None:
-    """When ``resp``'s headers arrived and the list its body will arrive in, read by read, both
-    with absolute stamps; the list is complete once ``resp.content.wait_eof()`` returns. None where
+def _pull(body: RawBody, sink: Sink) -> None:
+    sink.extend(body.take())
+
+
+def _no_pull() -> None:
+    pass
+
+
+def drain_for(resp: aiohttp.ClientResponse) -> Drained | None:
+    """When ``resp``'s headers arrived, the list its body will arrive in, read by read, both with
+    absolute stamps, and the call that brings the list up to date (``StampingHandler.drain``); the
+    list is complete once ``resp.content.wait_eof()`` returns. None where
     its connection does not stamp (another connector) or has already begun another response: read
     it then, stamped as read."""
     conn = resp.connection

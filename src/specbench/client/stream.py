@@ -20,7 +20,6 @@ import itertools
 import json
 import re
 import time
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +27,7 @@ from typing import Any
 import aiohttp
 
 from specbench import transport
+from specbench.client.follow import following
 from specbench.client.readstamps import StampingConnector, drain_for, select_clock
 from specbench.store.schema import Chunk
 
@@ -107,9 +107,15 @@ def _running_count(obj: dict[str, Any]) -> int | None:
 def iter_events(pieces: Pieces) -> Iterator[tuple[int, str]]:
     """``(stamp, data)`` for every complete SSE event, stamped with the read that completed it
     (the moment a client could first have seen it). Comment and non-data lines are skipped."""
-    blob = b"".join(p for _, p in pieces)
-    ends = list(itertools.accumulate(len(p) for _, p in pieces))
-    start, piece = 0, 0
+    return iter(split_events(pieces, b"")[0])
+
+
+def split_events(pieces: Pieces, carry: bytes) -> tuple[list[tuple[int, str]], bytes]:
+    """The complete events of ``carry`` (bytes left over by the last call) followed by
+    ``pieces`` (as ``iter_events``), and the bytes after the last of them."""
+    blob = carry + b"".join(p for _, p in pieces)
+    ends = list(itertools.accumulate((len(p) for _, p in pieces), initial=len(carry)))[1:]
+    events, start, piece = [], 0, 0
     for match in _EVENT_END.finditer(blob):
         event, start, end = blob[start : match.start()], match.end(), match.end()
         if event.startswith(b"data: ") and not _BREAK.search(event):  # one data line: most events
@@ -121,7 +127,8 @@ def iter_events(pieces: Pieces) -> Iterator[tuple[int, str]]:
             data = b"\n".join(lines)
         while ends[piece] < end:  # events come in order: the read that completed this one
             piece += 1
-        yield pieces[piece][0], data.decode(errors="replace")
+        events.append((pieces[piece][0], data.decode(errors="replace")))
+    return events, blob[start:]
 
 
 def sse_events(pieces: Pieces) -> list[tuple[int, str]]:
@@ -140,6 +147,14 @@ class Recorder:
         self.retried: str | None = None
         self.chunks: list[Chunk] = []
         self.final: dict[str, Any] = {}
+        # The parse so far (parse_some): pieces split into events, the bytes of an event not yet
+        # whole, events not yet taken, a JSON error (kept for the end: a transport error wins).
+        self._split, self._carry = 0, b""
+        self._pending: list[tuple[int, str]] = []
+        self._json_error: dict[str, Any] | None = None
+        self._sink: Pieces = []
+        self._pull: Callable[[], None] = _nothing
+        self._sunk = 0
 
     def _take(self, t_ns: int, data: str, obj: Any = None) -> None:
         """One SSE event into the record's chunks (or its final fields); ``obj`` its JSON where
@@ -173,18 +188,43 @@ class Recorder:
         for t_ns, data in events:
             self._take(t_ns, data, None if data.strip() == "[DONE]" else next(values))
 
-    async def parse(self) -> None:
-        """Parse the kept pieces a slice at a time, handing the loop back between slices: requests
-        that end together (one server step ends them all) would otherwise each hold the loop for
-        a whole parse while the other streams' reads wait to be stamped."""
-        await asyncio.sleep(0)  # first let the reads that are ready now be stamped
+    def follow(self, sink: Pieces, pull: Callable[[], None]) -> None:
+        """Take the body from ``sink`` (absolute stamps), which ``pull`` brings up to date."""
+        self._sink, self._pull, self._sunk = sink, pull, 0
+
+    def catch_up(self) -> None:
+        """The pieces the followed sink holds by now, on this request's clock."""
+        self._pull()
+        sink, t0 = self._sink, self.t0
+        self.pieces += [(t_ns - t0, data) for t_ns, data in sink[self._sunk :]]
+        self._sunk = len(sink)
+
+    def parse_some(self) -> bool:
+        """Parse at most a slice of the events kept so far (of pieces not split yet, whole events
+        only); True while more are waiting. One call never yields, so the stream's own final
+        parse and the follower (follow.py) can take turns on one record."""
+        if self._json_error is not None:
+            return False
+        if self._split < len(self.pieces):
+            events, self._carry = split_events(self.pieces[self._split :], self._carry)
+            self._split = len(self.pieces)
+            self._pending += events
+        batch, self._pending = self._pending[:_SLICE], self._pending[_SLICE:]
         try:
-            events = iter_events(self.pieces)
-            while batch := list(itertools.islice(events, _SLICE)):
-                self._take_all(batch)
-                await asyncio.sleep(0)
-        except json.JSONDecodeError as exc:
-            self.error = self.error or {"type": "JSONDecodeError", "message": str(exc)[:500]}
+            self._take_all(batch)
+        except json.JSONDecodeError as exc:  # what follows it is not parsed, as before
+            self._json_error = {"type": "JSONDecodeError", "message": str(exc)[:500]}
+            return False
+        return bool(self._pending)
+
+    async def parse(self) -> None:
+        """Parse what is left of the kept pieces a slice at a time, handing the loop back between
+        slices: requests that end together (one server step ends them all) would otherwise each
+        hold the loop for a whole parse while the other streams' reads wait to be stamped."""
+        await asyncio.sleep(0)  # first let the reads that are ready now be stamped
+        while self.parse_some():
+            await asyncio.sleep(0)
+        self.error = self.error or self._json_error
         self._check_end()
 
     def _check_end(self) -> None:
@@ -236,25 +276,8 @@ async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout:
     """POST ``body`` and record the stream. Never raises for HTTP or protocol failures."""
     rec = Recorder()
     await stream_into(session, url, body, timeout, rec)
-    # One parse at a time, in the order the streams ended: requests that end on one server step
-    # (a batch) would otherwise share the loop slice by slice and all return once the last
-    # parse is done, every next request sent that much later (0.72-0.88 of the schedule at 64
-    # in flight, issue #41); in turn, the first is back a parse after the end.
-    async with _parsing():
-        await rec.parse()
+    await rec.parse()  # the follower (follow.py) has parsed all but the last few events
     return rec.result()
-
-
-_PARSE_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
-
-
-def _parsing() -> asyncio.Lock:
-    """The running loop's parse turn (asyncio's lock wakes its waiters first come, first served)."""
-    loop = asyncio.get_running_loop()
-    lock = _PARSE_LOCKS.get(loop)
-    if lock is None:
-        lock = _PARSE_LOCKS[loop] = asyncio.Lock()
-    return lock
 
 
 async def stream_into(
@@ -288,11 +311,17 @@ async def _aiohttp_once(
                 keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
             rec.t_end = perf() - t0
             return
-        head_ns, sink = drained
+        head_ns, sink, pull = drained
         rec.t_headers = head_ns - t0  # when they arrived, on the clock the chunks are stamped with
+        rec.follow(sink, pull)
         try:
-            await resp.content.wait_eof()  # one wakeup per response, not one per read
+            with following(rec):  # parsed as it streams, off the read path (follow.py)
+                await resp.content.wait_eof()  # one wakeup per response, not one per read
         finally:  # also on an error: what arrived is kept
-            rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
+            rec.catch_up()
         # The stream ended when its last bytes arrived, not when this coroutine woke.
         rec.t_end = rec.pieces[-1][0] if rec.pieces else perf() - t0
+
+
+def _nothing() -> None:
+    pass
