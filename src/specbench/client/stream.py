@@ -39,6 +39,7 @@ _BREAK = re.compile(rb"[\r\n]")
 # SSE events parsed per turn of the loop (one json.loads for them all): ~100 us, so no stream's
 # stamp waits longer behind a finished one's parse.
 _SLICE = 32
+_FINAL = ("usage", "timings", "system_fingerprint", "model", "metrics")  # kept from the last event with each
 INCOMPLETE = "IncompleteStream"  # error type of a stream that ended without its end
 
 
@@ -115,9 +116,17 @@ def split_events(pieces: Pieces, carry: bytes) -> tuple[list[tuple[int, str]], b
     ``pieces`` (as ``iter_events``), and the bytes after the last of them."""
     blob = carry + b"".join(p for _, p in pieces)
     ends = list(itertools.accumulate((len(p) for _, p in pieces), initial=len(carry)))[1:]
+    if b"\r" in blob:  # CR or CRLF line ends: the general reading
+        bounds = [(m.start(), m.end()) for m in _EVENT_END.finditer(blob)]
+    else:  # LF only (every server measured): bytes.split finds the same ends, at C speed
+        bounds, at = [], 0
+        for event in blob.split(b"\n\n")[:-1]:
+            at += len(event)
+            bounds.append((at, at + 2))
+            at += 2
     events, start, piece = [], 0, 0
-    for match in _EVENT_END.finditer(blob):
-        event, start, end = blob[start : match.start()], match.end(), match.end()
+    for stop, end in bounds:
+        event, start = blob[start:stop], end
         if event.startswith(b"data: ") and not _BREAK.search(event):  # one data line: most events
             data = event[6:]
         else:
@@ -156,26 +165,32 @@ class Recorder:
         self._pull: Callable[[], None] = _nothing
         self._sunk = 0
 
-    def _take(self, t_ns: int, data: str, obj: Any = None) -> None:
-        """One SSE event into the record's chunks (or its final fields); ``obj`` its JSON where
-        already decoded."""
+    def _take(self, t_ns: int, data: str) -> None:
+        """One SSE event into the record's chunks (or its final fields)."""
         if data.strip() == "[DONE]":
             self.final["t_done_ns"] = t_ns
-            return
-        obj = json.loads(data) if obj is None else obj
-        count = _running_count(obj)
-        for choice in obj.get("choices") or []:
-            self.chunks.append(_delta_row(t_ns, choice, count))
-        for key in ("usage", "timings", "system_fingerprint", "model", "metrics"):
-            if obj.get(key) is not None:
-                self.final[key] = obj[key]
+        else:
+            self._take_obj(t_ns, json.loads(data))
+
+    def _take_obj(self, t_ns: int, obj: Any) -> None:
+        get = obj.get
+        count = _running_count(obj) if "usage" in obj or "timings" in obj else None
+        if choices := get("choices"):
+            append = self.chunks.append
+            for choice in choices:
+                append(_delta_row(t_ns, choice, count))
+        final = self.final
+        for key in _FINAL:
+            if (value := get(key)) is not None:
+                final[key] = value
 
     def _take_all(self, events: list[tuple[int, str]]) -> None:
         """Several events, their JSON decoded in one call (a JSON array of their data). Where one
         event is not exactly one JSON value (the array is then invalid or miscounted) each is
         decoded alone, as before: the events ahead of a bad one are kept, and the error names
         its own JSON."""
-        datas = [data for _, data in events if data.strip() != "[DONE]"]
+        done = [data.strip() == "[DONE]" for _, data in events]
+        datas = [data for (_, data), end in zip(events, done, strict=True) if not end]
         try:
             objs = json.loads("[" + ",".join(datas) + "]")
         except json.JSONDecodeError:
@@ -185,8 +200,11 @@ class Recorder:
                 self._take(t_ns, data)
             return
         values = iter(objs)
-        for t_ns, data in events:
-            self._take(t_ns, data, None if data.strip() == "[DONE]" else next(values))
+        for (t_ns, _), end in zip(events, done, strict=True):
+            if end:
+                self.final["t_done_ns"] = t_ns
+            else:
+                self._take_obj(t_ns, next(values))
 
     def follow(self, sink: Pieces, pull: Callable[[], None]) -> None:
         """Take the body from ``sink`` (absolute stamps), which ``pull`` brings up to date."""
