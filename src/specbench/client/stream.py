@@ -6,9 +6,11 @@ from these raw records, so every number can be recomputed later.
 
 The hot path does as little as it can, because at high concurrency a slow client measures itself
 (its queued chunks drain in bursts, so gaps shrink and TTFT grows): while a response streams, each
-read off the socket is only stamped and kept as raw bytes; SSE framing and JSON are parsed after
-the stream ends. The transport is aiohttp (its C HTTP parser), through :mod:`specbench.transport`
-as every other request: a pure-Python stack (httpx → httpcore → h11) cost 1.5–3.2× the CPU per
+read off the socket is only stamped and kept as raw bytes (rawbody.py: not even the HTTP chunk
+framing is decoded then); SSE framing and JSON are parsed off the read path, by the loop's
+follower as the stream goes (follow.py) and the rest once it ends. The transport is aiohttp (its
+C HTTP parser for heads and non-SSE bodies), through :mod:`specbench.transport` as every other
+request: a pure-Python stack (httpx → httpcore → h11) cost 1.5–3.2× the CPU per
 token in bench/client_overhead.py. The test fakes stream through this same path, over loopback.
 """
 
