@@ -3,12 +3,18 @@ stamped with that read, ended exactly when its last chunk and trailers came."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
+import socket
+import threading
+import time
+from typing import Any
 
 import pytest
 
 from specbench.client.rawbody import RawBody, chunked_sse
+from specbench.client.stream import chat_body, open_streamer, stream_chat
 
 
 def _chunked(payloads: list[bytes], trailers: bytes = b"") -> bytes:
@@ -81,3 +87,50 @@ def test_only_a_200_chunked_uncompressed_event_stream_is_kept_raw() -> None:
     assert not chunked_sse(head + b"\r\ncontent-encoding: gzip")
     assert not chunked_sse(head.replace(b"text/event-stream", b"application/json"))
     assert not chunked_sse(head.replace(b"Transfer-Encoding: chunked", b"Content-Length: 10"))
+
+
+def _one_shot_server(parts: list[bytes]) -> str:
+    """A thread that answers one request with ``parts``, 50 ms apart, then closes."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, listener:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            for part in parts:
+                conn.sendall(part)
+                time.sleep(0.05)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}/v1/chat/completions"
+
+
+_TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def _stream(parts: list[bytes]) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        async with open_streamer(5, 1) as session:
+            return await asyncio.wait_for(stream_chat(session, _one_shot_server(parts), body, 5), 10)
+
+    return asyncio.run(go())
+
+
+def test_broken_chunk_framing_mid_stream_is_an_error_not_a_wait() -> None:
+    """aiohttp's parser, fed a bad chunk size after the response began, fails without ending the
+    payload (a wait until the read timeout); kept raw, the stream fails at once, what came kept."""
+    first = _chunked([_TOKEN])[: -len(b"0\r\n\r\n")]
+    result = _stream([_HEAD + first, b"zz\r\ndata: {}\n\n\r\n0\r\n\r\n"])
+    assert result["error"]["type"] == "ClientPayloadError"
+    assert [c[1] for c in result["chunks"]] == ["a"]  # what came before is kept
+
+
+def test_a_raw_stream_cut_short_keeps_its_whole_chunks_and_fails_as_before() -> None:
+    wire = _chunked([_TOKEN] * 3)
+    result = _stream([_HEAD + wire[:-20]])  # the connection closes mid-chunk
+    assert result["error"]["type"] == "ClientPayloadError"
+    assert [c[1] for c in result["chunks"]] == ["a", "a"]

@@ -81,6 +81,7 @@ Drained = tuple[int, Sink, Callable[[], None]]
 _perf = time.perf_counter_ns
 _real = time.time_ns
 _LAST_CHUNK = b"0\r\n\r\n"
+_BROKEN = "Response payload is not completed: invalid chunk framing"
 _HEAD_MAX = 65536  # a response head longer than this is not held back (aiohttp's limits apply)
 
 
@@ -124,7 +125,7 @@ class StampingHandler(ResponseHandler):
         # aiohttp calls this just before it sends a request: no byte of its response came earlier.
         self.floor_ns = max(self.floor_ns, _perf())
         super().set_response_params(**kwargs)
-        self._end_body()  # a reused connection starts clean
+        self._body = None  # a reused connection starts clean
         self._head = None if kwargs.get("skip_payload") else b""
 
     def data_received(self, data: bytes) -> None:
@@ -187,18 +188,23 @@ class StampingHandler(ResponseHandler):
     def _end_body(self) -> None:
         """The raw body is whole, or cut short: its pieces into the response's sink, then aiohttp
         told: a whole body ends its response (the last chunk alone: the data is in the pieces,
-        and decoded there too it would cost as much again), broken framing is all handed over
-        (its parser fails the response as it always has), and a body cut short gets nothing (the
-        connection's loss or the timeout fails it)."""
+        and decoded there too it would cost as much again), broken chunk framing fails it (and
+        closes the connection), and a body cut short gets nothing (the connection's loss or the
+        timeout fails it)."""
         body, self._body = self._body, None
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
         if body is None:
             return
-        self._kept[-1][2].extend(body.take())
-        if body.whole:
-            super().data_received(_LAST_CHUNK if body.framed else body.raw())
+        payload, _, sink, _ = self._kept[-1]
+        sink.extend(body.take())
+        if body.whole and body.framed:
+            super().data_received(_LAST_CHUNK)
+        elif body.whole:  # aiohttp's parser, given these bytes, fails but never ends the payload
+            payload.set_exception(aiohttp.ClientPayloadError(_BROKEN))
+            if self.transport is not None:
+                self.transport.close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._end_body()  # aiohttp sees what came before it ends the response
