@@ -17,7 +17,8 @@ p99 of |client gap − server gap| over every pair of consecutive token chunks (
 and CPU ms per 1000 tokens (the client's process tree over the server's load window).
 
     .venv/bin/python bench/client_schedule.py [--c 1 16 64] [--requests-per-c 8] [--interval-ms 2]
-        [--tokens 256] [--rounds 1] [--clients floor specbench specbench-procs2] [--no-pin]
+        [--tokens 256] [--rounds 1] [--clients floor specbench specbench-procs2 specbench@base]
+        [--base-src DIR] [--no-pin]
 """
 
 from __future__ import annotations
@@ -71,19 +72,29 @@ def gaps(records: Path) -> tuple[list[float], list[float], list[float]]:
     return client, server, errors
 
 
+def env_for(client: str, args: argparse.Namespace) -> dict[str, str] | None:
+    """``specbench@base``: specbench's client from another source tree (``--base-src``, e.g. an
+    older commit's ``src`` from ``git archive``), measured in the same run."""
+    if not client.endswith("@base"):
+        return None
+    return {**os.environ, "PYTHONPATH": str(args.base_src)}
+
+
 def argv_for(client: str, port: int, c: int, n: int, tokens: int, out: Path) -> list[str]:
     if client == "floor":
         records = str(out / "records.jsonl")
         return [str(compiled("client")), "127.0.0.1", str(port), str(c), str(n), str(tokens), records]
-    transport = client.partition("-")[2] or "aiohttp"  # specbench-procs2: client_processes 2
+    transport = client.removesuffix("@base").partition("-")[2] or "aiohttp"  # -procs2: 2 workers
     worker = [f"http://127.0.0.1:{port}", str(c), str(n), str(tokens), str(out), transport]
     return [sys.executable, str(HERE / "client_overhead.py"), "--worker", *worker]
 
 
-def measure(argv: list[str], url: str, out: Path, cpus: set[int] | None) -> dict[str, Any] | None:
+def measure(
+    argv: list[str], url: str, out: Path, cpus: set[int] | None, env: dict[str, str] | None = None
+) -> dict[str, Any] | None:
     fetch_blocking("GET", f"{url}/reset")
     proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus)
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus), env=env
     )
     sampler = CpuSampler(proc.pid)
     sampler.start()
@@ -111,6 +122,7 @@ def main() -> None:
     parser.add_argument("--interval-ms", type=float, default=2.0)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--clients", nargs="+", default=["floor", "specbench"])
+    parser.add_argument("--base-src", type=Path, help="the source tree client specbench@base runs")
     parser.add_argument("--rounds", type=int, default=1, help="runs of every client per concurrency")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True)
     args = parser.parse_args()
@@ -152,7 +164,8 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
                     out = Path(tmp) / f"{client}-{c}-{time.perf_counter_ns()}"
                     out.mkdir()
                     n = max(4, args.requests_per_c * c)
-                    r = measure(argv_for(client, port, c, n, args.tokens, out), url, out, cpus)
+                    argv = argv_for(client, port, c, n, args.tokens, out)
+                    r = measure(argv, url, out, cpus, env_for(client, args))
                     if r is None:
                         continue
                     rows[client] = r = {**r, "error": max(0.0, r["gap_p99"] - r["srv_p99"])}
@@ -164,6 +177,14 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
                     )
                 if "floor" in rows and "specbench" in rows:
                     print(goals(c, rows["specbench"], rows["floor"], c * per_s), flush=True)
+                if "specbench@base" in rows and "specbench" in rows:
+                    new, base = rows["specbench"], rows["specbench@base"]
+                    cpu = new["cpu_ms_per_1k"] / base["cpu_ms_per_1k"]
+                    print(
+                        f"  against the base: tok/s x{new['tok_s'] / base['tok_s']:.3f}, p99 error "
+                        f"{new['error']:.3f} vs {base['error']:.3f} ms, CPU x{cpu:.2f}",
+                        flush=True,
+                    )
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

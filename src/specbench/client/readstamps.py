@@ -86,7 +86,8 @@ _HEAD_MAX = 65536  # a response head longer than this is not held back (aiohttp'
 
 
 class StampingHandler(ResponseHandler):
-    """A ``ResponseHandler`` that keeps, for the response being received, one mark per read."""
+    """A ``ResponseHandler`` that stamps every read: a chunked SSE body kept raw read by read
+    (rawbody.py), any other response through aiohttp's parser with one mark per read."""
 
     def __init__(
         self,
@@ -182,8 +183,8 @@ class StampingHandler(ResponseHandler):
         if idle < timeout:
             self._idle = self._loop.call_later(timeout - idle, self._check_idle)
             return
-        self._end_body()  # what came is kept, and aiohttp has seen it
-        self._on_read_timeout()
+        self._end_body()  # what came is kept (its whole chunks) ...
+        self._on_read_timeout()  # ... and the response fails as aiohttp's own timeout fails it
 
     def _end_body(self) -> None:
         """The raw body is whole, or cut short: its pieces into the response's sink, then aiohttp
@@ -207,7 +208,7 @@ class StampingHandler(ResponseHandler):
                 self.transport.close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        self._end_body()  # aiohttp sees what came before it ends the response
+        self._end_body()  # what came is kept before aiohttp fails the response (a body cut short)
         super().connection_lost(exc)
 
     def _parsed(self, t_ns: int, data: bytes) -> None:
