@@ -15,8 +15,12 @@ aiohttp's as before.
 
 from __future__ import annotations
 
+import re
+
 Pieces = list[tuple[int, bytes]]
 _TERMINATED = b"\r\n\r\n"  # the last chunk ("0\r\n") and the (empty) trailer section end so
+# A chunk-size line: hex digits, extensions after ";" ignored (as aiohttp's parser does).
+_HEADER = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r\n")
 
 
 class RawBody:
@@ -51,22 +55,23 @@ class RawBody:
         reads = self.reads
         blob = b"".join(d for _, d in reads[self.at :])
         pos = self.spans[-1][1] + 2 - self.base if self.spans else 0
-        while (eol := blob.find(b"\r\n", pos)) >= 0:
-            size = _size(blob[pos:eol])
-            if size is None:
-                self.whole, self.framed = True, False  # aiohttp's parser says what is wrong
+        header = _HEADER.match
+        while (m := header(blob, pos)) is not None:
+            size, start = int(m[1], 16), m.end()
+            if size == 0:  # trailers, if any, then an empty line
+                self.whole = blob.find(_TERMINATED, start - 2) >= 0
                 return
-            if size == 0:
-                self.whole = blob.find(_TERMINATED, eol) >= 0  # trailers, if any, then an empty line
+            if start + size + 2 > len(blob):  # the chunk's data is still coming
+                self._advance(self.base + pos)
                 return
-            start = eol + 2
-            if start + size + 2 > len(blob):
-                break
             if blob[start + size : start + size + 2] != b"\r\n":
                 self.whole, self.framed = True, False
                 return
             self.spans.append((self.base + start, self.base + start + size))
             pos = start + size + 2
+        if blob.find(b"\r\n", pos) >= 0:  # a whole line that is no chunk size
+            self.whole, self.framed = True, False
+            return
         self._advance(self.base + pos)
 
     def _advance(self, offset: int) -> None:
@@ -115,15 +120,6 @@ class RawBody:
 
 def _joined(parts: list[bytes]) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _size(line: bytes) -> int | None:
-    """A chunk-size line's size (extensions after ``;`` ignored); None where it is not one."""
-    digits = line.split(b";", 1)[0].strip()
-    try:
-        return int(digits, 16) if digits else None
-    except ValueError:
-        return None
 
 
 def chunked_sse(head: bytes) -> bool:
