@@ -63,6 +63,14 @@ def test_lf_and_crlf_streams_split_anywhere_give_the_same_events_in_slices(seed:
     assert results[0][-1] == "multi\ntwo" and results[0][-2] == "[DONE]"
 
 
+def test_an_event_that_is_json_but_no_object_is_an_error_of_the_record_not_a_crash() -> None:
+    rec = Recorder()
+    rec.pieces = [(1, b'data: {"choices": [{"delta": {"content": "a"}}]}\n\n'), (2, b"data: [1, 2]\n\n")]
+    asyncio.run(rec.parse())
+    assert rec.error is not None and rec.error["type"] == "AttributeError"
+    assert [c.content for c in rec.chunks] == ["a"]  # what came before it is kept
+
+
 def test_a_trailing_partial_event_is_not_an_event() -> None:
     assert sse_events([(1, b'data: {"a": 1}\n\ndata: {"b"')]) == [(1, '{"a": 1}')]
 

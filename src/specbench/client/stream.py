@@ -232,8 +232,11 @@ class Recorder:
         batch, self._pending = self._pending[:_SLICE], self._pending[_SLICE:]
         try:
             self._take_all(batch)
-        except json.JSONDecodeError as exc:  # what follows it is not parsed, as before
-            self._json_error = {"type": "JSONDecodeError", "message": str(exc)[:500]}
+        except (json.JSONDecodeError, AttributeError, TypeError) as exc:  # what follows is not parsed
+            # An event that is not JSON, or JSON that is not an object with "choices" as a list
+            # of objects: an error of the record, as every protocol failure is (the follower must
+            # not die of it, and a run did before).
+            self._json_error = {"type": type(exc).__name__, "message": str(exc)[:500]}
             return False
         return bool(self._pending)
 
