@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from specbench.client.rawbody import RawBody, chunked_sse
-from specbench.client.stream import chat_body, open_streamer, stream_chat
+from specbench.client.stream import Recorder, chat_body, open_streamer, stream_chat, stream_into
 
 
 def _chunked(payloads: list[bytes], trailers: bytes = b"") -> bytes:
@@ -134,3 +134,24 @@ def test_a_raw_stream_cut_short_keeps_its_whole_chunks_and_fails_as_before() -> 
     result = _stream([_HEAD + wire[:-20]])  # the connection closes mid-chunk
     assert result["error"]["type"] == "ClientPayloadError"
     assert [c[1] for c in result["chunks"]] == ["a", "a"]
+
+
+def test_a_stream_is_parsed_while_it_streams(stream_server: str) -> None:
+    """The follower (follow.py) parses a stream as it goes: its record has chunks long before the
+    server's 200th token (0.4 s at 2 ms a token), and the end leaves only the last few events."""
+
+    async def go() -> tuple[int, Recorder]:
+        body = chat_body([{"role": "user", "content": "hi"}], 200, 0.0, 0, {"ignore_eos": True})
+        rec = Recorder()
+        async with open_streamer(30, 1) as session:
+            task = asyncio.create_task(stream_into(session, stream_server, body, 30, rec))
+            while not rec.chunks and not task.done():
+                await asyncio.sleep(0.005)
+            seen = 0 if task.done() else len(rec.chunks)
+            await task
+        await rec.parse()
+        return seen, rec
+
+    seen, rec = asyncio.run(go())
+    assert 0 < seen < 200  # chunks parsed while the stream was still going
+    assert rec.error is None and len(rec.chunks) == 201  # the role chunk and 200 tokens, whole
