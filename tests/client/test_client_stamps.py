@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from specbench.client import readstamps
+from specbench.client import clocks, kernelstamps, readstamps
 from specbench.client.readstamps import CONVERSION_ERROR_NS, StampingConnector, WallOffset, cut, select_clock
 from specbench.client.stream import Recorder, chat_body, open_streamer, stream_into
 
@@ -205,7 +205,7 @@ def test_a_wall_clock_stepped_while_the_loop_was_blocked_leaves_kernel_stamps_ca
     after it. Converted with the latest reading alone, a step forward made them early by the
     step (-460 µs)."""
     base, step_at = _wall_offset_now(), [2**63]
-    real, kernel = time.time_ns, readstamps._stamp
+    real, kernel = time.time_ns, kernelstamps._stamp
 
     def stepped_real() -> int:
         return real() + (step_ns if time.perf_counter_ns() >= step_at[0] else 0)
@@ -214,8 +214,9 @@ def test_a_wall_clock_stepped_while_the_loop_was_blocked_leaves_kernel_stamps_ca
         stamp = kernel(anc)
         return stamp + step_ns if stamp and stamp - base >= step_at[0] else stamp
 
-    monkeypatch.setattr(readstamps, "_real", stepped_real)
-    monkeypatch.setattr(readstamps, "_stamp", stepped_kernel)
+    monkeypatch.setattr(readstamps, "_real", stepped_real)  # the reading after each read
+    monkeypatch.setattr(clocks, "_real", stepped_real)  # the reading at each poll
+    monkeypatch.setattr(kernelstamps, "_stamp", stepped_kernel)
     reads, times, stall_end = _read_while_the_loop_is_blocked(
         lambda: step_at.__setitem__(0, time.perf_counter_ns())
     )
@@ -232,8 +233,8 @@ def test_an_impossible_kernel_stamp_is_not_emitted(
     """A kernel clock 100 ms off ours (a conversion gone wrong) would stamp reads after they were
     read, or before their request or the read before them (100 ms: longer than any read here
     waits, the stall's included): they are stamped when they were read instead, and counted."""
-    kernel = readstamps._stamp
-    monkeypatch.setattr(readstamps, "_stamp", lambda anc: (stamp := kernel(anc)) and stamp + skew_ns)
+    kernel = kernelstamps._stamp
+    monkeypatch.setattr(kernelstamps, "_stamp", lambda anc: (stamp := kernel(anc)) and stamp + skew_ns)
     recs, _, clamps = _stream_with_a_stall(stream_server)
     assert clamps is not None and clamps[what] > 0
     _assert_causal_and_ordered(recs)
@@ -251,7 +252,7 @@ def test_a_read_the_kernel_gave_no_receive_time_is_stamped_when_read(
     """As before the kernel starts stamping (issue #41): the poll's time could be before bytes that
     landed while the loop read the sockets ahead of this one (1.3 ms seen)."""
     assert readstamps.kernel_stamping()  # its probe first, while the receive times still show
-    monkeypatch.setattr(readstamps, "_stamp", lambda anc: 0)
+    monkeypatch.setattr(kernelstamps, "_stamp", lambda anc: 0)
     recs, _, clamps = _stream_with_a_stall(stream_server)
     assert clamps is not None and clamps["unstamped"] > 0
     _assert_causal_and_ordered(recs)

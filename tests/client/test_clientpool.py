@@ -16,13 +16,30 @@ import psutil
 import pytest
 
 from specbench import api
-from specbench.client.pool import StreamerPool
+from specbench.client.pool import STREAMS_PER_PROCESS, StreamerPool, auto_processes
 from specbench.client.stream import chat_body
 from specbench.errors import ClientError
 from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import planned, write_matrix
 from tests.support.procs import sigint_as_usual
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "engine_threads", "cores", "expected"),
+    [
+        (64, None, 2, 1),  # 2 cores: the engine's and the loop's, no room for a worker
+        (256, None, 2, 1),
+        (STREAMS_PER_PROCESS, None, 16, 1),  # one loop holds them: no worker
+        (4 * STREAMS_PER_PROCESS, None, 16, 4),  # a GPU engine on 16 cores: a worker per share
+        (100 * STREAMS_PER_PROCESS, None, 16, 14),  # never onto the engine's or the loop's core
+        (8 * STREAMS_PER_PROCESS, 8, 16, 7),  # llama.cpp -t 8 keeps 8 cores
+    ],
+)
+def test_workers_are_sized_from_the_streams_and_the_cores_free_of_the_engine(
+    concurrency: int, engine_threads: int | None, cores: int, expected: int
+) -> None:
+    assert auto_processes(concurrency, engine_threads, cores) == expected
 
 
 def _body(tokens: int) -> dict[str, object]:
@@ -73,7 +90,7 @@ def test_a_worker_that_dies_fails_its_requests_with_one_clear_error(stream_serve
 
 PARENT = """
 import asyncio, sys
-from specbench.client.pool import StreamerPool
+from specbench.client.pool import STREAMS_PER_PROCESS, StreamerPool, auto_processes
 
 async def main():
     async with StreamerPool(2, 30, 2, None) as pool:

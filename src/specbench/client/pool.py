@@ -37,8 +37,24 @@ from specbench.client.readstamps import clamps_of, stamps_of
 from specbench.client.stream import Session, open_streamer, stream_chat
 from specbench.errors import ClientError
 
+# Streams one worker's loop holds at the server's pace: 64 at 2 ms a token (32,000 tok/s) on one
+# core at >= 0.95 of the schedule (bench/client_schedule.py).
+STREAMS_PER_PROCESS = 64
 START_TIMEOUT = 60.0  # a worker imports aiohttp and specbench first: ~0.5 s, far more on a loaded box
 STOP_TIMEOUT = 5.0
+
+
+def auto_processes(concurrency: int, engine_threads: int | None, cores: int | None = None) -> int:
+    """How many processes stream ``concurrency`` requests where the matrix does not say
+    (``client_processes``): one per ``STREAMS_PER_PROCESS`` streams, on the cores free of the
+    engine (its threads; one for an engine that drives a GPU) and of the cell's own loop (the
+    schedule, the records). 1, the cell's own loop and no workers, where no more fit: on a
+    2-core box a worker would only take the engine's or the loop's core."""
+    if cores is None:
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere every CPU is ours
+        cores = len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+    free = cores - max(engine_threads or 1, 1) - 1
+    return max(1, min(-(-concurrency // STREAMS_PER_PROCESS), free))
 
 
 @dataclass

@@ -41,290 +41,53 @@ sockets ahead (1.3 ms early seen: a read stamped before the server sent it, issu
 connector first has stamping switched on for the process and waits until it works
 (``kernel_stamping``), and a read that still comes without a receive time is stamped when read.
 
-The kernel's clock is the wall clock (CLOCK_REALTIME); ``perf_counter`` is CLOCK_MONOTONIC. NTP's
-slewing moves both alike (clock_gettime(2)), so the wall clock minus ``perf_counter`` only moves
-when the wall clock is stepped (clock_settime, a VM's clock set after a pause or a restore, a leap
-second). ``WallOffset`` keeps that difference from readings of both clocks back to back (at the
-start, at each poll and after each read): a reading whose two ``perf_counter`` reads are over 2 µs
-apart was split by the scheduler and is dropped, the tightest so far is kept (~0.15 µs wide), and
-one that disagrees with it by more than half their widths summed starts a new stretch: a step. The
-stated bound: a kernel stamp is put on ``perf_counter``'s clock to within ``CONVERSION_ERROR_NS``
-(3 µs). Converted with the latest reading alone, bytes that came in before a step and were read
-after it (a loop blocked across the step) would be off by the whole step, early by as much where
-the clock was put forward. Such bytes can be either side of the step; the read's bounds choose
-where they can, else the later time is kept (never earlier than the truth, late by at most the
-step; counted as ``ambiguous``). The bounds: a read's bytes came before the read itself and not
-before its request went out or the connection's previous read. A kernel stamp that can only be
-outside them by more than the bound is impossible, and a user would publish it: the read is stamped
-when it was read instead (late, never early), and counted (``early``, ``late``;
-``StampingConnector.clamps``, kept with the cell's client lag as ``stamp_clamps``).
+The kernel's stamps are read by :mod:`specbench.client.kernelstamps`; the clocks (the wall clock
+the kernel stamps with, put on ``perf_counter``'s; the poll's time) are
+:mod:`specbench.client.clocks`'. Once a response's headers say its body is an SSE stream in
+chunks, its reads are kept raw and aiohttp sees them only when the body is whole
+(:mod:`specbench.client.rawbody`): per read, a stamp and the bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import platform
 import socket
-import struct
-import sys
-import threading
 import time
-import weakref
 from collections import Counter, deque
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, cast
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
+from specbench.client.clocks import CONVERSION_ERROR_NS, SelectClock, WallOffset, select_clock, spare_offset
+from specbench.client.kernelstamps import ARRIVAL, KERNEL_STAMPS, kernel_stamping, kernel_stamps
+from specbench.client.rawbody import RawBody, chunked_sse
+
+__all__ = [
+    "CONVERSION_ERROR_NS",
+    "KERNEL_STAMPS",
+    "SelectClock",
+    "WallOffset",
+    "kernel_stamping",
+    "select_clock",
+]
+
 Marks = list[tuple[int, int]]  # (perf_counter_ns at the read, body bytes received after it)
+Sink = list[tuple[int, bytes]]
+Drained = tuple[int, Sink, Callable[[], None]]
 _perf = time.perf_counter_ns
-
-
 _real = time.time_ns
-
-# Linux's SO_TIMESTAMPNS (== SCM_TIMESTAMPNS) where the generic socket numbers apply; the socket
-# module does not name it. Alpha, MIPS, PA-RISC and SPARC number it otherwise: poll stamps there.
-_SO_TIMESTAMPNS = 35
-_GENERIC = {"x86_64", "amd64", "aarch64", "arm64", "riscv64", "s390x", "ppc64le", "loongarch64"}
-KERNEL_STAMPS = sys.platform == "linux" and platform.machine().lower() in _GENERIC and sys.maxsize > 2**32
-_ANC_SIZE = socket.CMSG_SPACE(16) if KERNEL_STAMPS else 0  # one struct timespec (two int64)
-_timespec = struct.Struct("qq").unpack_from
-
-
-class _Arrival(threading.local):
-    """The kernel's receive time (wall clock, ns) of the last bytes this thread's last read took
-    (0 where the read carried none), and the socket read. A loop's read callback calls ``recv``
-    and then the protocol's ``data_received`` back to back, so a protocol takes the stamp only
-    when it is its own socket's (a TLS layer or aiohttp may hand bytes over later)."""
-
-    real_ns = 0
-    sock: socket.socket | None = None
-
-
-_ARRIVAL = _Arrival()
-
-
-class KernelStampSocket(socket.socket):
-    """A socket whose reads also keep the kernel's receive time (``_ARRIVAL``). Same layout as
-    ``socket.socket``, so an open socket's class can be switched (``kernel_stamps``)."""
-
-    __slots__ = ()
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        data, anc, _, _ = self.recvmsg(bufsize, _ANC_SIZE, flags)
-        arrival = _ARRIVAL
-        arrival.real_ns, arrival.sock = _stamp(anc), self
-        return data
-
-    def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:  # SSL transports
-        view = memoryview(buffer)
-        n, anc, _, _ = self.recvmsg_into([view[:nbytes] if nbytes else view], _ANC_SIZE, flags)
-        arrival = _ARRIVAL
-        arrival.real_ns, arrival.sock = _stamp(anc), self
-        return n
-
-
-def _stamp(anc: list[tuple[int, int, bytes]]) -> int:
-    for level, kind, data in anc:
-        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
-            sec, nsec = _timespec(data)
-            return int(sec) * 1_000_000_000 + int(nsec)
-    return 0
-
-
-def kernel_stamps(transport: Any) -> socket.socket | None:
-    """Have ``transport``'s socket keep the kernel's receive time of each read, and return it;
-    None where it cannot (another platform or loop, a socket asyncio does not hand out as a plain
-    ``socket.socket``)."""
-    if not KERNEL_STAMPS:
-        return None
-    wrapped = transport.get_extra_info("socket")
-    sock = getattr(wrapped, "_sock", wrapped)  # asyncio hands out a TransportSocket around it
-    if type(sock) is KernelStampSocket:  # a second protocol on the same socket (TLS via a proxy)
-        return sock
-    if type(sock) is not socket.socket:
-        return None
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-    except OSError:
-        return None
-    sock.__class__ = KernelStampSocket
-    return sock
-
-
-_KEEPER: list[socket.socket] = []  # holds the kernel's receive timestamping on (kernel_stamping)
-
-
-@functools.cache
-def kernel_stamping(wait_s: float = 5.0) -> bool:
-    """Switch the kernel's receive timestamps on for the rest of this process, and wait (at most
-    ``wait_s``) until a loopback TCP read carries one. The kernel starts stamping only after the
-    first socket asks for it (deferred: up to 2.5 s seen on a 2-core VM) and stops once the last
-    one closes, so without this the first reads of a session carry none (issue #41). The socket
-    that holds it on is one UDP socket, never bound; False where no stamp came (other kernels)."""
-    try:
-        keeper = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        keeper.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-        _KEEPER.append(keeper)
-        with (
-            socket.create_server(("127.0.0.1", 0)) as server,
-            socket.create_connection(server.getsockname(), timeout=wait_s) as out,
-            server.accept()[0] as peer,
-        ):
-            peer.settimeout(wait_s)
-            peer.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
-            return _probe(out, peer, time.monotonic() + wait_s)
-    except OSError:
-        return False
-
-
-def _probe(out: socket.socket, peer: socket.socket, deadline: float) -> bool:
-    """Send a byte from ``out`` to ``peer`` until it comes with a receive time, or ``deadline``."""
-    while True:
-        out.send(b"x")
-        if _stamp(peer.recvmsg(1, _ANC_SIZE)[1]):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.001)
-
-
-# Two clock reads further apart than this were split by the scheduler (35-43 µs seen on a busy
-# 2-core box): such a reading says little about the offset and is dropped.
-_TIGHT_NS = 2_000
-# A reading's offset is off by at most half its width (1 µs). A new reading within half their
-# widths summed (2 µs) of the kept one is of the same stretch, so the kept one is within 2 + 1 µs
-# of the truth at every reading; further off, the wall clock was stepped (WallOffset.note).
-CONVERSION_ERROR_NS = 3 * _TIGHT_NS // 2
-_EPOCHS = 4  # stretches between steps kept: bytes older than three steps are rarer than steps
-
-
-class _Epoch:
-    """A stretch of time over which the wall clock minus ``perf_counter`` held (no step)."""
-
-    __slots__ = ("err_ns", "last_ns", "off_ns", "seen_ns", "since_ns")
-
-    def __init__(self, off_ns: int, err_ns: int, since_ns: int, seen_ns: int) -> None:
-        self.off_ns, self.err_ns = off_ns, err_ns  # the tightest reading's offset and its width
-        self.since_ns = since_ns  # the step that began it came after this (perf_counter_ns) ...
-        self.seen_ns = seen_ns  # ... and before this: its first reading
-        self.last_ns = seen_ns  # its latest reading: a next step comes after it
-
-
-class WallOffset:
-    """The wall clock minus ``perf_counter`` (ns), from readings of both back to back (``note``),
-    by stretches between steps of the wall clock (the last few kept), to put the kernel's receive
-    times on ``perf_counter``'s clock (``to_perf``) to within ``CONVERSION_ERROR_NS``."""
-
-    def __init__(self) -> None:
-        self.epochs: deque[_Epoch] = deque(maxlen=_EPOCHS)
-
-    def sample(self, tries: int = 16) -> bool:
-        """Read until one reading is tight (one in a few is split on a busy box, not all of them);
-        False where none was."""
-        return any(self.note(_perf(), _real(), _perf()) for _ in range(tries))
-
-    def note(self, before: int, real: int, after: int) -> bool:
-        """Take one reading: ``perf_counter_ns``, the wall clock, ``perf_counter_ns``, read in that
-        order. False where it was split (dropped)."""
-        width = after - before
-        if width > _TIGHT_NS:
-            return False
-        off = real - ((before + after) >> 1)  # the wall clock was read within width/2 of the middle
-        epochs = self.epochs
-        cur = epochs[-1] if epochs else None
-        # Two readings of one stretch agree within half their widths summed; further apart, the
-        # wall clock was stepped between them.
-        if cur is None or 2 * abs(off - cur.off_ns) > cur.err_ns + width:
-            cur = _Epoch(off, width, cur.last_ns if cur else -(2**63), after)
-            epochs.append(cur)
-        elif width < cur.err_ns:
-            cur.off_ns, cur.err_ns = off, width
-        cur.last_ns = before
-        return True
-
-    def to_perf(self, real_ns: int) -> list[int]:
-        """The times on ``perf_counter``'s clock the wall-clock time ``real_ns`` can be: one, or,
-        where a step of the wall clock leaves it ambiguous, one per stretch it falls in (bytes
-        that came in around the step); none before any tight reading."""
-        epochs = self.epochs
-        if len(epochs) < 2:  # no step seen: the one time (none before any reading)
-            return [real_ns - epochs[0].off_ns] if epochs else []
-        fits, until, slack = [], 2**63, CONVERSION_ERROR_NS
-        for epoch in reversed(epochs):
-            t = real_ns - epoch.off_ns
-            if epoch.since_ns - slack < t <= until + slack:
-                fits.append(t)
-            until = epoch.seen_ns
-        return fits or [real_ns - epoch.off_ns for epoch in epochs]  # older than every stretch kept
-
-
-class SelectClock:
-    """``perf_counter_ns`` when the loop's selector last returned (0 once taken off), and the wall
-    clock minus it (``offset``, read at the start, at each poll and after each kernel-stamped read,
-    to put kernel stamps on the same clock). One per selector, shared by every session open on that
-    loop (``select_clock``), so sessions that close in any order never leave one reading a clock
-    that stopped."""
-
-    def __init__(self, selector: Any) -> None:
-        self.t_ns, self.offset, self.users, self._selector = 0, WallOffset(), 0, selector
-        # Read from the start, before any request: a step before the first response's bytes are
-        # read then shows as one, not as the offset they were stamped with.
-        self.offset.sample()
-        inner, self._before = selector.select, selector.__dict__.get("select")
-        note = self.offset.note
-
-        def select(timeout: float | None = None) -> Any:
-            events = inner(timeout)
-            self.t_ns = t_ns = _perf()
-            note(t_ns, _real(), _perf())  # a reading per poll: a step is placed to within a poll
-            return events
-
-        selector.select = select
-
-    def remove(self) -> None:
-        if self._before is None:
-            del self._selector.select  # the instance attribute: the class's method shows again
-        else:
-            self._selector.select = self._before
-        self.t_ns = 0
-
-
-@functools.cache
-def _spare_offset() -> WallOffset:
-    """The offset of reads on a loop without a selector clock."""
-    return WallOffset()
-
-
-_CLOCKS: weakref.WeakKeyDictionary[Any, SelectClock] = weakref.WeakKeyDictionary()
-
-
-@contextmanager
-def select_clock(loop: asyncio.AbstractEventLoop) -> Iterator[SelectClock | None]:
-    """The clock of ``loop``'s selector while the block runs; None on a loop without one."""
-    selector = getattr(loop, "_selector", None)
-    if selector is None or not callable(getattr(selector, "select", None)):
-        yield None
-        return
-    clock = _CLOCKS.get(selector)
-    if clock is None:
-        clock = _CLOCKS[selector] = SelectClock(selector)
-    clock.users += 1
-    try:
-        yield clock
-    finally:
-        clock.users -= 1
-        if clock.users == 0:
-            clock.remove()
-            del _CLOCKS[selector]
+_LAST_CHUNK = b"0\r\n\r\n"
+_BROKEN = "Response payload is not completed: invalid chunk framing"
+_HEAD_MAX = 65536  # a response head longer than this is not held back (aiohttp's limits apply)
 
 
 class StampingHandler(ResponseHandler):
-    """A ``ResponseHandler`` that keeps, for the response being received, one mark per read."""
+    """A ``ResponseHandler`` that stamps every read: a chunked SSE body kept raw read by read
+    (rawbody.py), any other response through aiohttp's parser with one mark per read."""
 
     def __init__(
         self,
@@ -342,12 +105,20 @@ class StampingHandler(ResponseHandler):
         self.marks: Marks = []
         self.head_ns = 0  # the stamp of the read that brought the marked response's headers
         self.draining: StreamReader | None = None
-        self.sink: list[tuple[int, bytes]] = []
+        self.sink: Sink = []
         self._taking = False
+        # The raw path (rawbody.py): the response head held until whole (None: not holding),
+        # then the body kept read by read; the last few responses it kept, for ``drain``.
+        self._head: bytes | None = None
+        self._body: RawBody | None = None
+        self._kept: deque[tuple[StreamReader, int, Sink, RawBody]] = deque(maxlen=4)
+        self._idle: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.kernel = kernel_stamps(transport)
+        # This module's KERNEL_STAMPS, so that switching it off here (a test, bench/client_overhead.py
+        # as on another platform) switches every connection to poll stamps.
+        self.kernel = kernel_stamps(transport) if KERNEL_STAMPS else None
         if self.tally is not None:
             self.tally["kernel" if self.kernel is not None else "poll"] += 1
 
@@ -355,9 +126,93 @@ class StampingHandler(ResponseHandler):
         # aiohttp calls this just before it sends a request: no byte of its response came earlier.
         self.floor_ns = max(self.floor_ns, _perf())
         super().set_response_params(**kwargs)
+        self._body = None  # a reused connection starts clean
+        self._head = None if kwargs.get("skip_payload") else b""
 
     def data_received(self, data: bytes) -> None:
         self.floor_ns = t_ns = self._arrival()
+        body = self._body
+        if body is not None:  # the hot path: a stamp and the bytes
+            if body.add(t_ns, data):
+                self._end_body()
+            return
+        if self._head is not None and data:
+            self._head_read(t_ns, data)
+            return
+        self._parsed(t_ns, data)
+
+    def _head_read(self, t_ns: int, data: bytes) -> None:
+        """Hold the response's first bytes until its head is whole; then keep a chunked SSE body
+        raw, and give aiohttp the head (and anything else, all of it) to parse."""
+        buf = self._head + data if self._head else data
+        end = buf.find(b"\r\n\r\n")
+        if end < 0 and len(buf) <= _HEAD_MAX:
+            self._head = buf
+            return
+        self._head = None
+        head = buf[: end + 4]
+        if end < 0 or not chunked_sse(head):
+            self._parsed(t_ns, buf)
+            return
+        self._parsed(t_ns, head)
+        payload = self._payload
+        if not isinstance(payload, StreamReader) or payload.is_eof() or payload.exception() is not None:
+            if len(buf) > end + 4:  # aiohttp did not take the head as expected: it gets the rest
+                self._parsed(t_ns, buf[end + 4 :])
+            return
+        self._start_body(payload, t_ns)
+        body = self._body
+        if body is not None and len(buf) > end + 4 and body.add(t_ns, buf[end + 4 :]):
+            self._end_body()
+
+    def _start_body(self, payload: StreamReader, head_ns: int) -> None:
+        self._body = RawBody()
+        self._kept.append((payload, head_ns, [], self._body))
+        # aiohttp's read timeout is re-armed per read it sees; this one is checked lazily instead
+        # (a timer per stream, not a timer-heap push per read).
+        self._drop_timeout()
+        if self.read_timeout:
+            self._idle = self._loop.call_later(self.read_timeout, self._check_idle)
+
+    def _check_idle(self) -> None:
+        timeout = self.read_timeout
+        self._idle = None
+        if self._body is None or not timeout:
+            return
+        idle = (_perf() - self.floor_ns) / 1e9
+        if idle < timeout:
+            self._idle = self._loop.call_later(timeout - idle, self._check_idle)
+            return
+        self._end_body()  # what came is kept (its whole chunks) ...
+        self._on_read_timeout()  # ... and the response fails as aiohttp's own timeout fails it
+
+    def _end_body(self) -> None:
+        """The raw body is whole, or cut short: its pieces into the response's sink, then aiohttp
+        told: a whole body ends its response (the last chunk alone: the data is in the pieces,
+        and decoded there too it would cost as much again), broken chunk framing fails it (and
+        closes the connection), and a body cut short gets nothing (the connection's loss or the
+        timeout fails it)."""
+        body, self._body = self._body, None
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+        if body is None:
+            return
+        payload, _, sink, _ = self._kept[-1]
+        sink.extend(body.take())
+        if body.whole and body.framed:
+            super().data_received(_LAST_CHUNK)
+        elif body.whole:  # aiohttp's parser, given these bytes, fails but never ends the payload
+            payload.set_exception(aiohttp.ClientPayloadError(_BROKEN))
+            if self.transport is not None:
+                self.transport.close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._end_body()  # what came is kept before aiohttp fails the response (a body cut short)
+        super().connection_lost(exc)
+
+    def _parsed(self, t_ns: int, data: bytes) -> None:
+        """aiohttp's own path: the read goes through its parser, marked (or drained) with its stamp."""
         before = self._payload
         super().data_received(data)
         # A read can start a new response (its headers) or end the connection (a parse error
@@ -377,7 +232,7 @@ class StampingHandler(ResponseHandler):
         never early, for a read that came without one); elsewhere the poll that found the read,
         else now (before parsing, so that is not in it). Never before the connection's floor (its
         request, its last read)."""
-        arrival = _ARRIVAL
+        arrival = ARRIVAL
         if self.kernel is not None and arrival.sock is self.kernel:
             arrival.sock = None  # taken: a later call without a read (aiohttp resuming) is no read
             stamp = self._on_perf(arrival.real_ns) if arrival.real_ns else None
@@ -395,7 +250,7 @@ class StampingHandler(ResponseHandler):
         """The kernel's receive time ``real_ns`` on ``perf_counter``'s clock, kept between the
         connection's floor and now (the read itself: its bytes came before it); now where every
         time it can be is impossible (counted); None where the clocks gave no tight reading."""
-        offset = self.clock.offset if self.clock is not None else _spare_offset()
+        offset = self.clock.offset if self.clock is not None else spare_offset()
         # A reading after the read, whose bytes came before it: a step of the wall clock since
         # the last reading is seen before they are converted (with one taken before the read,
         # bytes that landed after a step would be off by the whole step).
@@ -438,16 +293,21 @@ class StampingHandler(ResponseHandler):
         finally:
             self._taking = False
 
-    def drain(self, payload: StreamReader) -> list[tuple[int, bytes]] | None:
-        """From now on take ``payload``'s bytes off it read by read into the returned list as
-        ``(perf_counter_ns, bytes)``; what came before is cut at the marks. None where this
-        connection is not receiving ``payload`` any more, or it failed."""
+    def drain(self, payload: StreamReader) -> Drained | None:
+        """When ``payload``'s headers arrived, the list its body arrives in read by read as
+        ``(perf_counter_ns, bytes)``, and a call that brings that list up to date: a body kept
+        raw fills it when called and when whole; otherwise from now on the payload's bytes are
+        taken off it read by read (what came before cut at the marks) and the call does nothing.
+        None where this connection is not receiving ``payload`` any more, or it failed."""
+        for kept, head_ns, sink, body in self._kept:
+            if kept is payload:
+                return head_ns, sink, functools.partial(_pull, body, sink)
         if payload is not self.marked or payload.exception() is not None:
             return None
         self.draining, self.sink = payload, []
         self._take(payload, _perf())
         self.sink[:] = cut(self.sink, self.marks, 0)
-        return self.sink
+        return self.head_ns, self.sink, _no_pull
 
 
 class StampingConnector(aiohttp.TCPConnector):
@@ -495,18 +355,27 @@ def combined_stamps(sources: list[str]) -> str:
     return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "none"
 
 
-def drain_for(resp: aiohttp.ClientResponse) -> tuple[int, list[tuple[int, bytes]]] | None:
-    """When ``resp``'s headers arrived and the list its body will arrive in, read by read, both
-    with absolute stamps; the list is complete once ``resp.content.wait_eof()`` returns. None where
+def _pull(body: RawBody, sink: Sink) -> None:
+    sink.extend(body.take())
+
+
+def _no_pull() -> None:
+    pass
+
+
+def drain_for(resp: aiohttp.ClientResponse) -> Drained | None:
+    """When ``resp``'s headers arrived, the list its body will arrive in, read by read, both with
+    absolute stamps, and the call that brings the list up to date (``StampingHandler.drain``); the
+    list is complete once ``resp.content.wait_eof()`` returns. None where
     its connection does not stamp (another connector) or has already begun another response: read
     it then, stamped as read."""
     conn = resp.connection
     # A body that came whole before the caller looked has given its connection back to the pool;
     # its reader still knows the protocol (private), whose marks still hold unless reused.
     proto = conn.protocol if conn is not None else getattr(resp.content, "_protocol", None)
-    if not isinstance(proto, StampingHandler) or (sink := proto.drain(resp.content)) is None:
+    if not isinstance(proto, StampingHandler):
         return None
-    return proto.head_ns, sink
+    return proto.drain(resp.content)
 
 
 def cut(pieces: list[tuple[int, bytes]], marks: Marks, t0: int) -> list[tuple[int, bytes]]:

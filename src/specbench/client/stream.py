@@ -6,17 +6,19 @@ from these raw records, so every number can be recomputed later.
 
 The hot path does as little as it can, because at high concurrency a slow client measures itself
 (its queued chunks drain in bursts, so gaps shrink and TTFT grows): while a response streams, each
-read off the socket is only stamped and kept as raw bytes; SSE framing and JSON are parsed after
-the stream ends. The transport is aiohttp (its C HTTP parser), through :mod:`specbench.transport`
-as every other request: a pure-Python stack (httpx → httpcore → h11) cost 1.5–3.2× the CPU per
+read off the socket is only stamped and kept as raw bytes (rawbody.py: not even the HTTP chunk
+framing is decoded then); SSE framing and JSON are parsed off the read path, by the loop's
+follower as the stream goes (follow.py) and the rest once it ends. The transport is aiohttp (its
+C HTTP parser for heads and non-SSE bodies), through :mod:`specbench.transport` as every other
+request: a pure-Python stack (httpx → httpcore → h11) cost 1.5–3.2× the CPU per
 token in bench/client_overhead.py. The test fakes stream through this same path, over loopback.
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import gc
+import itertools
 import json
 import re
 import time
@@ -27,6 +29,7 @@ from typing import Any
 import aiohttp
 
 from specbench import transport
+from specbench.client.follow import following
 from specbench.client.readstamps import StampingConnector, drain_for, select_clock
 from specbench.store.schema import Chunk
 
@@ -34,7 +37,11 @@ Pieces = list[tuple[int, bytes]]  # (ns since send, raw bytes read off the socke
 Session = aiohttp.ClientSession
 _EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\n|\r")
-_SLICE = 16  # SSE events parsed per turn of the loop: ~70 us, so no stream's stamp waits longer
+_BREAK = re.compile(rb"[\r\n]")
+# SSE events parsed per turn of the loop (one json.loads for them all): ~100 us, so no stream's
+# stamp waits longer behind a finished one's parse.
+_SLICE = 32
+_FINAL = ("usage", "timings", "system_fingerprint", "model", "metrics")  # kept from the last event with each
 INCOMPLETE = "IncompleteStream"  # error type of a stream that ended without its end
 
 
@@ -103,22 +110,36 @@ def _running_count(obj: dict[str, Any]) -> int | None:
 def iter_events(pieces: Pieces) -> Iterator[tuple[int, str]]:
     """``(stamp, data)`` for every complete SSE event, stamped with the read that completed it
     (the moment a client could first have seen it). Comment and non-data lines are skipped."""
-    blob = b"".join(p for _, p in pieces)
-    ends, offset = [], 0
-    for _, p in pieces:
-        offset += len(p)
-        ends.append(offset)
-    start = 0
-    for match in _EVENT_END.finditer(blob):
-        data = [
-            ln[5:].removeprefix(b" ")
-            for ln in _LINE.split(blob[start : match.start()])
-            if ln.startswith(b"data:")
-        ]
-        start = match.end()
-        if data:
-            piece = bisect.bisect_left(ends, match.end())
-            yield pieces[piece][0], b"\n".join(data).decode(errors="replace")
+    return iter(split_events(pieces, b"")[0])
+
+
+def split_events(pieces: Pieces, carry: bytes) -> tuple[list[tuple[int, str]], bytes]:
+    """The complete events of ``carry`` (bytes left over by the last call) followed by
+    ``pieces`` (as ``iter_events``), and the bytes after the last of them."""
+    blob = carry + b"".join(p for _, p in pieces)
+    ends = list(itertools.accumulate((len(p) for _, p in pieces), initial=len(carry)))[1:]
+    if b"\r" in blob:  # CR or CRLF line ends: the general reading
+        bounds = [(m.start(), m.end()) for m in _EVENT_END.finditer(blob)]
+    else:  # LF only (every server measured): bytes.split finds the same ends, at C speed
+        bounds, at = [], 0
+        for event in blob.split(b"\n\n")[:-1]:
+            at += len(event)
+            bounds.append((at, at + 2))
+            at += 2
+    events, start, piece = [], 0, 0
+    for stop, end in bounds:
+        event, start = blob[start:stop], end
+        if event.startswith(b"data: ") and not _BREAK.search(event):  # one data line: most events
+            data = event[6:]
+        else:
+            lines = [ln[5:].removeprefix(b" ") for ln in _LINE.split(event) if ln.startswith(b"data:")]
+            if not lines:
+                continue
+            data = b"\n".join(lines)
+        while ends[piece] < end:  # events come in order: the read that completed this one
+            piece += 1
+        events.append((pieces[piece][0], data.decode(errors="replace")))
+    return events, blob[start:]
 
 
 def sse_events(pieces: Pieces) -> list[tuple[int, str]]:
@@ -137,32 +158,96 @@ class Recorder:
         self.retried: str | None = None
         self.chunks: list[Chunk] = []
         self.final: dict[str, Any] = {}
+        # The parse so far (parse_some): pieces split into events, the bytes of an event not yet
+        # whole, events not yet taken, a JSON error (kept for the end: a transport error wins).
+        self._split, self._carry = 0, b""
+        self._pending: list[tuple[int, str]] = []
+        self._json_error: dict[str, Any] | None = None
+        self._sink: Pieces = []
+        self._pull: Callable[[], None] = _nothing
+        self._sunk = 0
 
     def _take(self, t_ns: int, data: str) -> None:
         """One SSE event into the record's chunks (or its final fields)."""
         if data.strip() == "[DONE]":
             self.final["t_done_ns"] = t_ns
+        else:
+            self._take_obj(t_ns, json.loads(data))
+
+    def _take_obj(self, t_ns: int, obj: Any) -> None:
+        get = obj.get
+        count = _running_count(obj) if "usage" in obj or "timings" in obj else None
+        if choices := get("choices"):
+            append = self.chunks.append
+            for choice in choices:
+                append(_delta_row(t_ns, choice, count))
+        final = self.final
+        for key in _FINAL:
+            if (value := get(key)) is not None:
+                final[key] = value
+
+    def _take_all(self, events: list[tuple[int, str]]) -> None:
+        """Several events, their JSON decoded in one call (a JSON array of their data). Where one
+        event is not exactly one JSON value (the array is then invalid or miscounted) each is
+        decoded alone, as before: the events ahead of a bad one are kept, and the error names
+        its own JSON."""
+        done = [data.strip() == "[DONE]" for _, data in events]
+        datas = [data for (_, data), end in zip(events, done, strict=True) if not end]
+        try:
+            objs = json.loads("[" + ",".join(datas) + "]")
+        except json.JSONDecodeError:
+            objs = None
+        if not isinstance(objs, list) or len(objs) != len(datas) or None in objs:
+            for t_ns, data in events:
+                self._take(t_ns, data)
             return
-        obj = json.loads(data)
-        count = _running_count(obj)
-        for choice in obj.get("choices") or []:
-            self.chunks.append(_delta_row(t_ns, choice, count))
-        for key in ("usage", "timings", "system_fingerprint", "model", "metrics"):
-            if obj.get(key) is not None:
-                self.final[key] = obj[key]
+        values = iter(objs)
+        for (t_ns, _), end in zip(events, done, strict=True):
+            if end:
+                self.final["t_done_ns"] = t_ns
+            else:
+                self._take_obj(t_ns, next(values))
+
+    def follow(self, sink: Pieces, pull: Callable[[], None]) -> None:
+        """Take the body from ``sink`` (absolute stamps), which ``pull`` brings up to date."""
+        self._sink, self._pull, self._sunk = sink, pull, 0
+
+    def catch_up(self) -> None:
+        """The pieces the followed sink holds by now, on this request's clock."""
+        self._pull()
+        sink, t0 = self._sink, self.t0
+        self.pieces += [(t_ns - t0, data) for t_ns, data in sink[self._sunk :]]
+        self._sunk = len(sink)
+
+    def parse_some(self) -> bool:
+        """Parse at most a slice of the events kept so far (of pieces not split yet, whole events
+        only); True while more are waiting. One call never yields, so the stream's own final
+        parse and the follower (follow.py) can take turns on one record."""
+        if self._json_error is not None:
+            return False
+        if self._split < len(self.pieces):
+            events, self._carry = split_events(self.pieces[self._split :], self._carry)
+            self._split = len(self.pieces)
+            self._pending += events
+        batch, self._pending = self._pending[:_SLICE], self._pending[_SLICE:]
+        try:
+            self._take_all(batch)
+        except (json.JSONDecodeError, AttributeError, TypeError) as exc:  # what follows is not parsed
+            # An event that is not JSON, or JSON that is not an object with "choices" as a list
+            # of objects: an error of the record, as every protocol failure is (the follower must
+            # not die of it, and a run did before).
+            self._json_error = {"type": type(exc).__name__, "message": str(exc)[:500]}
+            return False
+        return bool(self._pending)
 
     async def parse(self) -> None:
-        """Parse the kept pieces a slice at a time, handing the loop back between slices: requests
-        that end together (one server step ends them all) would otherwise each hold the loop for
-        a whole parse (~1 ms per 256 events) while the other streams' reads wait to be stamped."""
+        """Parse what is left of the kept pieces a slice at a time, handing the loop back between
+        slices: requests that end together (one server step ends them all) would otherwise each
+        hold the loop for a whole parse while the other streams' reads wait to be stamped."""
         await asyncio.sleep(0)  # first let the reads that are ready now be stamped
-        try:
-            for i, (t_ns, data) in enumerate(iter_events(self.pieces), 1):
-                self._take(t_ns, data)
-                if i % _SLICE == 0:
-                    await asyncio.sleep(0)
-        except json.JSONDecodeError as exc:
-            self.error = self.error or {"type": "JSONDecodeError", "message": str(exc)[:500]}
+        while self.parse_some():
+            await asyncio.sleep(0)
+        self.error = self.error or self._json_error
         self._check_end()
 
     def _check_end(self) -> None:
@@ -214,7 +299,7 @@ async def stream_chat(session: Session, url: str, body: dict[str, Any], timeout:
     """POST ``body`` and record the stream. Never raises for HTTP or protocol failures."""
     rec = Recorder()
     await stream_into(session, url, body, timeout, rec)
-    await rec.parse()
+    await rec.parse()  # the follower (follow.py) has parsed all but the last few events
     return rec.result()
 
 
@@ -249,11 +334,17 @@ async def _aiohttp_once(
                 keep((perf() - t0, data))  # the whole per-read cost: a stamp and a reference
             rec.t_end = perf() - t0
             return
-        head_ns, sink = drained
+        head_ns, sink, pull = drained
         rec.t_headers = head_ns - t0  # when they arrived, on the clock the chunks are stamped with
+        rec.follow(sink, pull)
         try:
-            await resp.content.wait_eof()  # one wakeup per response, not one per read
+            with following(rec):  # parsed as it streams, off the read path (follow.py)
+                await resp.content.wait_eof()  # one wakeup per response, not one per read
         finally:  # also on an error: what arrived is kept
-            rec.pieces[:] = [(t_ns - t0, data) for t_ns, data in sink]
+            rec.catch_up()
         # The stream ended when its last bytes arrived, not when this coroutine woke.
         rec.t_end = rec.pieces[-1][0] if rec.pieces else perf() - t0
+
+
+def _nothing() -> None:
+    pass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from specbench.client.looplag import LoopLag
-from specbench.client.pool import StreamerPool, stream_request
+from specbench.client.pool import StreamerPool, auto_processes, stream_request
 from specbench.client.readstamps import clamps_of, combined_stamps, stamps_of
 from specbench.client.stream import Session, chat_body, open_streamer
 from specbench.engines.base import Engine, parse_metrics
@@ -113,7 +113,7 @@ class CellDriver:
         peak = max([cell.concurrency, *(r.concurrency or 0 for r in todo)])
         async with (
             open_http(self.matrix.request_timeout, headers) as client,
-            _streamer(self.matrix, peak, headers) as self._session,
+            _streamer(self.matrix, peak, headers, threads_arg(cell.args)) as self._session,
         ):
             info["server"] = await self._safe(self.engine.describe(client, server.base_url))
             await self._fit(client, server, cell.requests)
@@ -374,11 +374,16 @@ class CellDriver:
 
 
 def _streamer(
-    matrix: Matrix, peak: int, headers: dict[str, str]
+    matrix: Matrix, peak: int, headers: dict[str, str], engine_threads: str | None
 ) -> contextlib.AbstractAsyncContextManager[Session | StreamerPool]:
-    """The cell's streaming session, or its client worker processes (``client_processes``)."""
-    if matrix.client_processes > 1:
-        return StreamerPool(matrix.client_processes, matrix.request_timeout, peak, headers)
+    """The cell's streaming session, or its client worker processes (``client_processes``; where
+    the matrix does not set it, as many as the streams need and the cores free of the engine allow)."""
+    processes = matrix.client_processes
+    if "client_processes" not in matrix.model_fields_set:
+        threads = int(engine_threads) if engine_threads and engine_threads.isdigit() else None
+        processes = auto_processes(peak, threads)
+    if processes > 1:
+        return StreamerPool(processes, matrix.request_timeout, peak, headers)
     return open_streamer(matrix.request_timeout, peak, headers)
 
 

@@ -1,0 +1,204 @@
+"""The client against the schedule (not a test: no thresholds): a precise C streaming server,
+specbench's client and a floor client side by side in one run, at each concurrency.
+
+The server (bench/floor/server.c) writes one SSE chunk to every open stream every interval, each
+carrying its own CLOCK_MONOTONIC stamp taken just before its write, so the schedule is exactly
+``c × 1000 / interval_ms`` tok/s and every chunk gap a client saw can be set against the gap the
+server actually wrote. The floor client (bench/floor/client.c) is a compiled epoll loop that only
+stamps each read (the kernel's receive time) and copies its bytes: what this machine and server
+leave to any client. Both are compiled here with ``cc`` into ~/.cache/specbench/bench-floor (never
+committed). specbench's client runs as the runner drives it (bench/client_overhead.py --worker:
+``open_streamer``, records through the RecordWriter). As issue #41 measured: the server (and this
+harness, which only samples CPU) on the first CPU, each client on the second.
+
+Printed per client and concurrency: tok/s as a fraction of the schedule; the chunk-gap p99 error
+two ways — the client's gap p99 minus the server's own write-gap p99 (the issue's figure) and the
+p99 of |client gap − server gap| over every pair of consecutive token chunks (the stricter one) —
+and CPU ms per 1000 tokens (the client's process tree over the server's load window).
+
+    .venv/bin/python bench/client_schedule.py [--c 1 16 64] [--requests-per-c 8] [--interval-ms 2]
+        [--tokens 256] [--rounds 1] [--clients floor specbench specbench-procs2 specbench@base]
+        [--base-src DIR] [--no-pin]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from client_overhead import CpuSampler, free_port, hiccups, pinned
+from client_peers import stamps
+
+from specbench.transport import fetch_blocking
+
+HERE = Path(__file__).resolve().parent
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specbench" / "bench-floor"
+
+
+def compiled(name: str) -> Path:
+    """bench/floor/NAME.c built with cc -O2 into the cache, keyed by the source's hash."""
+    source = HERE / "floor" / f"{name}.c"
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    binary = CACHE / f"{name}-{digest}"
+    if not binary.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        tmp = binary.with_suffix(".tmp")
+        subprocess.run(["cc", "-O2", "-o", str(tmp), str(source)], check=True)
+        tmp.rename(binary)
+    return binary
+
+
+def gaps(records: Path) -> tuple[list[float], list[float], list[float]]:
+    """(client gaps, server gaps, |client − server| per pair) in ms over every request's token chunks."""
+    client, server, errors = [], [], []
+    for line in records.read_text().splitlines():
+        chunks = [c for c in json.loads(line)["chunks"] if c[1] and c[1].startswith("@")]
+        cg = [(b[0] - a[0]) / 1e6 for a, b in itertools.pairwise(chunks)]
+        sent = [stamps(c[1])[0] for c in chunks]
+        sg = [(b - a) / 1e6 for a, b in itertools.pairwise(sent)]
+        client += cg
+        server += sg
+        errors += [abs(x - y) for x, y in zip(cg, sg, strict=True)]
+    return client, server, errors
+
+
+def env_for(client: str, args: argparse.Namespace) -> dict[str, str] | None:
+    """``specbench@base``: specbench's client from another source tree (``--base-src``, e.g. an
+    older commit's ``src`` from ``git archive``), measured in the same run."""
+    if not client.endswith("@base"):
+        return None
+    return {**os.environ, "PYTHONPATH": str(args.base_src)}
+
+
+def argv_for(client: str, port: int, c: int, n: int, tokens: int, out: Path) -> list[str]:
+    if client == "floor":
+        records = str(out / "records.jsonl")
+        return [str(compiled("client")), "127.0.0.1", str(port), str(c), str(n), str(tokens), records]
+    transport = client.removesuffix("@base").partition("-")[2] or "aiohttp"  # -procs2: 2 workers
+    worker = [f"http://127.0.0.1:{port}", str(c), str(n), str(tokens), str(out), transport]
+    return [sys.executable, str(HERE / "client_overhead.py"), "--worker", *worker]
+
+
+def measure(
+    argv: list[str], url: str, out: Path, cpus: set[int] | None, env: dict[str, str] | None = None
+) -> dict[str, Any] | None:
+    fetch_blocking("GET", f"{url}/reset")
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus), env=env
+    )
+    sampler = CpuSampler(proc.pid)
+    sampler.start()
+    _, err = proc.communicate()
+    sampler.stop.set()
+    sampler.join()
+    if proc.returncode != 0:
+        print(f"  failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
+        return None
+    stats = fetch_blocking("GET", f"{url}/stats").json()
+    client, server, errors = gaps(out / "records.jsonl")
+    return {
+        "tok_s": stats["tokens"] / ((stats["last_ns"] - stats["first_ns"]) / 1e9),
+        "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
+        "gap_p99": float(np.percentile(client, 99)),
+        "srv_p99": float(np.percentile(server, 99)),
+        "pair_p99": float(np.percentile(errors, 99)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--c", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--requests-per-c", type=int, default=8)
+    parser.add_argument("--interval-ms", type=float, default=2.0)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--clients", nargs="+", default=["floor", "specbench"])
+    parser.add_argument("--base-src", type=Path, help="the source tree client specbench@base runs")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every client per concurrency")
+    parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True)
+    args = parser.parse_args()
+    server_bin = compiled("server")
+    compiled("client")
+    cpus = sorted(os.sched_getaffinity(0))
+    server_cpus = {cpus[0]} if args.pin and len(cpus) >= 2 else None
+    client_cpus = {cpus[1]} if server_cpus else None
+    if server_cpus:
+        os.sched_setaffinity(0, server_cpus)
+        print(f"server and harness on CPU {cpus[0]}, each client on CPU {cpus[1]}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for cpu, lost in zip(cpus, hiccups(list(cpus)), strict=True):
+        print(f"a busy thread on CPU {cpu} (all busy) lost {lost} (gaps > 0.2 ms)", flush=True)
+    port = free_port()
+    argv = [str(server_bin), str(port), str(int(args.interval_ms * 1000))]
+    server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, preexec_fn=pinned(server_cpus))
+    try:
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
+        report(args, port, client_cpus)
+    finally:
+        server.terminate()
+        server.wait()
+
+
+def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
+    url = f"http://127.0.0.1:{port}"
+    per_s = 1000 / args.interval_ms
+    print(f"{args.tokens} tokens/request, one every {args.interval_ms} ms; schedule = c x {per_s:.0f} tok/s")
+    print(
+        f"{'client':<16} {'c':>3} {'tok/s':>8} {'of schedule':>11} {'gap p99 ms':>10} {'srv p99 ms':>10} "
+        f"{'p99 error ms':>12} {'pair err p99':>12} {'CPU ms/1k tok':>13}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        for c in args.c:
+            for _ in range(args.rounds):  # the clients alternate, so a busy spell hits both
+                rows = {}
+                for client in args.clients:
+                    out = Path(tmp) / f"{client}-{c}-{time.perf_counter_ns()}"
+                    out.mkdir()
+                    n = max(4, args.requests_per_c * c)
+                    argv = argv_for(client, port, c, n, args.tokens, out)
+                    r = measure(argv, url, out, cpus, env_for(client, args))
+                    if r is None:
+                        continue
+                    rows[client] = r = {**r, "error": max(0.0, r["gap_p99"] - r["srv_p99"])}
+                    print(
+                        f"{client:<16} {c:>3} {r['tok_s']:>8.0f} {r['tok_s'] / (c * per_s):>11.3f} "
+                        f"{r['gap_p99']:>10.3f} {r['srv_p99']:>10.3f} {r['error']:>12.3f} "
+                        f"{r['pair_p99']:>12.3f} {r['cpu_ms_per_1k']:>13.1f}",
+                        flush=True,
+                    )
+                if "floor" in rows and "specbench" in rows:
+                    print(goals(c, rows["specbench"], rows["floor"], c * per_s), flush=True)
+                if "specbench@base" in rows and "specbench" in rows:
+                    new, base = rows["specbench"], rows["specbench@base"]
+                    cpu = new["cpu_ms_per_1k"] / base["cpu_ms_per_1k"]
+                    print(
+                        f"  against the base: tok/s x{new['tok_s'] / base['tok_s']:.3f}, p99 error "
+                        f"{new['error']:.3f} vs {base['error']:.3f} ms, CPU x{cpu:.2f}",
+                        flush=True,
+                    )
+    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+def goals(c: int, r: dict[str, Any], floor: dict[str, Any], schedule: float) -> str:
+    """Issue #41's goals at this concurrency, each with its figures: >= 0.95 of the schedule, and
+    a chunk-gap p99 error within 2x the floor client's in the same run."""
+    share = r["tok_s"] / schedule
+    within = r["error"] <= 2 * floor["error"]
+    return (
+        f"  goals at c={c}: tok/s {share:.3f} of the schedule ({'met' if share >= 0.95 else 'MISSED'}, "
+        f">= 0.95); p99 error {r['error']:.3f} ms vs the floor's {floor['error']:.3f} ms "
+        f"({'met' if within else 'MISSED'}, <= 2x)"
+    )
+
+
+if __name__ == "__main__":
+    main()
