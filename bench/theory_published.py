@@ -16,7 +16,7 @@ Two validations. *As fitted*: η_bw is each point's own baseline fit; vLLM's EAG
 drafting pass was fitted once on one point listed here (``fit=True``, the K = 2 row of
 vllm#20780), so the summary gives the held-out points (all but that one) separately.
 *Leave-one-source-out*: each source's points are predicted with the engine tables less every
-entry fitted on that source (theory/measured/engines.py ``fitted_on``): vllm#20780's EAGLE-3 rows then
+entry fitted on that source (``fitted_on``, engines/measured/): vllm#20780's EAGLE-3 rows then
 have no proposer cost and its band is the unknown engine's. The model's structure was still
 chosen with these points in view (the early-stopping drafts, the replay, host sampling), which
 no refit undoes. Where a source gives no acceptance, the point says which α it assumes and why
@@ -31,12 +31,12 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from specbench.engines import theory_priors
 from specbench.theory import alpha_from_acceptance, predict
 from specbench.theory.formulas import alpha_from_tokens_per_round
-from specbench.theory.measured.engines import HOST_COSTS
+from specbench.theory.measured.engines import Priors
 from specbench.theory.speedup import Tree
 from specbench.theory.spread.interval import Interval
-from specbench.theory.spread.terms import Priors
 from specbench.theory.stopping import predict_stopped
 
 THC_3090 = "https://hackmd.io/ODXuOQNzSiyUITz7g9mtBw"  # llama.cpp, one RTX 3090, batch 1, greedy
@@ -81,7 +81,7 @@ class Point:
     tensor_parallel: int = 1
     context: int = 4096
     engine: str = "llama.cpp"
-    fit: bool = False  # an engine constant was fitted on this point (theory/measured/engines.py)
+    fit: bool = False  # an engine constant was fitted on this point (engines/measured/)
     alpha_range: tuple[float, float] | None = None  # an estimated α: its band (theory/spread/terms.py)
     acceptance: float | None = None  # a published acceptance A at K: measured, exact
 
@@ -233,12 +233,13 @@ class Row:
         return self.interval is not None and self.interval.covers(self.point.measured)
 
 
-ENGINE_KEYS = {"llama.cpp": "llamacpp", "vLLM": "vllm", "SGLang": "sglang"}
+PRIORS = theory_priors()  # what each engine was measured to do (specbench/engines/measured/)
+ENGINE_KEYS = {e.name: e.kind for e in PRIORS.engines}  # a point names its engine as people write it
 
 
 def evaluate(p: Point, priors: Priors | None = None) -> Row:
     """Calibrate η_bw on the point's baseline, then predict its speculative arm with the engine's
-    named host costs and verify curve (theory/measured/engines.py, theory/measured/curves.py) and the interval
+    named host costs and verify curve (engines/measured/) and the interval
     from the terms not known for it (theory/spread/terms.py). ``priors``: the tables to use (a
     leave-one-source-out fold passes them without the entries fitted on the held-out source)."""
     kw: dict[str, Any] = {
@@ -249,7 +250,7 @@ def evaluate(p: Point, priors: Priors | None = None) -> Row:
         "context": p.context,
         "baseline_tok_s": p.baseline_tok_s,
         "engine": ENGINE_KEYS[p.engine],
-        "priors": priors,
+        "priors": priors or PRIORS,
     }
     # what the source measured is exact (an accepted length, an acceptance); an α it did not
     # publish comes with its band (alpha_range)
@@ -280,11 +281,10 @@ def evaluate(p: Point, priors: Priors | None = None) -> Row:
 
 def leave_one_source_out(points: list[Point]) -> list[Row]:
     """Each source's points predicted with the tables less every entry fitted on that source
-    (theory/measured/engines.py ``fitted_on``): what the model says of a source it has never seen."""
+    (``fitted_on``, engines/measured/): what the model says of a source it has never seen."""
     rows = []
     for source in dict.fromkeys(p.source for p in points):
-        priors = Priors(host_costs=tuple(c for c in HOST_COSTS if c.fitted_on != source))
-        rows += [evaluate(p, priors) for p in points if p.source == source]
+        rows += [evaluate(p, PRIORS.without(source)) for p in points if p.source == source]
     return rows
 
 

@@ -11,19 +11,15 @@ from typing import Any
 
 import pytest
 
-from specbench.engines import DEFAULT_ENGINE, ENGINES, host_costs, kinds
+from specbench.engines import DEFAULT_ENGINE, ENGINES, kinds, theory_priors
 from specbench.engines.openai import UNKNOWN, detect_engine
 from specbench.engines.tuning import candidate_args
 from specbench.errors import ConfigError
 from specbench.matrix.config import Matrix
 from specbench.run.prepare import make_engine
-from specbench.theory.measured.engines import HOST_COSTS
 from tests.fakes.common import Request, Response, mock_client, not_found
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "specbench"
-#: Modules other work is moving engine knowledge out of (issue 42): the theory's host costs and
-#: verify curves, and the predicted setup's engine test. Each leaves this set when it is done.
-NOT_YET = {"theory/measured/engines.py", "theory/measured/curves.py", "analysis/predicted/setup.py"}
 
 
 def _named_kinds(path: Path) -> set[str]:
@@ -39,7 +35,7 @@ def test_no_engine_name_is_spelled_outside_engines() -> None:
         for p in SRC.rglob("*.py")
         if p.relative_to(SRC).parts[0] != "engines" and _named_kinds(p)
     }
-    assert sorted(found - NOT_YET) == []
+    assert sorted(found) == []
 
 
 def test_the_matrix_engine_field_is_the_registrys_selectable_kinds() -> None:
@@ -62,9 +58,29 @@ def test_tune_names_the_engines_that_can_tune() -> None:
         candidate_args("sglang", {"method": "ngram"})
 
 
-def test_the_registry_owns_the_theorys_host_costs() -> None:
-    assert host_costs() == HOST_COSTS
-    assert all(c.engine == kind for kind, cls in ENGINES.items() for c in cls.host_costs())
+def test_each_modelled_engine_declares_its_theory_terms_and_the_registry_hands_them_on() -> None:
+    priors = theory_priors()
+    assert tuple(t.kind for t in priors.engines) == kinds(lambda c: c.modelled_by_theory)
+    for kind, cls in ENGINES.items():
+        terms = cls.theory_terms()
+        assert (terms is not None) == cls.modelled_by_theory
+        if terms is not None:
+            assert (terms.kind, terms.name) == (kind, cls.display_name) and priors.named(kind) == terms
+    # one module an engine in engines/measured/, named by its kind, and none for another
+    modules = {p.stem for p in (SRC / "engines" / "measured").glob("*.py")} - {"__init__"}
+    assert modules == set(kinds(lambda c: c.modelled_by_theory))
+    # every named cost and curve says where it came from
+    assert all(c.fitted_on and c.label for c in priors.host_costs)
+    assert all(c.where and c.source for c in priors.curves)
+    # an engine the theory does not model is known by its name alone, as before
+    assert priors.named("openai").name == "openai" and not priors.named("openai").host_costs
+
+
+def test_the_theorys_engine_facts_are_the_engines() -> None:
+    llamacpp, vllm, sglang = (theory_priors().named(k) for k in ("llamacpp", "vllm", "sglang"))
+    assert llamacpp.state_moves == (6.0, 3.0) and llamacpp.replays_prefix and not llamacpp.catchup_drafts
+    assert vllm.catchup_drafts and sglang.catchup_drafts and vllm.state_moves is sglang.state_moves is None
+    assert [c.method for c in vllm.host_costs] == ["eagle3"] and not sglang.host_costs and not vllm.curves
 
 
 def _detect(answers: dict[str, Any]) -> tuple[str, list[str]]:

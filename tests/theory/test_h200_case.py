@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from specbench.engines import theory_priors
 from specbench.theory import predict
-from specbench.theory.measured.curves import VERIFY_CURVES
 from specbench.theory.speedup import Prediction
-from specbench.theory.spread.terms import Priors
 from tests.theory.labpair import H200_ARMS, H200_BASELINE_TOK_S, H200_CONTEXT, lab_config
 
+PRIORS = theory_priors()
 RUNS = Path("/work/shared/gpu-runs/2026-12-04-h200/kit-dense-gpu-pair.tar.gz")
 
 
@@ -27,6 +27,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 def _blind(pair: tuple[str, str], k: int, **kw: object) -> Prediction:
     target, draft = pair
+    kw = {"priors": PRIORS, **kw}
     return predict(target, "H200", "F16", "draft", k, draft_model=draft, context=H200_CONTEXT, **kw)  # type: ignore[arg-type]
 
 
@@ -47,7 +48,7 @@ def test_the_blind_interval_covers_the_h200_speedup_at_the_measured_acceptance(
 @pytest.mark.parametrize("arm", sorted(H200_ARMS))
 def test_it_covers_them_without_the_runs_own_verify_curve(pair: tuple[str, str], arm: str) -> None:
     # the 2026-12-04 curve came from this very run; the first lease's 471 MB curve alone
-    held_out = Priors(curves=tuple(c for c in VERIFY_CURVES if "2026-12-04" not in c.where))
+    held_out = PRIORS.keeping(lambda c: "2026-12-04" not in c.where)
     k, acceptance, measured, _, _ = H200_ARMS[arm]
     p = _blind(pair, k, acceptance=acceptance, engine="llamacpp", priors=held_out)
     assert p.interval is not None and p.interval.speedup.covers(measured)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typer.testing import CliRunner
 
 from specbench.cli import app
+from specbench.engines import theory_priors
 from specbench.theory import predict
 
 # A hybrid 27B with a 0.8B draft on a 3090: the host checkpoints of the recurrent state grow with
@@ -19,7 +20,8 @@ def test_predict_names_the_level_where_speculation_stops_paying() -> None:
     # a designed α 0.7 and no measured baseline: the intervals are wide (η_bw 0.16–1.00), and the
     # first level whose interval lies at or below 1 is 16
     four, sixteen = (predict("Qwen3.6-27B", "rtx3090", "Q4_K_M", "draft", 3, alpha=0.7,
-                             draft_model="Qwen3.5-0.8B", engine="llamacpp", concurrency=c)
+                             draft_model="Qwen3.5-0.8B", engine="llamacpp", concurrency=c,
+                             priors=theory_priors())
                      for c in (4, 16))  # fmt: skip
     assert four.interval is not None and sixteen.interval is not None
     assert four.interval.speedup.high > 1.0 >= sixteen.interval.speedup.high  # the bracket the line names

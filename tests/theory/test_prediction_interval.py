@@ -3,16 +3,21 @@ names the term that dominates its width, and narrows when a term is measured."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from typer.testing import CliRunner
 
 from specbench.cli import app
+from specbench.engines import theory_priors
+from specbench.engines.measured.llamacpp import GPU_SPEC_PASS_S as LLAMACPP_GPU_SPEC_PASS_S
 from specbench.theory import predict, predict_stopped
-from specbench.theory.measured.engines import HOST_COSTS, LLAMACPP_GPU_SPEC_PASS_S, UNKNOWN_PASS
+from specbench.theory.measured.engines import UNKNOWN_PASS
 from specbench.theory.presets import get_gpu
-from specbench.theory.spread.terms import BANDWIDTH, LAUNCH, Priors
+from specbench.theory.spread.terms import BANDWIDTH, LAUNCH
 from tests.theory.labpair import lab_config
 
+PRIORS = theory_priors()  # what each engine was measured to do, as the engines declare it
 H200 = get_gpu("H200")
 H100 = get_gpu("H100 SXM")
 
@@ -33,7 +38,8 @@ def test_a_blind_prediction_has_an_interval_around_it_and_names_its_widest_term(
     pair: tuple[str, str],
 ) -> None:
     target, draft = pair
-    p = predict(target, H200, "F16", "draft", 4, alpha=0.8, draft_model=draft, context=247, engine="llamacpp")
+    p = predict(target, H200, "F16", "draft", 4, alpha=0.8, draft_model=draft, context=247, engine="llamacpp",
+                priors=PRIORS)  # fmt: skip
     assert p.interval is not None
     s, base = p.interval.speedup, p.interval.baseline_tok_s
     assert s.low < p.speedup < s.high and base.low < p.baseline_tok_s < base.high
@@ -51,7 +57,9 @@ def test_a_measured_baseline_removes_the_bandwidth_term_and_narrows_the_interval
     pair: tuple[str, str],
 ) -> None:
     target, draft = pair
-    kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp"}
+    kw: dict[str, Any] = {
+        "alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp", "priors": PRIORS,
+    }  # fmt: skip
     blind = predict(target, H200, "F16", "draft", 4, **kw)
     fitted = predict(target, H200, "F16", "draft", 4, baseline_tok_s=454.1, **kw)
     assert "bandwidth" not in _keys(fitted)
@@ -64,7 +72,14 @@ def test_a_measured_baseline_removes_the_bandwidth_term_and_narrows_the_interval
 
 def test_an_estimated_acceptance_is_a_term_of_its_own(pair: tuple[str, str]) -> None:
     target, draft = pair
-    kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp", "baseline_tok_s": 454.1}
+    kw: dict[str, Any] = {
+        "alpha": 0.8,
+        "draft_model": draft,
+        "context": 247,
+        "engine": "llamacpp",
+        "priors": PRIORS,
+        "baseline_tok_s": 454.1,
+    }
     exact = predict(target, H200, "F16", "draft", 4, alpha_range=(0.8, 0.8), **kw)
     guessed = predict(target, H200, "F16", "draft", 4, alpha_range=(0.7, 0.85), **kw)
     designed = predict(target, H200, "F16", "draft", 4, **kw)
@@ -82,11 +97,13 @@ def test_an_estimated_acceptance_is_a_term_of_its_own(pair: tuple[str, str]) -> 
 
 def test_each_end_of_a_term_is_the_model_with_that_value(pair: tuple[str, str]) -> None:
     target, draft = pair
-    kw = {"alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp"}
+    kw: dict[str, Any] = {
+        "alpha": 0.8, "draft_model": draft, "context": 247, "engine": "llamacpp", "priors": PRIORS,
+    }  # fmt: skip
     p = predict(target, H200, "F16", "draft", 4, **kw)
     assert p.interval is not None
     swing = next(s for s in p.interval.speedup.swings if s.term.key == "spec_pass_s")
-    cost = next(c for c in HOST_COSTS if c.field == "spec_pass_s")
+    cost = next(c for c in PRIORS.host_costs if c.field == "spec_pass_s")
     assert (swing.term.low, swing.term.central, swing.term.high) == (
         *cost.band()[:1],
         LLAMACPP_GPU_SPEC_PASS_S,
@@ -104,7 +121,7 @@ def test_each_end_of_a_term_is_the_model_with_that_value(pair: tuple[str, str]) 
 
 
 def test_an_engine_without_named_costs_gets_the_unknown_round_host_work() -> None:
-    kw = {"accepted_length": 2.1, "context": 512, "baseline_tok_s": 141.4}
+    kw: dict[str, Any] = {"accepted_length": 2.1, "context": 512, "baseline_tok_s": 141.4, "priors": PRIORS}
     p = predict("Llama-3.1-8B", H100, "BF16", "eagle", 2, engine="vllm", **kw)
     # a vLLM verify: no curve measured, wide; its host work per round and per drafting pass unknown
     assert _keys(p) == {"verify", "round_s", "draft_pass_s", "launch"}
@@ -112,8 +129,8 @@ def test_an_engine_without_named_costs_gets_the_unknown_round_host_work() -> Non
     e3 = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", **kw)
     assert "draft_pass_s" in _keys(e3) and "round_s" not in _keys(e3)
     # the same point with the table less the entry fitted on its source: back to the unknown
-    held_out = Priors(host_costs=tuple(c for c in HOST_COSTS if c.field != "draft_pass_s"))
-    loso = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", priors=held_out, **kw)
+    held_out = PRIORS.without(next(c.fitted_on for c in PRIORS.host_costs if c.field == "draft_pass_s"))
+    loso = predict("Llama-3.1-8B", H100, "BF16", "eagle3", 2, engine="vllm", **{**kw, "priors": held_out})
     assert "round_s" in _keys(loso) and loso.breakdown.draft_host_s == 0.0
     assert loso.speedup > e3.speedup
     # left out, the unknown per-pass band reaches down to what the fitted cost gives
@@ -122,7 +139,7 @@ def test_an_engine_without_named_costs_gets_the_unknown_round_host_work() -> Non
 
 
 def test_the_unknown_host_work_per_drafting_pass_weighs_more_the_more_passes_a_round_runs() -> None:
-    kw = {"context": 512, "baseline_tok_s": 141.4, "engine": "vllm"}
+    kw: dict[str, Any] = {"context": 512, "baseline_tok_s": 141.4, "engine": "vllm", "priors": PRIORS}
 
     def downward_move(k: int) -> float:
         p = predict("Llama-3.1-8B", H100, "BF16", "eagle", k, accepted_length=2.0, **kw)
@@ -138,7 +155,13 @@ def test_the_unknown_host_work_per_drafting_pass_weighs_more_the_more_passes_a_r
 
 
 def test_a_stopped_draft_carries_an_interval_too() -> None:
-    kw = {"draft_model": "Qwen3.5-0.8B", "draft_quant": "Q8_0", "replay": True, "baseline_tok_s": 139.9}
+    kw: dict[str, Any] = {
+        "draft_model": "Qwen3.5-0.8B",
+        "draft_quant": "Q8_0",
+        "replay": True,
+        "baseline_tok_s": 139.9,
+        "priors": PRIORS,
+    }
     p = predict_stopped("Qwen3.6-35B-A3B", "RTX 3090", "UD-Q4_K_XL", "draft", 8, alpha=0.72, stop=0.72,
                         engine="llamacpp", alpha_range=(0.67, 0.77), **kw)  # fmt: skip
     assert p.interval is not None and p.interval.low < p.speedup < p.interval.high
@@ -159,7 +182,7 @@ def test_predict_prints_the_interval_and_the_widest_term(pair: tuple[str, str]) 
     assert "widest      the acceptance α per drafted token (estimated): 0.70–0.85" in out
     # no engine named: its verify cost is not known, from the roofline up to the worst measured
     unnamed = predict(target, H200, "F16", "draft", 4, alpha=0.8, draft_model=draft, context=247,
-                      baseline_tok_s=454.1)  # fmt: skip
+                      baseline_tok_s=454.1, priors=PRIORS)  # fmt: skip
     assert unnamed.interval is not None
     verify = next(s for s in unnamed.interval.speedup.swings if s.term.key == "verify")
     assert verify.term.label.startswith(

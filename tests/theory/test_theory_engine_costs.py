@@ -1,7 +1,7 @@
-"""Named per-engine costs (theory/measured/engines.py), each fitted once: vLLM's EAGLE-3 proposer pays host
-work per drafting pass (fitted on a public source); on llama-server on a CPU a probed verify's
-further tokens pay a share of the step's cost per context position (fitted on the lab demo).
-Each test fails without the term."""
+"""Named per-engine costs (engines/measured/, as theory/measured/engines.py reads them), each fitted
+once: vLLM's EAGLE-3 proposer pays host work per drafting pass (fitted on a public source); on
+llama-server on a CPU a probed verify's further tokens pay a share of the step's cost per context
+position (fitted on the lab demo). Each test fails without the term."""
 
 from __future__ import annotations
 
@@ -9,23 +9,23 @@ from dataclasses import replace
 
 import pytest
 
+from specbench.engines import theory_priors
+from specbench.engines.measured.llamacpp import CPU_QUERY_CONTEXT_SHARE as LLAMACPP_CPU_QUERY_CONTEXT_SHARE
+from specbench.engines.measured.llamacpp import GPU_SPEC_PASS_S as LLAMACPP_GPU_SPEC_PASS_S
+from specbench.engines.measured.vllm import EAGLE3_DRAFT_PASS_S as VLLM_EAGLE3_DRAFT_PASS_S
+from specbench.engines.measured.vllm import EAGLE3_SOURCE
 from specbench.theory import predict
 from specbench.theory.arch import Architecture
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
 from specbench.theory.inputs import Weights
-from specbench.theory.measured.engines import (
-    LLAMACPP_CPU_QUERY_CONTEXT_SHARE,
-    LLAMACPP_GPU_SPEC_PASS_S,
-    VLLM_EAGLE3_DRAFT_PASS_S,
-    engine_efficiency,
-    method_efficiency,
-)
+from specbench.theory.measured.engines import engine_efficiency, method_efficiency
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.presets import get_gpu
 from specbench.theory.speedup import Breakdown, predict_architecture
-from specbench.theory.spread.terms import Priors
 
+PRIORS = theory_priors()
+E = PRIORS.named  # an engine's terms, as it declares them
 H100 = get_gpu("H100 SXM")
 CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=0.2, memory_gb=8.0, unified=True, host_link_gbs=20.0)
 # vllm#20780: Llama-3.1-8B BF16 on an H100, batch 1; TPOT 7.07 ms without speculation, and with
@@ -38,18 +38,18 @@ def _eagle3(k: int, eff: Efficiency | None, al: float = K2_AL) -> float:
     # named host costs: the constant is what the model leaves out of the measured round
     p = predict("Llama-3.1-8B", H100, "BF16", "eagle3", k, accepted_length=al, context=512,
                 baseline_tok_s=1000 / BASE_TPOT_MS, efficiency=eff, engine="vllm",
-                priors=Priors(host_costs=()))  # fmt: skip
+                priors=PRIORS.without(EAGLE3_SOURCE))  # fmt: skip
     return p.breakdown.round_s
 
 
 def test_vllm_eagle3_on_a_gpu_pays_host_work_per_drafting_pass() -> None:
-    eff = engine_efficiency("vllm", H100, method="eagle3")
+    eff = engine_efficiency(E("vllm"), H100, method="eagle3")
     assert eff.draft_pass_s == VLLM_EAGLE3_DRAFT_PASS_S > 0
     # EAGLE-1 in the same source needs none; other engines and vLLM on a CPU: unknown, 0
-    assert engine_efficiency("vllm", H100, method="eagle").draft_pass_s == 0.0
-    assert engine_efficiency("llamacpp", H100, method="eagle3").draft_pass_s == 0.0
-    assert engine_efficiency("sglang", H100, method="eagle3").draft_pass_s == 0.0
-    assert engine_efficiency("vllm", CPU, method="eagle3").draft_pass_s == 0.0
+    assert engine_efficiency(E("vllm"), H100, method="eagle").draft_pass_s == 0.0
+    assert engine_efficiency(E("llamacpp"), H100, method="eagle3").draft_pass_s == 0.0
+    assert engine_efficiency(E("sglang"), H100, method="eagle3").draft_pass_s == 0.0
+    assert engine_efficiency(E("vllm"), CPU, method="eagle3").draft_pass_s == 0.0
     for k in (2, 5):
         plain = predict("Llama-3.1-8B", H100, "BF16", "eagle3", k, alpha=0.7, context=512).breakdown
         costed = predict("Llama-3.1-8B", H100, "BF16", "eagle3", k, alpha=0.7, context=512, efficiency=eff)
@@ -67,9 +67,9 @@ def test_the_vllm_eagle3_constant_is_the_closed_form_fit_on_its_one_source_row()
 
 def test_a_method_cost_keeps_a_fitted_round_overhead() -> None:
     fitted = replace(Efficiency(), round_s=3.7e-3, drafted_s=1e-4)
-    eff = method_efficiency("vllm", H100, fitted, "eagle3")
+    eff = method_efficiency(E("vllm"), H100, fitted, "eagle3")
     assert (eff.round_s, eff.drafted_s, eff.draft_pass_s) == (3.7e-3, 1e-4, VLLM_EAGLE3_DRAFT_PASS_S)
-    assert method_efficiency("vllm", H100, fitted, "mtp") == fitted
+    assert method_efficiency(E("vllm"), H100, fitted, "mtp") == fitted
 
 
 # --- the verify's further tokens over the context (forward probe at an empty cache) ---
@@ -86,7 +86,7 @@ def _probed(k: int, eff: Efficiency, slope: float) -> Breakdown:
 
 
 def test_a_probed_verify_pays_each_further_token_s_share_of_the_step_s_context_cost() -> None:
-    eff = engine_efficiency("llamacpp", CPU)
+    eff = engine_efficiency(E("llamacpp"), CPU)
     assert eff.query_context_share == LLAMACPP_CPU_QUERY_CONTEXT_SHARE == 0.5
     slope = 20e-6  # the measured step grows 20 µs per context position
     plain, costed = _probed(4, eff, 0.0), _probed(4, eff, slope)
@@ -95,16 +95,20 @@ def test_a_probed_verify_pays_each_further_token_s_share_of_the_step_s_context_c
     assert costed.target_step_s == plain.target_step_s  # the step's context is in the measured step
     # an engine whose attention behaviour is unknown pays nothing (share 0)
     assert _probed(4, Efficiency(), slope).verify_s == plain.verify_s
-    assert engine_efficiency("llamacpp", H100).query_context_share == 0.0
+    assert engine_efficiency(E("llamacpp"), H100).query_context_share == 0.0
 
 
 def test_llamacpp_on_a_gpu_pays_host_work_per_speculating_pass() -> None:
     # The H200 GPU-kit run: the n-gram arms' plain passes ran 0.24 / 0.13 ms slower than the
     # baseline's steps, and the dense draft4 rounds 0.19 ms longer than modelled (the fitted row).
-    eff = engine_efficiency("llamacpp", H100)
+    eff = engine_efficiency(E("llamacpp"), H100)
     assert eff.spec_pass_s == LLAMACPP_GPU_SPEC_PASS_S > 0
-    assert engine_efficiency("llamacpp", CPU).spec_pass_s == 0.0  # inside drafted_s there
-    assert engine_efficiency("vllm", H100).spec_pass_s == engine_efficiency("sglang", H100).spec_pass_s == 0.0
+    assert engine_efficiency(E("llamacpp"), CPU).spec_pass_s == 0.0  # inside drafted_s there
+    assert (
+        engine_efficiency(E("vllm"), H100).spec_pass_s
+        == engine_efficiency(E("sglang"), H100).spec_pass_s
+        == 0.0
+    )
     for method, k in (("ngram", 16), ("eagle3", 3)):
         # the same engine without the pass cost (its recurrent-state traffic kept: the model is hybrid)
         unpaid = replace(eff, spec_pass_s=0.0)

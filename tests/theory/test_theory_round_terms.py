@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from specbench.engines import theory_priors
+from specbench.engines.measured.llamacpp import CPU_DRAFTED_S as LLAMACPP_CPU_DRAFTED_S
 from specbench.errors import ConfigError
 from specbench.theory import predict
 from specbench.theory.arch import Architecture, kv_cache_bytes, lm_head_params
@@ -18,7 +20,7 @@ from specbench.theory.formulas import tree_tokens_per_round
 from specbench.theory.hardware import Gpu
 from specbench.theory.hf_config import architecture_from_hf
 from specbench.theory.inputs import Weights
-from specbench.theory.measured.engines import LLAMACPP_CPU_DRAFTED_S, engine_efficiency
+from specbench.theory.measured.engines import engine_efficiency
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.presets import get_gpu, gpus
 from specbench.theory.speedup import Tree, predict_architecture
@@ -29,6 +31,8 @@ GEMMA = Architecture("gemma-like", layers=18, hidden=640, heads=4, kv_heads=1, h
                      ffn=2048, tied_embeddings=True)  # fmt: skip
 SMALL_VOCAB = replace(GEMMA, name="small-vocab", vocab=1024)
 CURVE = PassCurve.from_probe({1: 40.0, 5: 60.0, 9: 80.0, 17: 100.0}, step_s=0.040)
+
+PRIORS = theory_priors()
 
 
 def _verify(arch: Architecture, eff: Efficiency | None = None) -> float:
@@ -56,10 +60,10 @@ def test_a_probed_verify_pays_the_lm_head_rows_the_prefill_probe_skipped() -> No
 
 
 def test_llamacpp_on_a_cpu_pays_host_work_per_drafted_token() -> None:
-    eff = engine_efficiency("llamacpp", CPU)
+    eff = engine_efficiency(PRIORS.named("llamacpp"), CPU)
     assert eff.drafted_s == LLAMACPP_CPU_DRAFTED_S > 0
-    assert engine_efficiency("llamacpp", get_gpu("RTX 3090")).drafted_s == 0.0
-    assert engine_efficiency("vllm", CPU).drafted_s == 0.0
+    assert engine_efficiency(PRIORS.named("llamacpp"), get_gpu("RTX 3090")).drafted_s == 0.0
+    assert engine_efficiency(PRIORS.named("vllm"), CPU).drafted_s == 0.0
     args = (Weights(SMALL_VOCAB, 0.6, "Q4_K_M"), CPU, "ngram", 8)
     plain = predict_architecture(*args, alpha=0.9, target_pass=CURVE).breakdown
     costed = predict_architecture(*args, alpha=0.9, target_pass=CURVE, efficiency=eff).breakdown

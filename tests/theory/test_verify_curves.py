@@ -8,12 +8,16 @@ from pathlib import Path
 
 import pytest
 
+from specbench.engines import theory_priors
 from specbench.theory import predict
 from specbench.theory.hardware import Gpu
-from specbench.theory.measured.curves import TRANSFER, VERIFY_CURVES, backend, verify_band, weight_kind
+from specbench.theory.measured.curves import TRANSFER, VerifyBand, backend, weight_kind
+from specbench.theory.measured.engines import engine_band
 from specbench.theory.presets import get_gpu
 from tests.theory.labpair import lab_config
 
+PRIORS = theory_priors()  # every engine's curves, as the engines declare them
+VERIFY_CURVES = PRIORS.curves
 H200 = get_gpu("H200")
 CPU = Gpu("cpu", bandwidth_gbs=20.0, tflops=0.2, memory_gb=8.0, unified=True, host_link_gbs=20.0)
 
@@ -63,6 +67,10 @@ def test_a_cpu_curve_bounds_the_band_from_above_only() -> None:
     assert high is not None and high(5) == pytest.approx(1 + 0.98 * (1 + TRANSFER))
 
 
+def verify_band(kind: str | None, gpu: Gpu, bytes_per_weight: float, moe: bool) -> VerifyBand:
+    return engine_band(PRIORS.of(kind), gpu, bytes_per_weight, moe, PRIORS)
+
+
 def test_backends_and_weight_kinds() -> None:
     names = {"H200": "cuda", "Apple M3 Max": "metal", "MI300X": "rocm", "EPYC 9654": "cpu"}
     assert {n: backend(get_gpu(n)) for n in names} == names
@@ -75,8 +83,8 @@ def test_the_blind_verify_takes_the_engines_curve_when_it_costs_more_than_the_ro
 ) -> None:
     target, draft = lab_config(tmp_path, "gpu", "dense"), lab_config(tmp_path, "gpu", "draft")
     kw = {"draft_model": draft, "alpha": 0.8, "context": 256, "spread": False}
-    known = predict(target, H200, "F16", "draft", 4, engine="llamacpp", **kw)
-    blind = predict(target, H200, "F16", "draft", 4, **kw)
+    known = predict(target, H200, "F16", "draft", 4, engine="llamacpp", priors=PRIORS, **kw)
+    blind = predict(target, H200, "F16", "draft", 4, priors=PRIORS, **kw)
     b, roof = known.breakdown, blind.breakdown
     assert (b.verify_bound, roof.verify_bound) == ("curve", "bandwidth")
     assert b.target_step_s == roof.target_step_s  # the curve is in units of the model's own step

@@ -121,7 +121,7 @@ def predict_command(
     ] = None,
     engine: Annotated[
         str | None,
-        typer.Option(help="llamacpp, vllm or sglang: add that engine's named host costs (docs/theory.md)"),
+        typer.Option(help=f"{_theory_engines()}: add that engine's named host costs (docs/theory.md)"),
     ] = None,
     format: Annotated[str, typer.Option("--format", help="text or json")] = "text",
     presets: Annotated[
@@ -133,6 +133,7 @@ def predict_command(
 
     from specbench import theory
     from specbench.analysis import predicted
+    from specbench.engines import theory_priors
     from specbench.theory.levels import parse_levels, predict_levels
 
     if presets:
@@ -177,6 +178,7 @@ def predict_command(
         tree=theory.Tree(tree_top_k, tree_tokens or draft_max) if tree_top_k > 1 or tree_tokens else None,
         engine=engine,
         alpha_range=alpha_range,
+        priors=theory_priors(),  # what each engine was measured to do; without --engine, their envelope
     )
     _note_gpu_alias(gpu)
     print(_prediction_text(results, format))
@@ -201,11 +203,20 @@ def _prediction_text(results: list[Any], format: str) -> str:
 def _check_engine(engine: str | None) -> None:
     """--engine: one the theory names host costs and verify curves for (docs/theory.md); without
     it the engine is unknown, and the interval says so."""
+    if engine is not None and engine not in _modelled():
+        raise ConfigError(f"--engine: {engine!r} is not one of {', '.join(_modelled())}")
+
+
+def _modelled() -> tuple[str, ...]:
     from specbench.engines import kinds
 
-    known = kinds(lambda c: c.modelled_by_theory)
-    if engine is not None and engine not in known:
-        raise ConfigError(f"--engine: {engine!r} is not one of {', '.join(known)}")
+    return kinds(lambda c: c.modelled_by_theory)
+
+
+def _theory_engines() -> str:
+    """The engines ``--engine`` takes, from the registry: ``llamacpp, vllm or sglang``."""
+    *rest, last = _modelled()
+    return f"{', '.join(rest)} or {last}" if rest else last
 
 
 def _device(gpu: str | None, bandwidth_gbs: float | None, tflops: float | None) -> Any:

@@ -29,9 +29,17 @@ from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
 
 if TYPE_CHECKING:
-    from specbench.theory.measured.engines import HostCost
+    from specbench.theory.measured.engines import Priors
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "Engine", "engine_for", "host_costs", "kinds", "request_draft_counts"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "Engine",
+    "engine_for",
+    "kinds",
+    "request_draft_counts",
+    "theory_priors",
+]
 
 #: Every engine kind, each an Engine class that says the rest of itself (engines/origin.py):
 #: launched engines, an attached server whose engine is unknown ("openai"), attach-only engines,
@@ -54,10 +62,12 @@ def kinds(which: Callable[[type[Engine]], bool]) -> tuple[str, ...]:
     return tuple(kind for kind, cls in ENGINES.items() if which(cls))
 
 
-def host_costs() -> tuple[HostCost, ...]:
-    """Every engine's host costs (:meth:`~specbench.engines.origin.Origin.host_costs`), for the
-    theory's ``costs=``."""
-    return tuple(cost for cls in ENGINES.values() for cost in cls.host_costs())
+def theory_priors() -> Priors:
+    """What the theory knows of every engine (:meth:`~specbench.engines.origin.Origin.theory_terms`),
+    in registry order: the ``priors=`` of every prediction that names an engine or may not know it."""
+    from specbench.theory.measured.engines import Priors  # on use: the theory loads SciPy
+
+    return Priors(tuple(t for cls in ENGINES.values() if (t := cls.theory_terms()) is not None))
 
 
 def engine_for(kind: str | None) -> Engine:

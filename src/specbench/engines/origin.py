@@ -6,12 +6,14 @@ engine (:meth:`Origin.for_run`), how ``specbench engine install`` makes one (:me
 how attach mode recognises its server (:attr:`Origin.metric_prefix`, :attr:`Origin.model_owner`,
 :attr:`Origin.signs`) and asks its version (:meth:`Origin.stated_version`), and what the plan and
 the theory may assume of it (:attr:`Origin.model_is_file`, :meth:`Origin.decodes_on_cpu`,
-:meth:`Origin.host_costs`). The registry (:data:`specbench.engines.ENGINES`) derives every list of
-engines from these, so adding an engine is one module and one registry line.
+:meth:`Origin.theory_terms`). The registry (:data:`specbench.engines.ENGINES`) derives every list of
+engines from these, so adding an engine is one module and one registry line (and, for the theory
+to model it, its measured values in engines/measured/, one module named by its kind).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +24,7 @@ from specbench.errors import ConfigError
 from specbench.transport import Http
 
 if TYPE_CHECKING:
-    from specbench.theory.measured.engines import HostCost
+    from specbench.theory.measured.engines import EngineTerms
 
 Value = int | float | str
 
@@ -88,7 +90,7 @@ class Origin:
     #: Its model is one file whose size is the weight bytes a token reads (GGUF): hashed into the
     #: run's environment, and the basis of size-based time estimates and tune predictions.
     model_is_file: ClassVar[bool] = False
-    #: The theory names it (docs/theory.md): host costs, verify curves, ``workloads predict --engine``.
+    #: The theory names it (docs/theory.md): :meth:`theory_terms`, ``predict --engine``.
     modelled_by_theory: ClassVar[bool] = False
     #: Fields of a streamed chunk, beyond OpenAI's, that carry this engine's per-request counts
     #: (llama.cpp ``timings``, vLLM ``metrics``); :meth:`Engine.request_draft_counts` reads them.
@@ -130,9 +132,14 @@ class Origin:
         raise ConfigError(f"tune: engine {cls.kind} has no tuning support")
 
     @classmethod
-    def host_costs(cls) -> tuple[HostCost, ...]:
-        """The host work per speculative round the theory knows for this engine. Read from the
-        theory's table today; an engine may own its entries (the theory takes ``costs=``)."""
-        from specbench.theory.measured.engines import HOST_COSTS  # on use: the theory loads SciPy
-
-        return tuple(c for c in HOST_COSTS if c.engine == cls.kind)
+    def theory_terms(cls) -> EngineTerms | None:
+        """What the theory knows of this engine where :attr:`modelled_by_theory` (host costs, verify
+        curves, state traffic, catch-up, each with its source): ``terms(kind, display_name)`` of
+        its module in engines/measured/, named by its kind. None: nothing, and a prediction knows
+        it by its name alone."""
+        if not cls.modelled_by_theory:
+            return None
+        # imported on use, by the one naming rule: those modules load the theory (and SciPy)
+        module = importlib.import_module(f"specbench.engines.measured.{cls.kind}")
+        terms: EngineTerms = module.terms(cls.kind, cls.display_name)
+        return terms

@@ -60,20 +60,20 @@ class Efficiency:
     round_s    fixed host cost per speculative round (draft bookkeeping, acceptance)
     vocab_s    host time per vocabulary entry per sampled position (see :func:`sampling_time`)
     drafted_s  host time per drafted token a round verifies (batch entry, sampling and accept
-               of its position, KV bookkeeping), beyond the forward passes (theory/measured/engines.py)
+               of its position, KV bookkeeping), beyond the forward passes (each engine's, engines/measured/)
     draft_pass_s  host time per drafting pass beyond its forward pass (the engine's proposer
-               loop between two drafter passes; theory/measured/engines.py)
+               loop between two drafter passes; engines/measured/)
     spec_pass_s  host time per target pass of a speculating server, beyond the baseline's step:
                a drafting round pays it once, and so does every pass that tried to draft and
-               found nothing (theory/measured/engines.py)
+               found nothing (engines/measured/)
     query_context_share  share of a decode step's cost per context position that each further
                token of a pass pays again (attention scores and weighted sums per query); the
                rest, the K/V read, is paid once per pass. Used with a measured step context
-               slope (predict's ``step_context_slope_s``); 0: unknown (theory/measured/engines.py)
+               slope (predict's ``step_context_slope_s``); 0: unknown (engines/measured/)
     state_moves  times each byte of a sequence's recurrent state crosses memory in one pass: 2
                (read and written in place) unless the engine is known to stage it; llama.cpp
                gathers it into a scratch tensor and copies the op's result back, 6
-               (theory/measured/engines.py ``STATE_TRAFFIC``)
+               (``EngineTerms.state_moves``, theory/measured/engines.py)
     snapshot_moves  times each extra per-token state snapshot a verify keeps crosses memory: 1
                (written once), llama.cpp 3 (written by the op, then copied into the cache)
     """

@@ -25,7 +25,7 @@ the verified tokens' hidden states and drafts the first token from the last of t
 ``EagleProposer.propose``: one forward over the new tokens, then ``num_speculative_tokens − 1``
 more; SGLang ``forward_draft_extend_after_decode`` gives the first level's top-k, ``draft`` runs
 the other ``num_steps − 1``). A round there runs the catch-up and γ − 1 drafting passes
-(``catchup_drafts``; theory/measured/engines.py names the engines), the pinned llama.cpp the catch-up and γ.
+(``catchup_drafts``: each engine's ``EngineTerms`` says it), the pinned llama.cpp the catch-up and γ.
 
 Recurrent state (hybrid, Gated DeltaNet models) cannot drop a rejected token, and llama.cpp
 handles it two ways:
@@ -33,7 +33,7 @@ handles it two ways:
 - **Snapshots** (``mtp``, ``eagle3``, ``dflash``): the target context keeps K per-token state
   snapshots on the device (``n_rs_seq = K``), so a rejection is an index move. The verify pass
   writes the extra K snapshots, each ``snapshot_moves`` times (llama.cpp: written by the op and
-  copied into the cache, 3; theory/measured/engines.py ``STATE_TRAFFIC``)::
+  copied into the cache, 3; ``EngineTerms.state_moves``)::
 
       t_snapshot = C · γ · R_target · snapshot_moves / (BW · η_bw)
 

@@ -43,8 +43,8 @@ from specbench.theory.formulas import (
 )
 from specbench.theory.hardware import Gpu
 from specbench.theory.inputs import Weights, check_inputs
-from specbench.theory.measured.curves import Floor, verify_band
-from specbench.theory.measured.engines import catchup_drafts, engine_efficiency
+from specbench.theory.measured.curves import Floor
+from specbench.theory.measured.engines import Priors, catchup_drafts, engine_band, engine_efficiency
 from specbench.theory.methods import (
     DraftSetup,
     check_method,
@@ -53,7 +53,7 @@ from specbench.theory.parallel import tensor_parallel_device
 from specbench.theory.presets import get_gpu, get_model, get_quant
 from specbench.theory.round import Breakdown, PassBound, TargetPass, round_breakdown, verify_context_time
 from specbench.theory.spread.interval import ENDS, End, Interval, Swing, propagate
-from specbench.theory.spread.terms import Priors, Unknowns, blind_unknowns
+from specbench.theory.spread.terms import Unknowns, blind_unknowns
 
 # Fitting η_bw to a measured baseline is in theory/calibrate.py, the text of a Prediction in
 # theory/predicttext.py, a round's terms and its Breakdown in theory/round.py (re-exported here).
@@ -154,15 +154,18 @@ def predict(
     published mean tokens per round (bonus included) in place of an acceptance; ``tree`` makes
     the draft a tree of ``draft_max`` levels (:class:`Tree`).
 
-    ``engine`` (llamacpp, vllm, sglang; None: not known) adds its named host costs
-    (theory/measured/engines.py) and its measured verify curve (theory/measured/curves.py). The prediction's
+    ``engine`` (a kind ``priors`` knows; None: not known) adds that engine's named host costs,
+    recurrent-state traffic and catch-up (theory/measured/engines.py) and its measured verify curve
+    (theory/measured/curves.py). ``priors`` are every engine's terms as the engines declare them
+    (:func:`specbench.engines.theory_priors`, or those less what a validation holds out): an
+    unknown engine's verify band reaches up to their curves; without them nothing measured is
+    known (the roofline alone), and ``engine`` needs them. The prediction's
     ``interval`` comes from the terms not known for this setup (theory/spread/terms.py);
     ``alpha_range`` makes the acceptance one of them (an estimated α); an ``alpha`` without it is
     a design whose realisation varies (``terms.DESIGNED_MISS``), ``alpha_range=(α, α)`` an exact
     one; ``acceptance`` and ``accepted_length`` are measured. ``spread=False`` skips
     the interval; ``terms_at=(key, end)`` evaluates the model with one term at one end of its
-    band instead (for callers that propagate a composite prediction, theory/stopping.py);
-    ``priors`` replaces the tables of host costs and curves.
+    band instead (for callers that propagate a composite prediction, theory/stopping.py).
     """
     m = check_method(method)
     check_inputs(draft_max, concurrency, context)
@@ -175,11 +178,14 @@ def predict(
     device = tensor_parallel_device(
         gpu if isinstance(gpu, Gpu) else get_gpu(gpu), tensor_parallel, target.arch
     )
+    if engine is not None and priors is None:
+        raise ConfigError(f"predict: engine {engine!r} needs priors=, the engines' terms (specbench.engines)")
     priors = priors or Priors()
+    terms = priors.of(engine)
     base = efficiency or Efficiency()
-    if engine is not None:
-        base = engine_efficiency(engine, device, base, m, priors.host_costs)
-    band = verify_band(engine, device, target.bytes_per_weight, target.arch.is_moe, priors.curves)
+    if terms is not None:
+        base = engine_efficiency(terms, device, base, m)
+    band = engine_band(terms, device, target.bytes_per_weight, target.arch.is_moe, priors)
     given = (acceptance, alpha, accepted_length)
     fixed: dict[str, Any] = {
         "draft": Weights(get_model(draft_model), dq.bytes_per_weight, dq.name) if draft_model else None,
@@ -188,7 +194,7 @@ def predict(
         "replay": replay,
         "draft_host_sampling": draft_host_sampling,
         "tree": tree,
-        "catchup_drafts": catchup_drafts(engine),
+        "catchup_drafts": catchup_drafts(terms),
     }
 
     def run(eff: Efficiency, floor: Floor | None, accept: tuple[float | None, ...]) -> Prediction:
@@ -205,7 +211,7 @@ def predict(
     central = run(base, band.floor(None), given)
     width = (tree.tokens if tree else draft_max) + 1
     unknowns = blind_unknowns(
-        engine,
+        terms,
         device,
         m,
         base,
@@ -215,7 +221,6 @@ def predict(
         baseline_known=baseline_tok_s is not None,
         alpha=central.breakdown.alpha,
         alpha_range=alpha_range,
-        priors=priors,
         designed=alpha is not None,
     )
 

@@ -58,7 +58,7 @@ def predict_arm(setup: RunSetup, spec: ArmMethod, acceptance: float, eff: Effici
 
 def arm_efficiency(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Efficiency:
     """``eff`` with the engine's host costs for the arm's method (theory/measured/engines.py)."""
-    return method_efficiency(setup.engine, setup.gpu, eff, spec.method, setup.host_costs)
+    return method_efficiency(setup.engine, setup.gpu, eff, spec.method)
 
 
 @dataclass(frozen=True)

@@ -29,13 +29,14 @@ from specbench import analysis
 from specbench.analysis import RunData, load_run
 from specbench.analysis.predicted.models import RunModels, device_from_run, model_from_run
 from specbench.analysis.rundata import for_point
+from specbench.engines import DEFAULT_ENGINE, theory_priors
 from specbench.errors import ConfigError
 from specbench.theory.calibrate import fit_bandwidth
 from specbench.theory.ceiling import within_roofline
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
-from specbench.theory.measured.curves import Floor, VerifyBand, verify_band
-from specbench.theory.measured.engines import HOST_COSTS, HostCost, engine_efficiency
+from specbench.theory.measured.curves import Floor, VerifyBand
+from specbench.theory.measured.engines import EngineTerms, engine_band, engine_efficiency
 from specbench.theory.passcurve import PassCurve
 from specbench.theory.spread.interval import End
 
@@ -57,6 +58,7 @@ class RunSetup:
     concurrency: int
     context: int
     baseline_tok_s: float  # median per-request (per-sequence) decode tok/s of the baseline arm
+    engine: EngineTerms  # what the theory knows of the run's engine (specbench.engines declares it)
     curve: PassCurve | None = None  # the baseline's forward probe, when the run has one
     roofline_note: str | None = None  # the baseline broke the device's roofline (theory/ceiling.py)
     base_efficiency: Efficiency = field(default_factory=Efficiency)  # defaults, or what ceiling.py set
@@ -67,7 +69,6 @@ class RunSetup:
         None  # without a probe: the engine's measured curves (theory/measured/curves.py)
     )
     verify_end: End | None = None  # which end of ``verify`` the arms use (None: its central value)
-    host_costs: tuple[HostCost, ...] = HOST_COSTS  # the engines' named costs (theory/measured/engines.py)
     # An arm whose verify is wider than the probe measured: the probe, no longer ``curve``
     # (arms.arm_setup); the verify is then the roofline, floored by the probe's largest pass.
     beyond: PassCurve | None = None
@@ -84,17 +85,15 @@ class RunSetup:
 
     @property
     def replays(self) -> bool:
-        """llama.cpp re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
-        return self.engine == "llamacpp"
-
-    @property
-    def engine(self) -> str:
-        """The run's engine name (theory/measured/engines.py keys its host costs by it)."""
-        return _engine(self.run)
+        """The engine re-runs the accepted prefix after restoring a hybrid checkpoint (methods.py)."""
+        return self.engine.replays_prefix
 
 
-def _engine(run: RunData) -> str:
-    return str((run.manifest.get("matrix") or {}).get("engine", "llamacpp"))
+def run_engine(run: RunData) -> EngineTerms:
+    """What the theory knows of the run's engine (a run recorded before the engine field: the
+    default engine's; one no engine declares terms for: known by its name alone)."""
+    kind = str((run.manifest.get("matrix") or {}).get("engine", DEFAULT_ENGINE))
+    return theory_priors().named(kind)
 
 
 def single_level(run: RunData) -> int:
@@ -151,7 +150,8 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
         raise ConfigError(f"baseline arm {run.baseline!r} has no decode rate")
     level, context = single_level(run), _context(base)
     gpu = device_from_run(run_dir)
-    ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(_engine(run), gpu))
+    engine = run_engine(run)
+    ceiling = within_roofline(rate, models.target, gpu, level, context, engine_efficiency(engine, gpu))
     curve = pass_curve(run, level, rate)
     slope = context_slope(base) if curve is not None else 0.0
     target = models.target
@@ -162,13 +162,16 @@ def run_setup(run_dir: Path, run: RunData | None = None) -> RunSetup:
         level,
         context,
         rate,
+        engine,
         curve,
         ceiling.note,
         ceiling.efficiency,
         run_dir,
         slope,
         probe_band(run, level, rate) if curve is not None else None,
-        None if curve else verify_band(_engine(run), gpu, target.bytes_per_weight, target.arch.is_moe),
+        None
+        if curve
+        else engine_band(engine, gpu, target.bytes_per_weight, target.arch.is_moe, theory_priors()),
     )
 
 

@@ -45,7 +45,7 @@ def run_unknowns(setup: RunSetup, spec: ArmMethod, eff: Efficiency) -> Unknowns:
     C·(K + 1) tokens."""
     tokens = setup.concurrency * (spec.draft_max + 1)
     terms: list[Term | None] = [_verify(setup, tokens, eff)]
-    terms += host_terms(setup.engine, setup.gpu, spec.method, eff, setup.host_costs)
+    terms += host_terms(setup.engine, setup.gpu, spec.method, eff)
     terms.append(launch_term())
     return Unknowns(tuple(t for t in terms if t is not None), setup.verify)
 
@@ -113,8 +113,8 @@ def scenario(
     else:
         base = unknowns.efficiency(base, key, end)
         value = unknowns.term(key).at(end)
-        costs = tuple(replace(c, value=value) if c.field == key else c for c in setup.host_costs)
-        moved = replace(setup, host_costs=costs)
+        costs = tuple(replace(c, value=value) if c.field == key else c for c in setup.engine.host_costs)
+        moved = replace(setup, engine=replace(setup.engine, host_costs=costs))
     try:
         eff = calibrate_setup(moved, base)
         return Scenario(moved, refit(moved, eff) if refit else eff)

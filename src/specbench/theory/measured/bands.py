@@ -1,6 +1,6 @@
 """The two ends of a band and the band a few observations give.
 
-Bands are what the measured tables (theory/measured/engines.py, curves.py) carry and what the
+Bands are what the measured values (theory/measured/engines.py, curves.py) carry and what the
 interval (theory/spread/interval.py) moves each unknown term to; they live here, below both, so
 the tables do not import the interval code that reads them (no import cycle between
 theory/measured and theory/spread).

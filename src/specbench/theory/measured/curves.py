@@ -4,8 +4,10 @@ A roofline calls a dense verify of a few tokens "one decode step" whenever the p
 memory-bound: the weights are read once however many columns the matmuls have. Engines do not
 run that way. llama.cpp's CUDA backend runs f16 matmuls of 2–16 columns on its ``mmf`` kernel and
 hands 17 and more to cuBLAS (``ggml-cuda.cu``, ``mmf.cu``); on two CPU cores a 5-token pass is
-compute-bound. The forward probe (``run/forwardprobe.py``) measures the curve on a run; the
-curves below are the ones measured so far, each with where it came from, in decode steps::
+compute-bound. The forward probe (``run/forwardprobe.py``) measures the curve on a run; each
+engine declares the curves measured on it so far, each with where it came from (specbench.engines:
+engines/measured/), and its callers hand them in (:class:`~specbench.theory.measured.engines.EngineTerms`).
+In decode steps::
 
     v(T) = t(pass over T tokens) / t(decode step)      (C = 1; 1 at T = 1)
 
@@ -29,7 +31,7 @@ roofline takes over when a long pass becomes compute-bound); below 1 token it is
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from specbench.theory.hardware import Gpu
@@ -46,10 +48,10 @@ Floor = Callable[[float], float]  # tokens in the pass -> decode steps
 
 @dataclass(frozen=True)
 class VerifyCurve:
-    """One measured curve: v(T) in decode steps for ``engine`` on ``backend`` with ``weights``
-    ("f16": 16-bit floats; "quant": anything narrower) on a ``kind`` ("dense"/"moe") target."""
+    """One measured curve: v(T) in decode steps of the engine that declares it, on ``backend`` with
+    ``weights`` ("f16": 16-bit floats; "quant": anything narrower) on a ``kind`` ("dense"/"moe")
+    target."""
 
-    engine: str
     backend: str
     weights: str
     kind: str
@@ -70,38 +72,6 @@ class VerifyCurve:
         return values[i - 1] + (values[i] - values[i - 1]) * (tokens - t0) / (t1 - t0)
 
 
-VERIFY_CURVES: tuple[VerifyCurve, ...] = (
-    VerifyCurve(
-        "llamacpp", "cuda", "f16", "dense",
-        ((2, 1.31), (3, 1.44), (4, 1.47), (5, 1.50), (6, 1.52), (7, 1.52), (8, 1.53), (9, 1.62),
-         (13, 1.66), (15, 1.66), (16, 1.68), (17, 1.92), (25, 1.90), (33, 1.88), (49, 1.93),
-         (65, 2.02)),
-        "H200, lab gpu pair target (dense 4096x16, f16, 5.7 GB; memory-bound, 2.20 ms step), 2026-12-04",
-        "forward probe of the GPU kit's dense run, 4 launches x 3 samples (docs/gpu.md)",
-    ),
-    # 16 holds 13's value: the mmf kernel runs 2–16 columns (the 5.7 GB curve above is flat
-    # from 13 to 16, and the cliff call's ngram15 arm, verifying 16, ran as fast as 13 predicts)
-    VerifyCurve(
-        "llamacpp", "cuda", "f16", "dense",
-        ((2, 1.37), (5, 1.51), (9, 1.52), (13, 1.44), (16, 1.44), (17, 3.90)),
-        "H200, lab membound target (dense 1024x16, f16, 471 MB; launch-bound, 0.81 ms step), 2026-11-28",
-        "forward probe of the first H200 lease (docs/gpu.md; the cliff call read 1.49 at 13, 3.72 at 17)",
-    ),
-    VerifyCurve(
-        "llamacpp", "cuda", "f16", "moe",
-        ((2, 1.00), (5, 1.10), (9, 1.05), (13, 1.01), (16, 1.01), (17, 2.42)),
-        "H200, lab membound MoE target (768x6, 8 of 128 experts, f16, 457 MB), 2026-11-28",
-        "forward probe of the first H200 lease (docs/gpu.md)",
-    ),
-    VerifyCurve(
-        "llamacpp", "cpu", "f16", "dense",
-        ((2, 1.27), (5, 1.98), (9, 3.42), (17, 5.17)),
-        "2-core VM, lab membound target (dense 1024x16, f16, 471 MB), 2026-11-28 demo",
-        "forward probe of runs/demo/dense-a0.8 (docs/theory.md); more cores move it toward the roofline",
-    ),
-)  # fmt: skip
-
-ENGINE_NAMES = {"llamacpp": "llama.cpp", "vllm": "vLLM", "sglang": "SGLang"}
 BACKEND_NAMES = {"cuda": "CUDA", "cpu": "CPU", "metal": "Metal", "rocm": "ROCm"}
 WEIGHT_NAMES = {"f16": "f16/bf16", "quant": "quantized"}
 
@@ -168,22 +138,23 @@ def _envelope_high(curves: tuple[VerifyCurve, ...]) -> Floor:
 
 
 def verify_band(
-    engine: str | None,
+    name: str | None,
+    own: Sequence[VerifyCurve],
     gpu: Gpu,
     bytes_per_weight: float,
     moe: bool,
-    curves: tuple[VerifyCurve, ...] = VERIFY_CURVES,
+    known: Sequence[VerifyCurve] = (),
 ) -> VerifyBand:
-    """The band for ``engine`` (None: unknown) on ``gpu`` with these weights (module docstring)."""
+    """The band on ``gpu`` with these weights for the engine called ``name`` (None: unknown) whose
+    curves are ``own``; ``known`` are every engine's, the envelope where none of its own matches
+    (module docstring)."""
     be, weights, kind = backend(gpu), weight_kind(bytes_per_weight), "moe" if moe else "dense"
-    matched = tuple(
-        c for c in curves if (c.engine, c.backend, c.weights, c.kind) == (engine, be, weights, kind)
-    )
+    matched = tuple(c for c in own if (c.backend, c.weights, c.kind) == (be, weights, kind))
     on = BACKEND_NAMES.get(be, be)
-    name = f"{ENGINE_NAMES.get(engine, engine)} {on}" if engine else f"an unnamed engine on {on}"
+    label = f"{name} {on}" if name else f"an unnamed engine on {on}"
     what = f"{WEIGHT_NAMES[weights]}, {kind}"
     if matched:
-        return VerifyBand(f"{name} ({what})", matched, upper_only=be == "cpu")
+        return VerifyBand(f"{label} ({what})", matched, upper_only=be == "cpu")
     cpu = be == "cpu"
-    envelope = tuple(c for c in curves if (c.backend == "cpu") == cpu)
-    return VerifyBand(f"{name} ({what}; no curve measured)", (), envelope)
+    envelope = tuple(c for c in known if (c.backend == "cpu") == cpu)
+    return VerifyBand(f"{label} ({what}; no curve measured)", (), envelope)

@@ -25,17 +25,16 @@ vLLM), 0.93 (8×H100, Llama-3.3-70B, SGLang); their range, central value the def
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from specbench.errors import ConfigError
 from specbench.theory.cost import Efficiency
 from specbench.theory.hardware import Gpu
-from specbench.theory.measured.curves import VERIFY_CURVES, Floor, VerifyBand, VerifyCurve
+from specbench.theory.measured.curves import Floor, VerifyBand
 from specbench.theory.measured.engines import (
-    HOST_COSTS,
     UNKNOWN_PASS,
     UNKNOWN_ROUND,
+    EngineTerms,
     HostCost,
     device_kind,
     host_costs,
@@ -56,15 +55,6 @@ DESIGNED_SOURCE = "designed α against realised on four lab arms (CPU demo 2026-
 BANDWIDTH = observed_band(0.30, 0.93, 5, floor=0.05, ceiling=1.0)
 BANDWIDTH_SOURCE = "η_bw of the published baselines (A100 0.30 … 8×H100 0.93; bench/theory_published.py)"
 LAUNCH_SOURCE = "the first H200 lease: baselines 0.69–0.75 of the defaults, draft passes 0.93–1.2"
-
-
-@dataclass(frozen=True)
-class Priors:
-    """What the theory knows about engines: their named host costs and measured verify curves.
-    A validation passes tables without the entries fitted on what it holds out."""
-
-    host_costs: tuple[HostCost, ...] = HOST_COSTS
-    curves: tuple[VerifyCurve, ...] = VERIFY_CURVES
 
 
 @dataclass(frozen=True)
@@ -117,13 +107,11 @@ def verify_term(band: VerifyBand, tokens: float, roof_steps: float) -> Term | No
     return Term("verify", band.text(tokens), low, central, high, "decode steps", band.sources())
 
 
-def host_terms(
-    engine: str | None, gpu: Gpu, method: str, eff: Efficiency, costs: Sequence[HostCost]
-) -> list[Term]:
+def host_terms(engine: EngineTerms | None, gpu: Gpu, method: str, eff: Efficiency) -> list[Term]:
     """The engine's named host costs on ``gpu`` for ``method`` as terms (their bands), or, when it
     has none, the unknown host work per round and per drafting pass (theory/measured/engines.py;
     n-gram rounds run no drafting pass, so only the round's)."""
-    named = host_costs(engine, gpu, method, costs)
+    named = host_costs(engine, gpu, method)
     if named:
         return [_host_term(c, eff) for c in named]
     kind = device_kind(gpu)
@@ -187,7 +175,7 @@ def acceptance_term(alpha: float, alpha_range: tuple[float, float] | None) -> Te
 
 
 def blind_unknowns(
-    engine: str | None,
+    engine: EngineTerms | None,
     gpu: Gpu,
     method: str,
     eff: Efficiency,
@@ -198,14 +186,12 @@ def blind_unknowns(
     baseline_known: bool,
     alpha: float | None = None,
     alpha_range: tuple[float, float] | None = None,
-    priors: Priors | None = None,
     designed: bool = False,
 ) -> Unknowns:
     """Every term a prediction without a run does not know (the module docstring's table);
     ``designed``: the α was given as a design, not measured (its realisation is a term)."""
-    priors = priors or Priors()
     terms: list[Term | None] = [verify_term(band, verify_tokens, roof_steps) if band else None]
-    terms += host_terms(engine, gpu, method, eff, priors.host_costs)
+    terms += host_terms(engine, gpu, method, eff)
     terms.append(launch_term())
     if not baseline_known:
         terms.append(bandwidth_term(eff))
