@@ -156,12 +156,14 @@ def pinned(cpus: set[int] | None) -> Any:
     return lambda: os.sched_setaffinity(0, cpus)
 
 
-def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | None) -> dict[str, Any] | None:
-    """One client's run: its CPU over the server's load window, tok/s and timestamp errors; None
-    (and why, printed) when the client failed."""
+def sampled_run(
+    label: str, argv: list[str], url: str, cpus: set[int] | None, env: dict[str, str] | None = None
+) -> tuple[dict[str, Any], CpuSampler] | None:
+    """Reset the server, run the client ``argv`` pinned to ``cpus`` while its CPU is sampled; the
+    server's stats and the sampler, or None (and why, printed) when the client failed."""
     fetch_blocking("GET", f"{url}/reset")
     proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus)
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus), env=env
     )
     sampler = CpuSampler(proc.pid)
     sampler.start()
@@ -169,9 +171,18 @@ def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | No
     sampler.stop.set()
     sampler.join()
     if proc.returncode != 0:
-        print(f"{name} failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
+        print(f"{label} failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
         return None
-    stats = fetch_blocking("GET", f"{url}/stats").json()
+    return fetch_blocking("GET", f"{url}/stats").json(), sampler
+
+
+def measure(name: str, argv: list[str], url: str, out: Path, cpus: set[int] | None) -> dict[str, Any] | None:
+    """One client's run: its CPU over the server's load window, tok/s and timestamp errors; None
+    (and why, printed) when the client failed."""
+    ran = sampled_run(name, argv, url, cpus)
+    if ran is None:
+        return None
+    stats, sampler = ran
     window = (stats["last_ns"] - stats["first_ns"]) / 1e9
     own = name.startswith("specbench") or name == "floor"
     errs = gap_errors(out / "records.jsonl") if own else peer_errors(name, out)

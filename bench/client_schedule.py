@@ -36,10 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from client_overhead import CpuSampler, free_port, hiccups, pinned
+from client_overhead import free_port, hiccups, pinned, sampled_run
 from client_peers import stamps
-
-from specbench.transport import fetch_blocking
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specbench" / "bench-floor"
@@ -92,19 +90,10 @@ def argv_for(client: str, port: int, c: int, n: int, tokens: int, out: Path) -> 
 def measure(
     argv: list[str], url: str, out: Path, cpus: set[int] | None, env: dict[str, str] | None = None
 ) -> dict[str, Any] | None:
-    fetch_blocking("GET", f"{url}/reset")
-    proc = subprocess.Popen(
-        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, preexec_fn=pinned(cpus), env=env
-    )
-    sampler = CpuSampler(proc.pid)
-    sampler.start()
-    _, err = proc.communicate()
-    sampler.stop.set()
-    sampler.join()
-    if proc.returncode != 0:
-        print(f"  failed (exit {proc.returncode}): {err.strip()[-600:]}", flush=True)
+    ran = sampled_run(" ", argv, url, cpus, env)
+    if ran is None:
         return None
-    stats = fetch_blocking("GET", f"{url}/stats").json()
+    stats, sampler = ran
     client, server, errors = gaps(out / "records.jsonl")
     return {
         "tok_s": stats["tokens"] / ((stats["last_ns"] - stats["first_ns"]) / 1e9),
