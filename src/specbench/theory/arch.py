@@ -63,6 +63,11 @@ class Architecture:
     q_lora_rank: int = 0  # MLA: the query's low-rank width (0: a full-rank q projection)
     qk_rope_dim: int = 0  # MLA: the decoupled RoPE key width, cached beside the latent
     v_head_dim: int = 0  # MLA: value head size (head_dim is the query/key head size)
+    # drafting heads (theory/methods.py): weights every pass reads beyond the layer shapes above
+    # (an MTP module's eh_proj, EAGLE's fusing fc, EAGLE-3's q/k/v over [embedding; hidden])
+    input_params: int = 0
+    # weights only the catch-up pass reads, whole on every tensor-parallel rank (EAGLE-3's fc)
+    fuse_params: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -148,7 +153,7 @@ def mixer_params(a: Architecture) -> int:
 def always_read_params(a: Architecture) -> int:
     """Weights every forward pass reads regardless of routing (all but the routed experts)."""
     ffn = a.dense_ffn_layers * dense_ffn_params(a) + a.moe_layers * shared_ffn_params(a)
-    return mixer_params(a) + ffn + lm_head_params(a)
+    return mixer_params(a) + ffn + lm_head_params(a) + a.input_params
 
 
 def active_params(a: Architecture) -> int:

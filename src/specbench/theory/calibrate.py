@@ -23,10 +23,17 @@ from specbench.theory.presets import get_gpu, get_model, get_quant
 
 
 def baseline_tok_s(
-    target: Architecture, gpu: Gpu, bpw: float, seqs: int, context: int, eff: Efficiency
+    target: Architecture,
+    gpu: Gpu,
+    bpw: float,
+    seqs: int,
+    context: int,
+    eff: Efficiency,
+    head_bpw: float | None = None,
 ) -> float:
-    """C / t(target, C × 1), the step's host sampling of C positions included."""
-    step = forward_time(forward_cost(target, bpw, seqs, 1, context), gpu, eff)
+    """C / t(target, C × 1), the step's host sampling of C positions included; ``head_bpw``: the
+    LM head's bytes per weight where its format is its own (cost.forward_cost)."""
+    step = forward_time(forward_cost(target, bpw, seqs, 1, context, head_bpw), gpu, eff)
     return seqs / (step + sampling_time(target, seqs, gpu, eff))
 
 
@@ -46,7 +53,7 @@ def calibrate_efficiency(
     η_bw = 1 allows, or below what the fixed latencies permit, is a ConfigError.
     """
     q = get_quant(quant)
-    target = Weights(get_model(model), q.bytes_per_weight, q.name)
+    target = Weights(get_model(model), q.bytes_per_weight, q.name, q.head_bytes_per_weight)
     return fit_bandwidth(
         measured_baseline_tok_s, target, get_gpu(gpu), context, concurrency=concurrency, efficiency=efficiency
     )
@@ -71,7 +78,15 @@ def fit_bandwidth(
     def gap(eta: float) -> float:
         eff = replace(base, bandwidth=eta)
         return (
-            baseline_tok_s(target.arch, gpu, target.bytes_per_weight, concurrency, context, eff)
+            baseline_tok_s(
+                target.arch,
+                gpu,
+                target.bytes_per_weight,
+                concurrency,
+                context,
+                eff,
+                target.head_bytes_per_weight,
+            )
             - measured_baseline_tok_s
         )
 

@@ -59,12 +59,19 @@ def within_roofline(
 
     def rate(g: Gpu, e: Efficiency) -> float:
         c = concurrency
-        return baseline_tok_s(target.arch, g, target.bytes_per_weight, c, context, e) / c
+        return (
+            baseline_tok_s(
+                target.arch, g, target.bytes_per_weight, c, context, e, target.head_bytes_per_weight
+            )
+            / c
+        )
 
     ceiling = rate(gpu, _scaled(eff, 1.0))
     if measured_tok_s <= ceiling:
         return Ceiling(gpu, eff)
-    step = forward_cost(target.arch, target.bytes_per_weight, concurrency, 1, context)
+    step = forward_cost(
+        target.arch, target.bytes_per_weight, concurrency, 1, context, target.head_bytes_per_weight
+    )
     head = (
         f"The baseline's {measured_tok_s:.1f} tok/s is above the roofline of {gpu.name}:"
         f" {step.bytes / 1e9:.3f} GB per step at the full {gpu.bandwidth_gbs:.1f} GB/s{_probed(gpu)} plus"

@@ -3,6 +3,7 @@
 A forward pass over ``s`` sequences with ``t`` new tokens each (T = s·t tokens) moves
 
     weights  = bpw/8 · (always-read + L_moe · N(T) · expert)     routed experts: union over T tokens
+               + (bpw_head − bpw)/8 · V·h                       a head stored in its own format
     KV       = s · KV(context) + T · KV(1)                       read the cache, write the new rows
     state    = s · moves · R                                     recurrent state: read and written
                                                                  (moves = 2), more where the engine
@@ -155,16 +156,29 @@ def attention_flops_per_token(a: Architecture, context: int) -> float:
 
 
 def forward_cost(
-    a: Architecture, bytes_per_weight: float, seqs: int, tokens: int, context: int
+    a: Architecture,
+    bytes_per_weight: float,
+    seqs: int,
+    tokens: int,
+    context: int,
+    head_bytes_per_weight: float | None = None,
 ) -> ForwardCost:
-    """Cost of one pass over ``seqs`` sequences with ``tokens`` new tokens each (see module doc)."""
+    """Cost of one pass over ``seqs`` sequences with ``tokens`` new tokens each (see module doc).
+
+    ``head_bytes_per_weight``: the LM head's own format where the file keeps it apart from the
+    body (llama.cpp's K-quant mixes store ``output.weight`` as Q6_K, theory/presets/quants.yaml);
+    None: the body's.
+    """
     total = seqs * tokens
     touched = experts_touched(a.experts, a.top_k, total)
     params = always_read_params(a) + a.moe_layers * touched * expert_params(a)
+    head_extra = 0.0
+    if head_bytes_per_weight is not None:
+        head_extra = lm_head_params(a) * (head_bytes_per_weight - bytes_per_weight)
     kv = seqs * kv_cache_bytes(a, context) + total * kv_cache_bytes(a, 1)
     state = seqs * 2 * recurrent_state_bytes(a)
     flops = total * (2.0 * active_params(a) + attention_flops_per_token(a, context))
-    weights = params * bytes_per_weight
+    weights = params * bytes_per_weight + head_extra
     return ForwardCost(
         total, weights, kv + state, flops, kernel_count(a), touched, a.layers, a.hidden, state / 2
     )

@@ -16,11 +16,13 @@ __all__ = ["Weights", "check_inputs"]
 
 @dataclass(frozen=True)
 class Weights:
-    """A model architecture stored at ``bytes_per_weight`` (``quant`` names the format)."""
+    """A model architecture stored at ``bytes_per_weight`` (``quant`` names the format); its LM
+    head at ``head_bytes_per_weight`` where the format keeps the head apart (None: the body's)."""
 
     arch: Architecture
     bytes_per_weight: float
     quant: str
+    head_bytes_per_weight: float | None = None
 
 
 def check_inputs(draft_max: int, concurrency: int, context: int) -> None:

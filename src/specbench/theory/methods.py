@@ -123,23 +123,39 @@ def _active_ffn(a: Architecture) -> int:
 
 
 def mtp_module(a: Architecture) -> Architecture:
-    """One full-attention layer shaped like the target's (MoE FFN included) + the shared LM head."""
+    """One full-attention layer shaped like the target's (MoE FFN included) + the shared LM head,
+    after its ``eh_proj`` (2h → h) that joins the token's embedding to the previous hidden state,
+    every pass (llama.cpp ``nextn.eh_proj``; vLLM ``qwen3_next_mtp.py`` ``fc``, 2·h → h)."""
     if a.mtp_layers <= 0:
         raise ConfigError(f"model {a.name!r} ships no MTP layers; pick another method")
     return replace(
-        a, name=f"{a.name} MTP", layers=a.mtp_layers, linear_layers=0, sliding_layers=0, dense_layers=0
+        a,
+        name=f"{a.name} MTP",
+        layers=a.mtp_layers,
+        linear_layers=0,
+        sliding_layers=0,
+        dense_layers=0,
+        input_params=a.mtp_layers * 2 * a.hidden * a.hidden,
     )
 
 
 def eagle3_head(a: Architecture) -> Architecture:
-    """One dense decoder layer at the target's width and a reduced 32k draft vocabulary."""
-    return _dense_drafter(a, "EAGLE-3 head", 1, EAGLE3_DRAFT_VOCAB)
+    """One dense decoder layer at the target's width and a reduced 32k draft vocabulary. Its
+    q/k/v read [embedding; hidden], 2h wide, every pass, and its ``fc`` (3h → h) fuses three of
+    the target's hidden states on the catch-up pass only; both engines keep that fc whole on
+    every tensor-parallel rank (SGLang ``llama_eagle3.py``: ``torch.nn.Linear``, ``QKVParallelLinear(2 *
+    hidden_size, ...)``; vLLM ``llama_eagle3.py``: ``ReplicatedLinear``)."""
+    head = _dense_drafter(a, "EAGLE-3 head", 1, EAGLE3_DRAFT_VOCAB)
+    wider_qkv = a.hidden * (a.heads + 2 * a.kv_heads) * a.head_dim
+    return replace(head, input_params=wider_qkv, fuse_params=3 * a.hidden * a.hidden)
 
 
 def eagle_head(a: Architecture) -> Architecture:
     """EAGLE-1/2: one dense decoder layer at the target's width that reads the target's own LM
-    head (the whole vocabulary) every drafting pass."""
-    return _dense_drafter(a, "EAGLE head", 1, a.vocab)
+    head (the whole vocabulary) every drafting pass, after its ``fc`` (2h → h) joins the token's
+    embedding to the feature, every pass (vLLM ``llama_eagle.py``; EAGLE ``cnets.py``)."""
+    head = _dense_drafter(a, "EAGLE head", 1, a.vocab)
+    return replace(head, input_params=2 * a.hidden * a.hidden)
 
 
 def dflash_drafter(a: Architecture) -> Architecture:
@@ -178,6 +194,8 @@ class DraftSetup:
     tree_top_k: int = 1  # a tree draft expands this many candidates per drafting pass (1: a chain)
     tree_tokens: int = 0  # draft tokens a tree verifies (0: a chain's γ)
     catchup_drafts: bool = False  # the catch-up pass drafts the first token (vLLM, SGLang; module doc)
+    target_head_bpw: float | None = None  # LM head bytes/weight where the format keeps its own (cost.py)
+    draft_head_bpw: float | None = None
 
     @property
     def verify_width(self) -> int:
@@ -196,8 +214,8 @@ def draft_cost(s: DraftSetup, gpu: Gpu, eff: Efficiency) -> DraftCost:
     target_state = recurrent_state_bytes(s.target)
     if s.method == "ngram":
         return DraftCost(0.0, 0.0, None, target_state)
-    arch, bpw, passes, tokens = _drafter(s)
-    step = forward_cost(arch, bpw, s.seqs, tokens, s.context)
+    arch, bpw, head_bpw, passes, tokens = _drafter(s)
+    step = forward_cost(arch, bpw, s.seqs, tokens, s.context, head_bpw)
     step_s = forward_time(step, gpu, eff)
     if s.draft_host_sampling and s.method == "draft":
         step_s += sampling_time(arch, s.seqs, gpu, eff)
@@ -217,26 +235,33 @@ def catchup_time(s: DraftSetup, gpu: Gpu, eff: Efficiency, tokens: float) -> flo
     """t(drafter, C × tokens): the drafter's pass over a batch the target ran (0 for ngram)."""
     if s.method == "ngram":
         return 0.0
-    arch, bpw, _, _ = _drafter(s)
+    arch, bpw, head_bpw, _, _ = _drafter(s)
     low = max(1, int(tokens))
-    times = [forward_time(forward_cost(arch, bpw, s.seqs, t, s.context), gpu, eff) for t in (low, low + 1)]
+    times = [
+        forward_time(forward_cost(arch, bpw, s.seqs, t, s.context, head_bpw), gpu, eff)
+        for t in (low, low + 1)
+    ]
     w = tokens - low
-    return (1 - w) * times[0] + w * times[1]
+    # EAGLE-3's fc, whole on each rank: each reads all of it at its own (1/n) bandwidth
+    fuse_s = arch.fuse_params * bpw * max(1, gpu.tensor_parallel) / (gpu.bandwidth * eff.bandwidth)
+    return (1 - w) * times[0] + w * times[1] + fuse_s
 
 
-def _drafter(s: DraftSetup) -> tuple[Architecture, float, int, int]:
-    """(architecture, bytes/weight, passes per round, tokens per pass) of the drafter."""
+def _drafter(s: DraftSetup) -> tuple[Architecture, float, float | None, int, int]:
+    """(architecture, bytes/weight, LM-head bytes/weight, passes per round, tokens per pass) of
+    the drafter. MTP reads the target's own head; EAGLE heads and DFlash are stored like the
+    target (their own files, so no head type of a GGUF mix: None unless they share the target's)."""
     if s.method == "draft":
         if s.draft is None:
             raise ConfigError("method 'draft' needs a draft model")
-        return s.draft, s.draft_bpw, s.gamma, 1
+        return s.draft, s.draft_bpw, s.draft_head_bpw, s.gamma, 1
     if s.method == "mtp":
-        return mtp_module(s.target), s.target_bpw, s.gamma, s.tree_top_k
+        return mtp_module(s.target), s.target_bpw, s.target_head_bpw, s.gamma, s.tree_top_k
     if s.method == "eagle3":
-        return eagle3_head(s.target), s.target_bpw, s.gamma, s.tree_top_k
+        return eagle3_head(s.target), s.target_bpw, None, s.gamma, s.tree_top_k
     if s.method == "eagle":
-        return eagle_head(s.target), s.target_bpw, s.gamma, s.tree_top_k
-    return dflash_drafter(s.target), s.target_bpw, 1, s.gamma
+        return eagle_head(s.target), s.target_bpw, s.target_head_bpw, s.gamma, s.tree_top_k
+    return dflash_drafter(s.target), s.target_bpw, s.target_head_bpw, 1, s.gamma
 
 
 def replay_tokens(alpha: float, gamma: int) -> tuple[float, float]:

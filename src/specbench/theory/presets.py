@@ -80,14 +80,20 @@ def build_catalog(kind: str, entries: Mapping[str, T], aliases: Iterable[tuple[s
 
 @dataclass(frozen=True)
 class Quant:
-    """A weight format and its average stored bits per weight."""
+    """A weight format: the average stored bits per weight of the body's mix and, where the
+    format stores the LM head in a type of its own, that type's bits (``head_bits``)."""
 
     name: str
     bits: float
+    head_bits: float | None = None
 
     @property
     def bytes_per_weight(self) -> float:
         return self.bits / 8
+
+    @property
+    def head_bytes_per_weight(self) -> float | None:
+        return None if self.head_bits is None else self.head_bits / 8
 
 
 def _read_yaml(filename: str) -> dict[str, Any]:
@@ -106,7 +112,10 @@ def _quant(name: str, body: Any) -> Quant:
     bits = body.get("bits") if isinstance(body, dict) else None
     if not isinstance(bits, (int, float)) or bits <= 0:
         raise ConfigError(f"quant {name!r}: bits must be a positive number")
-    return Quant(name=name, bits=float(bits))
+    head = body.get("head_bits")
+    if head is not None and (not isinstance(head, (int, float)) or head <= 0):
+        raise ConfigError(f"quant {name!r}: head_bits must be a positive number")
+    return Quant(name=name, bits=float(bits), head_bits=None if head is None else float(head))
 
 
 @cache

@@ -91,8 +91,8 @@ def round_breakdown(
     floor: Floor | None = None,
 ) -> Breakdown:
     width = s.verify_width  # γ + 1 for a chain, the tree's draft tokens + 1
-    step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
-    verify = forward_cost(s.target, s.target_bpw, s.seqs, width, s.context)
+    step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context, s.target_head_bpw)
+    verify = forward_cost(s.target, s.target_bpw, s.seqs, width, s.context, s.target_head_bpw)
     drafting = draft_cost(s, gpu, eff)
     # the verify copies C·width logit rows and samples C·τ positions on the host, a step C
     tau = tau_given or tokens_per_round(alpha, s.gamma)
@@ -197,11 +197,17 @@ def replay_time(
         return 0.0
     p_reject, tokens = replay_tokens(alpha, s.gamma)
     low = int(tokens)
-    step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context)
+    step = forward_cost(s.target, s.target_bpw, s.seqs, 1, s.context, s.target_head_bpw)
     times = [
         target_pass(s.seqs * t) + sampling_time(s.target, s.seqs * (t - 1), gpu, eff)
         if target_pass
-        else floored(forward_cost(s.target, s.target_bpw, s.seqs, t, s.context), step, gpu, eff, floor)[0]
+        else floored(
+            forward_cost(s.target, s.target_bpw, s.seqs, t, s.context, s.target_head_bpw),
+            step,
+            gpu,
+            eff,
+            floor,
+        )[0]
         + sampling_time(s.target, s.seqs * t, gpu, eff)
         for t in (low, low + 1)
     ]

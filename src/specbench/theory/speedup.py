@@ -174,7 +174,7 @@ def predict(
     _resolve_alpha(acceptance, alpha, draft_max, accepted_length)  # input errors before any lookup
     q = get_quant(quant)
     dq = get_quant(draft_quant) if draft_quant is not None else q
-    target = Weights(get_model(model), q.bytes_per_weight, q.name)
+    target = Weights(get_model(model), q.bytes_per_weight, q.name, q.head_bytes_per_weight)
     device = tensor_parallel_device(
         gpu if isinstance(gpu, Gpu) else get_gpu(gpu), tensor_parallel, target.arch
     )
@@ -188,7 +188,11 @@ def predict(
     band = engine_band(terms, device, target.bytes_per_weight, target.arch.is_moe, priors)
     given = (acceptance, alpha, accepted_length)
     fixed: dict[str, Any] = {
-        "draft": Weights(get_model(draft_model), dq.bytes_per_weight, dq.name) if draft_model else None,
+        "draft": (
+            Weights(get_model(draft_model), dq.bytes_per_weight, dq.name, dq.head_bytes_per_weight)
+            if draft_model
+            else None
+        ),
         "concurrency": concurrency,
         "context": context,
         "replay": replay,
@@ -261,8 +265,9 @@ def spread_of(central: Prediction, unknowns: Unknowns, at: Callable[[str, End], 
 def roofline_steps(target: Weights, gpu: Gpu, eff: Efficiency, seqs: int, width: int, context: int) -> float:
     """The roofline's verify over ``width`` tokens per sequence, in its own decode steps."""
     g = gpu.for_weights(target.quant)
-    step = forward_time(forward_cost(target.arch, target.bytes_per_weight, seqs, 1, context), g, eff)
-    verify = forward_cost(target.arch, target.bytes_per_weight, seqs, width, context)
+    head = target.head_bytes_per_weight
+    step = forward_time(forward_cost(target.arch, target.bytes_per_weight, seqs, 1, context, head), g, eff)
+    verify = forward_cost(target.arch, target.bytes_per_weight, seqs, width, context, head)
     return forward_time(verify, g, eff) / step
 
 
@@ -334,6 +339,8 @@ def predict_architecture(
         tree.top_k if tree else 1,
         tree.tokens if tree else 0,
         catchup_drafts,
+        target.head_bytes_per_weight,
+        draft.head_bytes_per_weight if draft else target.head_bytes_per_weight,
     )
     tau = accepted_length or (tree_tokens_per_round(a, draft_max, tree.top_k) if tree else None)
     eff = efficiency or Efficiency()

@@ -253,7 +253,7 @@ def model_weights(
     quant = longest_contained(quants(), Path(model).name)
     if quant:
         q = quants().get(quant)
-        return Weights(arch, q.bytes_per_weight, q.name)
+        return Weights(arch, q.bytes_per_weight, q.name, q.head_bytes_per_weight)
     p = Path(model)
     size = (stored.bytes or file_bytes) if stored else (p.stat().st_size if p.is_file() else file_bytes)
     if size:

@@ -9,12 +9,13 @@ full 128k one): TPOT × accepted length gives 10.2 ms at K = 2 against 8.5 ms mo
 drafting the first token, theory/methods.py). The head's
 shape does not explain it; vllm#17504 ("apply torch.compile & cudagraph to EAGLE3", propose time
 16 → 6 ms) shows how much of that engine's EAGLE-3 proposer was host work between the passes.
-Fitted once, in closed form, on the K = 2 row of vllm#20780 alone (0.87 ms per pass: the gap
-divided by the K passes the proposer runs); its K = 3–7 rows and every other point are held out
+Fitted once, in closed form, on the K = 2 row of vllm#20780 alone (0.83 ms per pass: the gap
+divided by the K passes the proposer runs; 0.87 ms before the head's fc and wider q/k/v
+were counted, theory/methods.py); its K = 3–7 rows and every other point are held out
 (bench/theory_published.py). EAGLE-1 in the same table needs no such term and gets none; vLLM
 on a CPU, SGLang and llama.cpp: unknown, 0.
 
-Band 0.56–0.87 ms: the closed-form value of each K = 2–7 row of vllm#20780.
+Band 0.54–0.83 ms: the closed-form value of each K = 2–7 row of vllm#20780.
 
 **Catch-up.** ``EagleProposer.propose`` runs one forward over the verified tokens' hidden states
 and drafts the first token from the last of them, then ``num_speculative_tokens − 1`` more
@@ -27,11 +28,11 @@ from __future__ import annotations
 
 from specbench.theory.measured.engines import EngineTerms, HostCost
 
-EAGLE3_DRAFT_PASS_S = 0.87e-3
+EAGLE3_DRAFT_PASS_S = 0.83e-3
 EAGLE3_SOURCE = "https://github.com/vllm-project/vllm/issues/20780"
 
 HOST_COSTS: tuple[HostCost, ...] = (
-    HostCost("gpu", "draft_pass_s", EAGLE3_DRAFT_PASS_S, 0.56e-3, 0.87e-3,
+    HostCost("gpu", "draft_pass_s", EAGLE3_DRAFT_PASS_S, 0.54e-3, 0.83e-3,
              "vLLM's EAGLE-3 proposer host work per drafting pass", EAGLE3_SOURCE, method="eagle3",
              observed=6),
 )  # fmt: skip
