@@ -313,7 +313,7 @@ def summary(rows: list[Row], loso: list[Row] | None = None) -> str:
     text = (
         f"Held out: {_errors(held)}. All: {_errors(rows)}; expressible {len(rows)}/{listed}"
         f" ({len(rows) / listed * 100:.0f} %). Fitted on: {fitted} (vLLM's EAGLE-3 host cost per"
-        " drafting pass, theory/measured/engines.py); η_bw is each point's own baseline."
+        " drafting pass, engines/measured/vllm.py); η_bw is each point's own baseline."
     )
     if loso:
         text += f" Leave-one-source-out: {_errors(loso)}."

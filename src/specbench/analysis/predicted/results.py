@@ -97,7 +97,7 @@ class RunTheory:
         device = f"{s.gpu.name} ({s.gpu.bandwidth_gbs:.1f} GB/s)"
         passes = (
             f", {eff.spec_pass_s * 1e3:.2f} ms host work per pass of a speculating server"
-            " (theory/measured/engines.py)"
+            " (measured for this engine; docs/theory.md)"
             if eff.spec_pass_s
             else ""
         )
@@ -214,7 +214,7 @@ def _verify_source(s: RunSetup) -> str:
         steps = ", ".join(f"v({k})={floor(k * s.concurrency):.2f}" for k in (2, 5, 9, 17))
         return (
             f"Verify cost from the roofline, or where more, from the curves measured for {s.verify.label}"
-            f" ({steps} decode steps; theory/measured/curves.py): the run has no forward probe."
+            f" ({steps} decode steps; docs/theory.md, measured verify curves): the run has no forward probe."
         )
     ks = [k for k in (2, 5, 9, 17) if k * s.concurrency <= s.curve.sizes[-1]]  # measured, not extrapolated
     shown = ", ".join(f"v({k})={s.curve.ratio(k * s.concurrency):.2f}" for k in ks)
