@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,7 @@ from specbench.run.prepare import (
     prepare,
 )
 from specbench.run.runner import START_FAILURE, Runner
+from specbench.store.record import Record
 from specbench.store.rundir import RunStore
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ def run_matrix(
     return Path(out)
 
 
-def run_problems(out: Path, records: list[dict[str, Any]] | None = None) -> list[str]:
+def run_problems(out: Path, records: Sequence[Record] | None = None) -> list[str]:
     """Why a finished run cannot answer its question (empty: it can): arms that failed, arms
     of which no request succeeded. The CLI turns these into a non-zero exit. ``records``: the
     run's records when the caller has them loaded already (not read again)."""
@@ -130,11 +131,11 @@ def run_problems(out: Path, records: list[dict[str, Any]] | None = None) -> list
         for name, info in arms.items()
         if info.get("status") == "failed"
     ]
-    measured = [r for r in (store.records() if records is None else records) if not r.get("warmup")]
-    for name in sorted({r["arm"] for r in measured}):
-        mine = [r for r in measured if r["arm"] == name]
-        if all(r.get("error") for r in mine):
-            error = mine[0]["error"]
+    measured = [r for r in (store.typed_records() if records is None else records) if not r.warmup]
+    for name in sorted({r.arm for r in measured}):
+        mine = [r for r in measured if r.arm == name]
+        if all(r.error for r in mine):
+            error = mine[0].error
             first = error.get("message") if isinstance(error, dict) else error
             problems.append(f"arm {name}: none of its {len(mine)} requests succeeded (first: {first})")
     if not measured and not problems:
@@ -142,7 +143,7 @@ def run_problems(out: Path, records: list[dict[str, Any]] | None = None) -> list
     return problems
 
 
-def run_incomplete(out: Path, records: list[dict[str, Any]] | None = None) -> SpecbenchError | None:
+def run_incomplete(out: Path, records: Sequence[Record] | None = None) -> SpecbenchError | None:
     """The error a finished run ends with (None: it can answer its question), raised by the CLI
     after the summary. An arm whose engine would not start is :class:`ArmStartError` (exit 4, as
     documented for an engine that would not start), even when earlier launches of it measured

@@ -15,6 +15,7 @@ from pathlib import Path
 from specbench import analysis
 from specbench.analysis.evidence.passes import request_passes
 from specbench.analysis.findings.model import Finding
+from specbench.engines import read_record
 from tests.support.records import read_lines, write_cells, write_records
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -115,4 +116,4 @@ def test_a_real_h200_request_shows_as_many_passes_as_its_counters_imply() -> Non
     rows = [[ns, "x", None, None, None, i + 1] for i, ns in enumerate(stamps)]
     rec = json.loads(json.dumps({"arm": "ngram-mod", "chunks": rows}))
     rec |= {"usage": {"completion_tokens": 128}, "timings": {"draft_n": 117, "draft_n_accepted": 117}}
-    assert request_passes(rec) == (11, 11)
+    assert request_passes(read_record(rec)) == (11, 11)

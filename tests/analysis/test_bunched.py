@@ -18,6 +18,7 @@ from specbench.analysis.evidence.noise import unstable_arms
 from specbench.analysis.findings import measurement, stability
 from specbench.analysis.findings.client import client_lag_findings
 from specbench.analysis.findings.judge import judge
+from specbench.engines import read_record
 from tests.support.records import write_cells
 from tests.support.synth import Arm, Plan, make_run, spec
 
@@ -57,28 +58,30 @@ def whole_stream_in_a_few_ms() -> dict[str, Any]:
 
 def test_a_late_first_read_holding_most_of_the_stream_has_no_client_rate() -> None:
     rec = late_first_read()
-    assert 1000 / metrics.tpot_ms(rec) > 5000  # what the old summary reported
-    assert metrics.bunched(rec) == 1.0 and np.isnan(metrics.decode_tok_s(rec))
+    assert 1000 / metrics.tpot_ms(read_record(rec)) > 5000  # what the old summary reported
+    assert metrics.bunched(read_record(rec)) == 1.0 and np.isnan(metrics.decode_tok_s(read_record(rec)))
     (found,) = measurement.untimed_decode(metrics.frame([rec]), ["ngram"])
     assert found.code == "UNTIMED_DECODE" and "1 of 1 requests reached the client bunched" in found.evidence
 
 
 def test_a_whole_stream_within_a_sliver_of_its_ttft_has_no_client_rate() -> None:
     rec = whole_stream_in_a_few_ms()
-    assert 1000 / metrics.tpot_ms(rec) > 40_000
-    assert metrics.bunched(rec) == 1.0 and np.isnan(metrics.client_decode_tok_s(rec))
+    assert 1000 / metrics.tpot_ms(read_record(rec)) > 40_000
+    assert metrics.bunched(read_record(rec)) == 1.0 and np.isnan(
+        metrics.client_decode_tok_s(read_record(rec))
+    )
 
 
 def test_on_time_streams_keep_their_client_rate() -> None:
     # A plain stream, one chunk every 1.3 ms after a 10 ms TTFT.
     steady = record([10.0 + 1.3 * i for i in range(128)], 128)
-    assert metrics.bunched(steady) == 0.0
-    assert metrics.client_decode_tok_s(steady) == 1000 / 1.3
+    assert metrics.bunched(read_record(steady)) == 0.0
+    assert metrics.client_decode_tok_s(read_record(steady)) == 1000 / 1.3
     # llama.cpp n-gram: a token, one 136 ms verification round, its 11 tokens sent a chunk each
     # within 0.5 ms — the burst comes after a timed wait, so the window is real (80.8 tok/s).
     round_ = record([174.9, *np.linspace(311.0, 311.5, 11).tolist()], 12)
-    assert metrics.bunched(round_) == 0.0
-    assert abs(metrics.client_decode_tok_s(round_) - 11 / 0.1366) < 1.0
+    assert metrics.bunched(read_record(round_)) == 0.0
+    assert abs(metrics.client_decode_tok_s(read_record(round_)) - 11 / 0.1366) < 1.0
 
 
 def cell_frame(bunched_speed: bool) -> pd.DataFrame:

@@ -9,6 +9,7 @@ import pytest
 
 from specbench.analysis.evidence.acceptance import acceptance_sources
 from specbench.analysis.findings import acceptance, confound, outputs, speculation
+from specbench.engines import read_record
 from specbench.engines.base import split_flags
 from specbench.engines.llamacpp import LlamaCppEngine
 from specbench.engines.sglang import SglangEngine
@@ -170,16 +171,16 @@ def call_record(arm: str, name: str, args: list[str], pid: str = "p") -> dict[st
 
 
 def test_tool_calls_are_reassembled_from_fragments() -> None:
-    (call,) = outputs.tool_calls(call_record("a", "get_weather", ['{"ci', 'ty": "Lisbon"}']))
+    (call,) = outputs.tool_calls(read_record(call_record("a", "get_weather", ['{"ci', 'ty": "Lisbon"}'])))
     assert call == {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}
     assert outputs.call_signature(call) == ("get_weather", True, ("city",))
 
 
 def test_toolcall_mismatch_on_name_keys_or_json() -> None:
-    base = call_record("base", "get_weather", ['{"city": "Lisbon"}'])
-    good = call_record("spec", "get_weather", ['{"city": "Lisbon"}'])
+    base = read_record(call_record("base", "get_weather", ['{"city": "Lisbon"}']))
+    good = read_record(call_record("spec", "get_weather", ['{"city": "Lisbon"}']))
     assert outputs.toolcall_mismatch([base, good], ["base", "spec"], "base") == []
-    broken = call_record("spec", "get_weather", ['{"city": "Lis'])
+    broken = read_record(call_record("spec", "get_weather", ['{"city": "Lis']))
     (found,) = outputs.toolcall_mismatch([base, broken], ["base", "spec"], "base")
     assert found.code == "TOOLCALL_MISMATCH" and "1 with invalid JSON" in found.evidence
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from specbench.analysis import metrics
 from specbench.analysis.findings import busy, measurement
+from specbench.engines import read_record
 from specbench.run import machineload
 
 
@@ -34,9 +35,11 @@ def stalled_record() -> dict[str, Any]:
 
 def test_a_stalled_stream_uses_the_servers_decode_rate_and_is_flagged() -> None:
     rec = stalled_record()
-    assert 1000 / metrics.tpot_ms(rec) > 3000  # what the old summary reported
-    assert metrics.bunched(rec) == 1.0 and metrics.client_decode_tok_s(rec) == 20.0
-    assert metrics.decode_disagrees(rec) == 1.0 and metrics.decode_tok_s(rec) == 20.0
+    assert 1000 / metrics.tpot_ms(read_record(rec)) > 3000  # what the old summary reported
+    assert metrics.bunched(read_record(rec)) == 1.0 and metrics.client_decode_tok_s(read_record(rec)) == 20.0
+    assert (
+        metrics.decode_disagrees(read_record(rec)) == 1.0 and metrics.decode_tok_s(read_record(rec)) == 20.0
+    )
     df = metrics.frame([rec])
     (found,) = measurement.client_server_disagreement(df, ["draft"])
     assert found.code == "CLIENT_SERVER_DISAGREE" and "1 of 1 requests" in found.evidence
@@ -46,10 +49,10 @@ def test_agreeing_rates_keep_the_clients_number() -> None:
     rec = stalled_record()
     # on time: the first token at 10 ms, not 481 (a late first token is a bunched stream)
     rec["chunks"] = [[t - 471_000_000, *rest] for t, *rest in rec["chunks"]]
-    assert metrics.bunched(rec) == 0.0
-    rec["timings"]["predicted_per_second"] = metrics.client_decode_tok_s(rec) * 1.1
-    assert metrics.decode_disagrees(rec) == 0.0
-    assert metrics.decode_tok_s(rec) == metrics.client_decode_tok_s(rec)
+    assert metrics.bunched(read_record(rec)) == 0.0
+    rec["timings"]["predicted_per_second"] = metrics.client_decode_tok_s(read_record(rec)) * 1.1
+    assert metrics.decode_disagrees(read_record(rec)) == 0.0
+    assert metrics.decode_tok_s(read_record(rec)) == metrics.client_decode_tok_s(read_record(rec))
     assert measurement.client_server_disagreement(metrics.frame([rec]), ["draft"]) == []
 
 
@@ -110,7 +113,7 @@ def burst_record(server_itl_ms: float | None) -> dict[str, Any]:
 
 def test_a_burst_without_server_timing_is_untimed_not_silently_nan() -> None:
     rec = burst_record(None)
-    assert metrics.tpot_ms(rec) == 0.0 and pd.isna(metrics.decode_tok_s(rec))
+    assert metrics.tpot_ms(read_record(rec)) == 0.0 and pd.isna(metrics.decode_tok_s(read_record(rec)))
     (found,) = measurement.untimed_decode(metrics.frame([rec]), ["draft"])
     assert found.code == "UNTIMED_DECODE" and "1 of 1 requests" in found.evidence
     assert "--enable-per-request-metrics" in found.evidence
@@ -120,14 +123,19 @@ def test_a_near_burst_is_untimed_too() -> None:
     # The real baseline record: two socket reads 2 µs apart read 495 247 tok/s.
     rec = burst_record(None)
     rec["chunks"][-2][0] += 95_000  # 95 µs over 47 tokens: 2 µs per token
-    assert 0 < metrics.tpot_ms(rec) < metrics.BURST_TPOT_MS and pd.isna(metrics.decode_tok_s(rec))
+    assert 0 < metrics.tpot_ms(read_record(rec)) < metrics.BURST_TPOT_MS and pd.isna(
+        metrics.decode_tok_s(read_record(rec))
+    )
     (found,) = measurement.untimed_decode(metrics.frame([rec]), ["draft"])
     assert found.code == "UNTIMED_DECODE"
 
 
 def test_a_burst_takes_vllms_own_decode_timing_when_the_server_gives_it() -> None:
     rec = burst_record(25.0)  # vLLM --enable-per-request-metrics: mean inter-token latency in the engine
-    assert metrics.server_decode_tok_s(rec) == 40.0 and metrics.decode_tok_s(rec) == 40.0
+    assert (
+        metrics.server_decode_tok_s(read_record(rec)) == 40.0
+        and metrics.decode_tok_s(read_record(rec)) == 40.0
+    )
     assert measurement.untimed_decode(metrics.frame([rec]), ["draft"]) == []
 
 

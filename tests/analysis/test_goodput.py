@@ -4,6 +4,7 @@ matrix's SLO and rate fields and their one-line errors."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,28 +14,30 @@ import pytest
 from specbench.analysis import RunData
 from specbench.analysis.metrics import frame
 from specbench.analysis.tables import goodput as gp
+from specbench.engines import read_record
 from specbench.errors import ConfigError
 from specbench.matrix.config import Matrix, SLOSpec
 from specbench.matrix.load import load_matrix
+from specbench.store.record import Record
 from specbench.workloads.suites import build_requests
 
 RATES = (1.0, 2.0, 4.0)
 
 
-def rec(arm: str, repeat: int, rate: float, i: int, e2e_ms: float, **kw: Any) -> dict[str, Any]:
+def rec(arm: str, repeat: int, rate: float, i: int, e2e_ms: float, **kw: Any) -> Record:
     """A completed request: first token at ``ttft_ms``, ``tokens`` output tokens, ending at ``e2e_ms``."""
     ttft, tokens = kw.get("ttft_ms", 50.0), kw.get("tokens", 11)
     times = np.linspace(ttft, e2e_ms, tokens) * 1e6
-    return {
+    return read_record({
         "arm": arm, "repeat": repeat, "workload": "rate-sweep", "phase": f"r{rate:g}",
         "prompt_id": f"p{i}@r{rate:g}", "category": "c", "warmup": False, "seq": hash((arm, repeat, rate, i)),
         "wall_start": 1000.0 * repeat + 100.0 * rate + i / rate, "t_end_ns": int(e2e_ms * 1e6),
         "chunks": [[int(t), "w ", None, None, None] for t in times], "usage": {"completion_tokens": tokens},
         "error": kw.get("error"), "arrival": {"rate": rate},
-    }  # fmt: skip
+    })  # fmt: skip
 
 
-def sweep_records(spec_e2e: dict[float, float], n: int = 6) -> list[dict[str, Any]]:
+def sweep_records(spec_e2e: dict[float, float], n: int = 6) -> list[Record]:
     """Baseline e2e 400 ms × rate; the spec arm's ``spec_e2e[rate]`` times that; 3 launches."""
     rng = np.random.default_rng(0)
     out = []
@@ -49,7 +52,7 @@ def sweep_records(spec_e2e: dict[float, float], n: int = 6) -> list[dict[str, An
     return out
 
 
-def run_of(records: list[dict[str, Any]], slo: dict[str, float] | None) -> RunData:
+def run_of(records: list[Record], slo: dict[str, float] | None) -> RunData:
     matrix = {"baseline": "baseline", "arms": {"baseline": [], "spec": []}, "slo": slo}
     return RunData(manifest={"matrix": matrix}, records=records, cells=[], df=frame(records))
 
@@ -60,7 +63,7 @@ def test_meets_every_bound_at_equality_and_fails_errors() -> None:
     assert not gp.meets(rec("a", 0, 1.0, 0, 151.0), slo)
     assert not gp.meets(rec("a", 0, 1.0, 0, 100.0, ttft_ms=60.0), slo)
     assert gp.meets(rec("a", 0, 1.0, 0, 60.0, tokens=1), SLOSpec(tpot_ms=1.0))  # no TPOT: passes, as vLLM
-    failed = {**rec("a", 0, 1.0, 0, 100.0), "error": {"type": "http"}}
+    failed = replace(rec("a", 0, 1.0, 0, 100.0), error={"type": "http"})
     assert (
         not gp.meets(failed, slo) and not gp.meets(failed, None) and gp.meets(rec("a", 0, 1.0, 0, 9e9), None)
     )
@@ -112,7 +115,7 @@ def test_load_crossover_cases() -> None:
 
 
 def test_no_slo_and_closed_loop_gives_no_goodput_section() -> None:
-    closed = [{**rec("baseline", 0, 1.0, i, 100.0), "arrival": None} for i in range(3)]
+    closed = [replace(rec("baseline", 0, 1.0, i, 100.0), arrival=None) for i in range(3)]
     per_arm, table, summary, _ = gp.goodput_tables(run_of(closed, None))
     assert per_arm.empty and table.empty and summary.empty
 
@@ -154,7 +157,7 @@ def test_rate_sweep_plot_only_for_a_sweep() -> None:
     run = run_of(sweep_records({1.0: 0.7, 2.0: 0.7, 4.0: 1.3}), {"e2e_ms": 1000.0})
     fig = goodput_vs_rate(analyse(run))
     assert fig is not None and [len(ax.lines) >= 2 for ax in fig.axes] == [True, True]
-    closed = [{**rec("baseline", 0, 1.0, i, 100.0), "arrival": None} for i in range(3)]
+    closed = [replace(rec("baseline", 0, 1.0, i, 100.0), arrival=None) for i in range(3)]
     assert goodput_vs_rate(analyse(run_of(closed, None))) is None
 
 
@@ -172,6 +175,6 @@ def test_findings_json_carries_goodput_and_the_rate_sweep() -> None:
     assert {r["arm"] for r in out["per_arm"]} == {"baseline", "spec"}
     assert sorted({r["rate"] for r in out["rate_sweep"]}) == sorted(RATES)
     assert {r["arm"] for r in out["rate_sweep_summary"]} >= {"spec"}
-    closed = [{**rec("baseline", 0, 1.0, i, 100.0), "arrival": None} for i in range(3)]
+    closed = [replace(rec("baseline", 0, 1.0, i, 100.0), arrival=None) for i in range(3)]
     empty = findings_json(analyse(run_of(closed, None)))["goodput"]
     assert empty == {"slo": None, "per_arm": [], "rate_sweep": [], "rate_sweep_summary": []}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from specbench.analysis import analyse_dir, load_run
-from specbench.analysis.points import level_of, phase_of
+from specbench.analysis.points import level_of, phase_named, phase_of
 from specbench.analysis.tables.measures import MEASURES, launch_table, objective_of
 from specbench.report.answer import answer_lines
 from specbench.report.render import findings_json
@@ -47,9 +47,9 @@ def test_levels_are_read_from_phases_and_prompt_ids() -> None:
     assert level_of("r2.5").label == "2.5 req/s"  # type: ignore[union-attr]
     assert level_of("identical").kind == "phase"  # type: ignore[union-attr]
     assert level_of("main") is None and level_of(None) is None
-    assert phase_of({"prompt_id": "coding-04@c64#3"}) == "c64"  # an imported record without a phase
-    assert phase_of({"prompt_id": "coding-04", "phase": "len100"}) == "len100"
-    assert phase_of({"prompt_id": "coding-04"}) == "main"
+    assert phase_named(None, "coding-04@c64#3") == "c64"  # an imported record without a phase
+    assert phase_named("len100", "coding-04") == "len100"
+    assert phase_named(None, "coding-04") == "main"
 
 
 def test_a_sweep_is_answered_level_by_level_never_pooled(flips: Path) -> None:
@@ -92,11 +92,11 @@ def test_throughput_is_tokens_over_the_points_wall_time(flips: Path) -> None:
     recs = [
         r
         for r in run.records
-        if r["arm"] == "baseline" and r["repeat"] == 0 and phase_of(r) == "c1" and not r.get("warmup")
+        if r.arm == "baseline" and r.repeat == 0 and phase_of(r) == "c1" and not r.warmup
     ]
-    start = min(r["wall_start"] for r in recs)
-    end = max(r["wall_start"] + r["t_end_ns"] / 1e9 for r in recs)
-    tokens = sum(r["usage"]["completion_tokens"] for r in recs if r.get("error") is None)
+    start = min(r.wall_start or 0.0 for r in recs)
+    end = max((r.wall_start or 0.0) + (r.t_end_ns or 0) / 1e9 for r in recs)
+    tokens = sum(r.completion_tokens for r in recs if r.error is None)
     assert math.isclose(row["throughput_tok_s"], tokens / (end - start))
     assert MEASURES["throughput"].higher_is_better and not MEASURES["ttft_p99"].higher_is_better
 

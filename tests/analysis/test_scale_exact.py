@@ -22,6 +22,7 @@ from specbench.analysis import metrics, stats
 from specbench.analysis._arrays import RankedMedian, median_1d
 from specbench.analysis.packed import pack
 from specbench.analysis.rowbatch import RowBatch
+from specbench.engines import read_record
 
 
 def _record(rng: random.Random, i: int) -> dict[str, Any]:
@@ -60,7 +61,7 @@ def test_batched_order_statistics_are_the_per_request_ones(packed: bool) -> None
     want = metrics.frame(records)
     batch = RowBatch()
     for rec in records:
-        batch.add(pack(dict(rec)) if packed else rec)
+        batch.add(read_record(pack(dict(rec)) if packed else rec))
     got = metrics.frame_of(batch.rows())
     pd.testing.assert_frame_equal(got, want, check_exact=True)
     assert want["itl_ms"].notna().sum() > 1000 and want["itl_ms"].isna().any()

@@ -19,6 +19,7 @@ from specbench.analysis.evidence import stalls
 from specbench.analysis.findings import outputs
 from specbench.analysis.packed import PackedChunks
 from specbench.analysis.rundata import load_run
+from specbench.engines import read_record
 from specbench.store.rundir import RunStore
 from specbench.store.schema import chunks
 from tests.support.stalls import run_with_stalls
@@ -50,15 +51,16 @@ def _run(root: Path) -> Path:
 def test_a_loaded_run_holds_packed_chunks_that_read_as_the_json_did(tmp_path: Path) -> None:
     root = _run(tmp_path / "r")
     store = RunStore(root)
-    raw = store.records()
+    lines = store.records()
+    raw = [read_record(line) for line in lines]
     run = load_run(root)
     assert len(run.records) == len(raw)
-    assert all(isinstance(r["chunks"], PackedChunks) for r in run.records if r.get("chunks"))
+    assert all(isinstance(r.chunks, PackedChunks) for r in run.records if r.chunks)
     for loaded, read in zip(run.records, raw, strict=True):
-        assert chunks(loaded) == chunks(read)
+        assert loaded.chunk_rows() == read.chunk_rows() == chunks(read.line)
         assert outputs.tool_calls(loaded) == outputs.tool_calls(read)
     assert any(outputs.tool_calls(r) for r in raw)
-    want = launchorder.ordered_frame(raw, store.manifest(), store.cells())
+    want = launchorder.ordered_frame(lines, store.manifest(), store.cells())
     # The analysis adds each request's operating point (and fills a phase the record lacks).
     pd.testing.assert_frame_equal(
         run.df.drop(columns=["point", "phase"]), want.drop(columns="phase"), check_exact=True

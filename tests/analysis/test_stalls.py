@@ -12,6 +12,7 @@ import pytest
 from specbench import analysis
 from specbench.analysis.evidence import stalls
 from specbench.analysis.tables import frames
+from specbench.engines import read_record
 from tests.support.records import write_records
 from tests.support.stalls import PAUSE_NS, run_with_stalls, stall
 from tests.support.synth import Arm, Plan, make_run, spec
@@ -64,12 +65,12 @@ def test_a_slow_verification_round_between_bursts_is_no_stall() -> None:
     a speculative arm, so this request read as 'the engine was paused' at the 250 ms floor."""
     rec = _bursty_record(REAL_NGRAM_STEPS)
     assert len(rec["chunks"]) == 64  # the request's 64 tokens
-    assert stalls.stall_ms(rec) == 0.0
+    assert stalls.stall_ms(read_record(rec)) == 0.0
 
 
 def test_a_real_pause_between_bursts_is_still_a_stall() -> None:
     rec = _bursty_record([*REAL_NGRAM_STEPS[:5], (3000.0, 0), *REAL_NGRAM_STEPS[5:]])
-    assert stalls.stall_ms(rec) == pytest.approx(3000.0)
+    assert stalls.stall_ms(read_record(rec)) == pytest.approx(3000.0)
 
 
 # -- rounds are not stalls (#27) ---------------------------------------------------------------
@@ -123,8 +124,8 @@ def test_a_long_gap_ending_in_a_41_token_burst_is_a_round_not_a_stall(tmp_path: 
     lines = _records(tmp_path / "r")
     rec = _measured(lines, "ngram")[0]
     _round(rec, apart_ns=apart_ns)
-    assert stalls.stall_ms(rec) == 0.0
-    assert stalls.arm_rounds([rec]) == {"ngram": pytest.approx(600.0, abs=1)}
+    assert stalls.stall_ms(read_record(rec)) == 0.0
+    assert stalls.arm_rounds([read_record(rec)]) == {"ngram": pytest.approx(600.0, abs=1)}
 
 
 def test_rounds_stay_in_the_checks_and_a_true_pause_without_speculation_is_still_stalled(
@@ -158,7 +159,9 @@ def test_a_rejected_draft_round_is_no_stall_but_a_request_that_drafted_nothing_c
     undrafted["timings"] |= {"draft_n": 0, "draft_n_accepted": 0}
     _pause(paused, gap_ns=3 * ROUND_GAP_NS)
     _retime(paused)
-    found = stalls.stalled([shown, rejected, undrafted, paused])
+    found = stalls.stalled(
+        [read_record(shown), read_record(rejected), read_record(undrafted), read_record(paused)]
+    )
     assert set(found) == {("ngram", undrafted["seq"]), ("ngram", paused["seq"])}
     assert found[("ngram", paused["seq"])] == pytest.approx(1800.0, abs=30)
 
@@ -169,9 +172,9 @@ def test_a_gap_the_servers_own_timing_leaves_out_is_no_engine_pause(tmp_path: Pa
     lines = _records(tmp_path / "r")
     rec = _measured(lines, "baseline")[0]
     _pause(rec)  # timings untouched: the server decoded at its usual rate throughout
-    assert stalls.stall_ms(rec) == 0.0
+    assert stalls.stall_ms(read_record(rec)) == 0.0
     _retime(rec)  # the same gap inside the server's decode time: a pause
-    assert stalls.stall_ms(rec) == pytest.approx(PAUSE_NS / 1e6, rel=0.05)
+    assert stalls.stall_ms(read_record(rec)) == pytest.approx(PAUSE_NS / 1e6, rel=0.05)
 
 
 def test_a_silent_server_of_an_arm_that_does_not_speculate_gets_no_round_excuse(tmp_path: Path) -> None:
@@ -183,5 +186,9 @@ def test_a_silent_server_of_an_arm_that_does_not_speculate_gets_no_round_excuse(
     _pause(gap, gap_ns=850_000_000)  # ≥ 20 × the 33 ms step, ≤ 1.5 × that "round"
     for rec in (shown, gap):
         del rec["timings"]  # the server says nothing about drafting (nor times the decode)
-    assert ("baseline", gap["seq"]) not in stalls.stalled([shown, gap])  # not known: it may draft
-    assert ("baseline", gap["seq"]) in stalls.stalled([shown, gap], speculating={"ngram"})
+    assert ("baseline", gap["seq"]) not in stalls.stalled(
+        [read_record(shown), read_record(gap)]
+    )  # not known: it may draft
+    assert ("baseline", gap["seq"]) in stalls.stalled(
+        [read_record(shown), read_record(gap)], speculating={"ngram"}
+    )

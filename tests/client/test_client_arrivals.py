@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from specbench.analysis.findings.client import schedule_findings
+from specbench.store.record import Record
 from specbench.workloads.arrivals import open_loop, schedule
 
 
@@ -57,6 +58,6 @@ def test_late_sends_named_with_cap_wait_and_own_delay() -> None:
     late = [
         {"arm": "b", "lateness_ms": 80.0, "cap_wait_ms": 70.0, "arrival": {"rate": 20}} for _ in range(50)
     ]
-    found = schedule_findings(on_time + late + [{"arm": "c", "warmup": False}])
+    found = schedule_findings([Record.read(r) for r in [*on_time, *late, {"arm": "c", "warmup": False}]])
     assert [(f.code, f.arms) for f in found] == [("LATE_SENDS", ("b",))]
     assert "70.0 ms of it waiting" in found[0].evidence and "10.0 ms the client's own" in found[0].evidence

@@ -14,6 +14,7 @@ import pytest
 
 from specbench.analysis import metrics
 from specbench.client.stream import chat_body, open_streamer, stream_chat
+from specbench.engines import read_record
 from tests.fakes.common import Request, Response, fake_url
 
 
@@ -78,20 +79,22 @@ def test_role_chunk_is_not_a_token_and_multi_token_chunks_are_kept() -> None:
     )
     rec = record(parts, pause=0.01)
     assert rec["error"] is None and len(rec["chunks"]) == 4
-    assert metrics.output_text(rec) == "abcdef"
-    assert metrics.output_tokens(rec) == 6  # from usage, not the 3 content chunks
-    assert metrics.ttft_ms(rec) == pytest.approx(rec["chunks"][1][0] / 1e6)
+    assert metrics.output_text(read_record(rec)) == "abcdef"
+    assert metrics.output_tokens(read_record(rec)) == 6  # from usage, not the 3 content chunks
+    assert metrics.ttft_ms(read_record(rec)) == pytest.approx(rec["chunks"][1][0] / 1e6)
     # 3 content chunks, 6 tokens: per-token ITL is the chunk gap × (3−1)/(6−1)
     gaps = np.diff([c[0] for c in rec["chunks"][1:]]) / 1e6
-    assert metrics.itl_ms(rec) == pytest.approx(np.median(gaps) * 2 / 5)
-    assert metrics.acceptance(rec) == 0.75 and metrics.finish_reason(rec) == "length"
-    assert metrics.prefill_tok_s(rec) == 2500.0
+    assert metrics.itl_ms(read_record(rec)) == pytest.approx(np.median(gaps) * 2 / 5)
+    assert (
+        metrics.acceptance(read_record(rec)) == 0.75 and metrics.finish_reason(read_record(rec)) == "length"
+    )
+    assert metrics.prefill_tok_s(read_record(rec)) == 2500.0
 
 
 def test_reasoning_first_separates_ttft_from_time_to_answer() -> None:
     rec = record(sse(delta(reasoning="think"), delta("answer"), USAGE, "[DONE]"), pause=0.01)
-    assert metrics.ttft_ms(rec) < metrics.ttfa_ms(rec)
-    assert metrics.output_text(rec) == "answer"
+    assert metrics.ttft_ms(read_record(rec)) < metrics.ttfa_ms(read_record(rec))
+    assert metrics.output_text(read_record(rec)) == "answer"
 
 
 def test_http_errors_are_stored_as_data() -> None:
@@ -103,7 +106,7 @@ def test_http_errors_are_stored_as_data() -> None:
 def test_a_torn_stream_keeps_what_arrived() -> None:
     rec = record([*sse(delta("a"), delta("b")), b"data: {not json\n\n"])
     assert rec["error"]["type"] == "JSONDecodeError"
-    assert metrics.output_text(rec) == "ab"
+    assert metrics.output_text(read_record(rec)) == "ab"
 
 
 def test_frame_skips_errors_and_warmups() -> None:
@@ -134,12 +137,15 @@ def test_per_token_itl_from_running_counts_sent_with_each_chunk() -> None:
         parts = sse(counted("a", 1, key), counted("bcd", 4, key), counted("e", 5, key), "[DONE]")
         rec = record(parts, pause=0.01)
         assert [c[5] for c in rec["chunks"]] == [1, 4, 5]
-        assert metrics.chunk_tokens(rec) == [1, 3, 1] and metrics.tokens_per_chunk(rec) == 5 / 3
+        assert (
+            metrics.chunk_tokens(read_record(rec)) == [1, 3, 1]
+            and metrics.tokens_per_chunk(read_record(rec)) == 5 / 3
+        )
         g1, g2 = np.diff([c[0] for c in rec["chunks"]]) / 1e6
         per_token = [g1 / 3] * 3 + [g2]
-        assert metrics.itl_ms(rec) == pytest.approx(np.median(per_token))
-        assert metrics.itl_p99_ms(rec) == pytest.approx(np.percentile(per_token, 99))
-        assert metrics.chunk_itl_ms(rec) == pytest.approx(np.median([g1, g2]))
+        assert metrics.itl_ms(read_record(rec)) == pytest.approx(np.median(per_token))
+        assert metrics.itl_p99_ms(read_record(rec)) == pytest.approx(np.percentile(per_token, 99))
+        assert metrics.chunk_itl_ms(read_record(rec)) == pytest.approx(np.median([g1, g2]))
 
 
 def test_records_before_schema_2_read_as_before() -> None:
@@ -150,17 +156,21 @@ def test_records_before_schema_2_read_as_before() -> None:
         [6_000_000, "d", None, None, "stop"],
     ]
     rec = {"chunks": chunks, "usage": {"completion_tokens": 4}, "t_end_ns": 7_000_000, "error": None}
-    assert metrics.chunk_tokens(rec) is None
-    assert metrics.itl_ms(rec) == pytest.approx(3.0 * 2 / 3)  # median gap 3 ms × (3−1)/(4−1)
-    assert metrics.tokens_per_chunk(rec) == 4 / 3 and metrics.chunk_itl_ms(rec) == 3.0
+    assert metrics.chunk_tokens(read_record(rec)) is None
+    assert metrics.itl_ms(read_record(rec)) == pytest.approx(3.0 * 2 / 3)  # median gap 3 ms × (3−1)/(4−1)
+    assert (
+        metrics.tokens_per_chunk(read_record(rec)) == 4 / 3 and metrics.chunk_itl_ms(read_record(rec)) == 3.0
+    )
 
 
 def test_a_response_read_in_one_go_takes_the_servers_decode_rate() -> None:
     """All token chunks stamped by one read: the client's window is 0, so it cannot time decode."""
     chunks = [[5_000_000, t, None, None, None, n] for n, t in enumerate("abcd", start=1)]
     rec = {"chunks": chunks, "usage": {"completion_tokens": 4}, "timings": {"predicted_per_second": 8000.0}}
-    assert metrics.decode_window_ms(rec) == 0.0 and metrics.decode_tok_s(rec) == 8000.0
+    assert (
+        metrics.decode_window_ms(read_record(rec)) == 0.0 and metrics.decode_tok_s(read_record(rec)) == 8000.0
+    )
     # Regression (#15 audit, vLLM baseline whose 129 chunks came in one read while the client's loop
     # was 174 ms late): its ITL read 0.00 ms and pulled the arm's ITL interval down to 0.00.
-    assert np.isnan(metrics.itl_ms(rec)) and np.isnan(metrics.itl_p99_ms(rec))
-    assert np.isnan(metrics.decode_tok_s({**rec, "timings": None}))
+    assert np.isnan(metrics.itl_ms(read_record(rec))) and np.isnan(metrics.itl_p99_ms(read_record(rec)))
+    assert np.isnan(metrics.decode_tok_s(read_record({**rec, "timings": None})))

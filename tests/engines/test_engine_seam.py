@@ -17,10 +17,11 @@ import pytest
 
 from specbench.analysis.predicted.models import arm_method
 from specbench.analysis.rundata import RunData
-from specbench.engines import ENGINES, engine_for, request_draft_counts
+from specbench.engines import ENGINES, engine_for, read_record, request_counts
 from specbench.engines.base import Engine
 from specbench.engines.openai import AttachedEngine
 from specbench.errors import ConfigError
+from specbench.store.record import ServerCounts
 
 NGRAM_JSON = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 5})
 EAGLE3_JSON = json.dumps({"method": "eagle3", "num_speculative_tokens": 5})
@@ -143,19 +144,37 @@ def test_an_attached_server_is_read_by_the_engine_it_was_detected_as() -> None:
 @pytest.mark.parametrize(
     ("record", "counts"),
     [
-        ({"timings": {"draft_n": 12, "draft_n_accepted": 9}}, {"draft_n": 12.0, "draft_accepted": 9.0}),
-        ({"timings": {"predicted_n": 40}}, {"draft_n": 0.0, "draft_accepted": 0.0}),
         (
-            {"metrics": {"speculative_decoding": {"num_draft_tokens": 8, "num_accepted_draft_tokens": 5}}},
-            {"draft_n": 8.0, "draft_accepted": 5.0},
+            {"timings": {"draft_n": 12, "draft_n_accepted": 9, "prompt_n": 30, "cache_n": 2,
+                         "prompt_ms": 15.0, "predicted_n": 40, "predicted_ms": 390.0,
+                         "predicted_per_second": 100.0}},
+            ServerCounts(drafted=12.0, accepted=9.0, output_tokens=40.0, prompt_processed=30.0,
+                         cached_tokens=2.0, prefill_ms=15.0, decode_ms=390.0, decode_tok_s=100.0),
         ),
+        ({"timings": {"predicted_n": 40}}, ServerCounts(drafted=0.0, accepted=0.0, output_tokens=40.0)),
+        (
+            {"metrics": {"speculative_decoding": {"num_draft_tokens": 8, "num_accepted_draft_tokens": 5,
+                                                  "num_spec_steps": 3}}},
+            ServerCounts(drafted=8.0, accepted=5.0, rounds=3.0),
+        ),
+        ({"metrics": {"mean_itl_ms": 4.0}}, ServerCounts(decode_tok_s=250.0)),
         ({"usage": {"completion_tokens": 40}}, None),
     ],
-)
-def test_per_request_draft_counts_come_from_the_engine_whose_fields_the_record_holds(
-    record: dict[str, Any], counts: dict[str, float] | None
+)  # fmt: skip
+def test_per_request_counts_come_engine_neutral_from_the_engine_whose_fields_the_record_holds(
+    record: dict[str, Any], counts: ServerCounts | None
 ) -> None:
-    assert request_draft_counts(record) == counts
+    assert request_counts(record) == counts
+    read = read_record({"arm": "a", "prompt_id": "p", "repeat": 0, **record})
+    assert read.counts == (counts or ServerCounts()) and read.line["arm"] == "a"
+
+
+def test_an_engine_that_reads_per_request_fields_names_them() -> None:
+    """request_counts asks only the engines whose response_fields a record holds: an engine
+    reads per-request fields only if it names them (or reads them as a registered one does)."""
+    asked = {cls.request_counts for cls in ENGINES.values() if cls.response_fields}
+    for cls in ENGINES.values():
+        assert cls.request_counts is Engine.request_counts or cls.request_counts in asked, cls.kind
 
 
 @pytest.mark.parametrize("kind", sorted(ENGINES))

@@ -26,7 +26,7 @@ from specbench.analysis.evidence import acceptance
 from specbench.analysis.findings.judge import judge
 from specbench.analysis.findings.model import Finding
 from specbench.analysis.rundata import load_run
-from specbench.engines import engine_for
+from specbench.engines import engine_for, read_record
 from specbench.engines.base import Engine, parse_metrics
 from specbench.engines.install_vllm import find_vllm, install_vllm
 from specbench.engines.process import ServerProcess, free_port
@@ -35,6 +35,7 @@ from specbench.lab.check import lab_dir
 from specbench.lab.hf_make import HfLabSpec, cached_hf_pair, vllm_walk
 from specbench.lab.prompts import cycle_prompt
 from specbench.report import render_report
+from specbench.store.record import Record
 from specbench.transport import fetch_blocking, open_http
 
 # `engine` too: every real-engine test is left out by `-m "not engine"` (the unit suite).
@@ -137,9 +138,9 @@ def launched(
     return folder / "run"
 
 
-def _records(run: Path, arm: str) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-    return [r for r in rows if r["arm"] == arm and not r["warmup"]]
+def _records(run: Path, arm: str) -> list[Record]:
+    rows = [read_record(json.loads(line)) for line in (run / "records.jsonl").read_text().splitlines()]
+    return [r for r in rows if r.arm == arm and not r.warmup]
 
 
 def _cell(run: Path, arm: str) -> dict[str, Any]:
@@ -164,7 +165,7 @@ def test_every_arm_answers_the_designed_text(launched: Path, truth: dict[str, An
         records = _records(launched, arm)
         assert len(records) == PROMPTS
         for rec in records:
-            assert rec["error"] is None
+            assert rec.error is None
             assert metrics.output_text(rec) == answer
             assert metrics.output_tokens(rec) == MAX_TOKENS
 
@@ -196,7 +197,7 @@ def test_several_tokens_per_chunk_are_counted_per_token(launched: Path) -> None:
     count tokens (the server's usage), not chunks."""
     timed = 0
     for rec in _records(launched, "draft"):
-        texts = [c[1] for c in rec["chunks"] if c[1]]
+        texts = [c.content for c in rec.chunk_rows() if c.content]
         assert len(texts) < MAX_TOKENS and max(len(t) for t in texts) > 1
         assert sum(len(t) for t in texts) == MAX_TOKENS  # one character per lab token
         window_s = metrics.decode_window_ms(rec) / 1000
@@ -283,7 +284,7 @@ def test_per_request_spec_metrics_in_a_speculative_arm_is_no_confound(
     assert not [f for f in judged if f.code == "CONFOUND"]
 
 
-def _bursts_take_the_servers_rate(records: list[dict[str, Any]]) -> int:
+def _bursts_take_the_servers_rate(records: list[Record]) -> int:
     """Every request has a decode rate; one whose chunks came in one burst (a CPU vLLM starved
     of CPU on a busy box, not on demand) has the server's own. Returns how many were bursts."""
     bursts = 0

@@ -85,8 +85,10 @@ def test_csv_faster_speculative_arm(tmp_path: Path) -> None:
     found = codes(run)
     assert not {"SILENT_FALLBACK", "CONFOUND", "ACCEPTANCE_ARTEFACT"} & set(found)
     rec = run.records[0]
-    assert rec["source"] == {"file": "r.csv", "row": 0, "derived": []}
-    assert rec["timings"] == {"draft_n": 0, "draft_n_accepted": 0} and rec["category"] == "imported"
+    assert rec.line["source"] == {"file": "r.csv", "row": 0, "derived": []}
+    # written as llama.cpp's fields (the line's shape), read as the engine-neutral counts
+    assert rec.line["timings"] == {"draft_n": 0, "draft_n_accepted": 0} and rec.category == "imported"
+    assert (rec.counts.drafted, rec.counts.accepted) == (0.0, 0.0)
     assert (tmp_path / "run" / "source" / "r.csv").is_file()
 
 
@@ -122,7 +124,7 @@ def test_request_setting_differing_between_arms_is_a_confound(tmp_path: Path) ->
     import_file(write_csv(tmp_path / "r.csv", data), tmp_path / "run", baseline="base")
     run = analysis.load_run(tmp_path / "run")
     assert run.arm_args("base") == ["--max-tokens", "256"]  # temperature is equal: not a flag
-    assert run.records[0]["request"] == {"max_tokens": 256, "temperature": 0.0}
+    assert run.records[0].request == {"max_tokens": 256, "temperature": 0.0}
     confounds = [f for f in analysis.judge(run) if f.code == "CONFOUND"]
     assert len(confounds) == 1 and "--max-tokens" in confounds[0].evidence
 
@@ -166,7 +168,7 @@ def test_jsonl_with_nested_llama_server_timings(tmp_path: Path) -> None:
     table = summary(run)
     assert table["draft"]["decode_tok_s"] == pytest.approx(61.5)
     assert table["draft"]["acceptance"] == pytest.approx(0.5)
-    assert run.df["output_tokens"].eq(64).all() and run.records[0]["prompt_id"] == "0"
+    assert run.df["output_tokens"].eq(64).all() and run.records[0].prompt_id == "0"
 
 
 def vllm_detailed(ttft_s: float, gap_s: float, n: int = 5) -> dict[str, Any]:
@@ -196,7 +198,7 @@ def test_vllm_detailed_json_seconds_become_ms_and_latency_is_derived(tmp_path: P
     assert table["base"]["decode_tok_s"] == pytest.approx(50.0)  # 10 tokens in 200 ms
     assert table["eagle"]["decode_tok_s"] == pytest.approx(100.0)
     assert table["eagle"]["errors"] == 1 and table["eagle"]["requests"] == 4
-    assert run.records[0]["source"]["derived"] == ["e2e_ms", "decode_tok_s", "tpot_ms"]
+    assert run.records[0].line["source"]["derived"] == ["e2e_ms", "decode_tok_s", "tpot_ms"]
 
 
 def test_single_vllm_object_with_constant_arm(tmp_path: Path) -> None:
@@ -213,7 +215,7 @@ def test_explicit_map_with_unit(tmp_path: Path) -> None:
     import_file(path, tmp_path / "run", mapping=parse_map(["arm=who,prompt=q", "e2e_ms=wall:s"]))
     run = analysis.load_run(tmp_path / "run")
     assert summary(run)["b"]["e2e_ms"] == pytest.approx(1500.0)
-    assert run.records[0]["repeat"] == 0 and run.baseline == "a"
+    assert run.records[0].repeat == 0 and run.baseline == "a"
 
 
 def test_repeat_is_the_occurrence_index_of_arm_and_prompt(tmp_path: Path) -> None:
@@ -311,7 +313,7 @@ def test_round_trip_native_run_through_csv(tmp_path: Path) -> None:
         for col in ("requests", "ttft_ms", "decode_tok_s", "e2e_ms", "acceptance", "speedup", "ci_low"):
             assert after[arm][col] == pytest.approx(before[arm][col], rel=1e-9, nan_ok=True), (arm, col)
     assert after["spec"]["verdict"] == before["spec"]["verdict"] == "undetermined (LOW_N: 1 launch)"
-    assert imported.records[0]["category"] == "qa" and imported.records[0]["workload"] == "chat"
+    assert imported.records[0].category == "qa" and imported.records[0].workload == "chat"
     cols = ["tpot_ms", "itl_ms", "output_tokens", "stopped_early"]
     pd.testing.assert_frame_equal(imported.df[cols], native.df[cols])
 

@@ -67,7 +67,7 @@ def test_reordering_and_re_iding_prompts_gives_identical_numbers(reference: Path
     slash; a pairing or check that walks prompts in id order)."""
     moved = _reexpress(reference, tmp_path / "run")
     before, after = analyse_dir(reference), analyse_dir(moved)
-    assert {r["prompt_id"] for r in after.run.records if not r.get("warmup")} == set(REID.values())
+    assert {r.prompt_id for r in after.run.records if not r.warmup} == set(REID.values())
     assert design.exact(before) == design.exact(after)
 
 

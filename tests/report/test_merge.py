@@ -17,12 +17,12 @@ from tests.support.synth import two_machines
 
 def test_merge_tags_records_and_keeps_each_env(merged: Path) -> None:
     run = load_run(merged)
-    machines = {r["machine"] for r in run.records}
+    machines = {r.machine for r in run.records}
     assert machines == {"box-a-0", "box-b-1"}
     assert sorted(p.name for p in (merged / "envs").iterdir()) == ["box-a-0.json", "box-b-1.json"]
     assert [s["host"] for s in run.manifest["sources"]] == ["box-a", "box-b"]
     # repeats are renumbered so a pair never spans two machines
-    by_machine = {m: {r["repeat"] for r in run.records if r["machine"] == m} for m in machines}
+    by_machine = {m: {r.repeat for r in run.records if r.machine == m} for m in machines}
     assert not by_machine["box-a-0"] & by_machine["box-b-1"]
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 
 from specbench.analysis.launches import POSITION
 from specbench.analysis.metrics import frame
+from specbench.store.record import Record
 
 Positions = dict[tuple[str, int], int]  # (arm, repeat) → place in its round, 0 = launched first
 
@@ -104,8 +105,11 @@ def _is_int(value: Any) -> bool:
 
 
 def ordered_frame(
-    records: list[dict[str, Any]], manifest: Mapping[str, Any], cells: Sequence[Mapping[str, Any]]
+    records: Sequence[Record | Mapping[str, Any]],
+    manifest: Mapping[str, Any],
+    cells: Sequence[Mapping[str, Any]],
 ) -> pd.DataFrame:
-    """:func:`specbench.analysis.metrics.frame` of ``records`` with each row's launch position:
+    """:func:`specbench.analysis.metrics.frame` of ``records`` (records, or lines read here) with
+    each row's launch position:
     the frame every speedup of a run is computed from (the report's and ``repeats: auto``'s)."""
     return with_positions(frame(records), positions(manifest, cells))

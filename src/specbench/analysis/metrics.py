@@ -1,15 +1,17 @@
 """Per-request metrics computed from raw records, one small function per metric.
 
-A record's ``chunks`` are :class:`specbench.store.schema.Chunk` rows (``t_ns`` measured from just
-before the request was sent, the deltas, and from schema 2 the server's running token count),
-read by name through :func:`specbench.store.schema.chunks`. Token counts come from the server
-(``usage`` / llama.cpp ``timings``), never from the chunk count: with speculation several
-tokens may arrive in one chunk (docs/mistakes.md, mistake 10).
+A record is a :class:`specbench.store.record.Record`; its ``chunks`` are
+:class:`specbench.store.schema.Chunk` rows (``t_ns`` measured from just before the request was
+sent, the deltas, and from schema 2 the server's running token count). Token counts come from the
+server (``usage``, or the engine's own counts: :class:`~specbench.store.record.ServerCounts`),
+never from the chunk count: with speculation several tokens may arrive in one chunk
+(docs/mistakes.md, mistake 10). The server's counts arrive engine-neutral (the engine read its own
+fields when the record was read: :func:`specbench.engines.read_record`); nothing here names them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -17,11 +19,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from specbench.analysis.packed import packed
-from specbench.analysis.tokenrows import MEMO_KEY, TOKENS_KEY, find_tokens, once, token_chunks
-from specbench.engines import request_draft_counts
-from specbench.store.schema import chunks
+from specbench.analysis.tokenrows import TOKENS_KEY, find_tokens, once, token_chunks
+from specbench.engines import read_record
+from specbench.store.record import Record, as_records
 
-Record = dict[str, Any]
 NS_PER_MS = 1e6
 
 
@@ -30,30 +31,32 @@ GAPS_KEY = "_token_gaps_ms"
 
 
 def with_token_chunks(rec: Record) -> Record:
-    """A copy of ``rec`` with its token chunks found once, for the metrics (and a place for the
-    metrics that others read again: :func:`specbench.analysis.tokenrows.once`)."""
-    return {**rec, TOKENS_KEY: find_tokens(rec), MEMO_KEY: {}}
+    """A measuring copy of ``rec`` with its token chunks found once, for the metrics (its memo
+    is the place for the metrics that others read again: :func:`specbench.analysis.tokenrows.once`)."""
+    return rec.measuring({TOKENS_KEY: find_tokens(rec)})
 
 
 @once
 def output_tokens(rec: Record) -> float:
-    """usage.completion_tokens, else timings.predicted_n (both server-counted)."""
-    usage, timings = rec.get("usage") or {}, rec.get("timings") or {}
-    value = usage.get("completion_tokens", timings.get("predicted_n"))
+    """usage.completion_tokens, else the server's own count of generated tokens."""
+    value = rec.completion_tokens
+    if value is ...:
+        value = rec.counts.output_tokens
     return float(value) if value is not None else np.nan
 
 
 def prompt_tokens(rec: Record) -> float:
     """usage.prompt_tokens (llama.cpp: processed + cached)."""
-    value = (rec.get("usage") or {}).get("prompt_tokens")
+    value = rec.prompt_tokens
     return float(value) if value is not None else np.nan
 
 
 def cached_tokens(rec: Record) -> float:
-    """Prompt tokens served from the cache: timings.cache_n or usage.prompt_tokens_details.cached_tokens."""
-    timings = rec.get("timings") or {}
-    details = (rec.get("usage") or {}).get("prompt_tokens_details") or {}
-    value = timings.get("cache_n", details.get("cached_tokens"))
+    """Prompt tokens served from the cache: the server's own count, else
+    usage.prompt_tokens_details.cached_tokens."""
+    value = rec.counts.cached_tokens
+    if value is None:
+        value = rec.usage_cached_tokens
     return float(value) if value is not None else np.nan
 
 
@@ -71,7 +74,7 @@ def ttfa_ms(rec: Record) -> float:
 
 def e2e_ms(rec: Record) -> float:
     """Send to end of stream."""
-    return float(rec["t_end_ns"]) / NS_PER_MS if rec.get("t_end_ns") is not None else np.nan
+    return float(rec.t_end_ns) / NS_PER_MS if rec.t_end_ns is not None else np.nan
 
 
 def decode_window_ms(rec: Record) -> float:
@@ -128,8 +131,8 @@ def bunched(rec: Record) -> float:
 def client_decode_tok_s(rec: Record) -> float:
     """(output_tokens − 1) / (t_last − t_first), measured by the client. When the chunks arrived
     bunched (:func:`bunched`: a tiny model answering in a few ms, a server or client starved of
-    CPU) the client cannot time the decode; the server's own rate (llama.cpp ``timings``, vLLM
-    per-request metrics) stands in, NaN if it has none."""
+    CPU) the client cannot time the decode; the server's own rate (:func:`server_decode_tok_s`)
+    stands in, NaN if it has none."""
     if bunched(rec) == 1.0:
         return server_decode_tok_s(rec)
     tpot = tpot_ms(rec)
@@ -186,11 +189,12 @@ def _token_gaps_ms(rec: Record) -> np.ndarray:
     intervals of g/k (a speculative step delivers several tokens at once). Without per-chunk
     counts, every chunk is assumed to carry the request's mean tokens per chunk. Found once per
     record of :func:`frame` (its median and its p99 are both columns)."""
-    found: np.ndarray | None = rec.get(GAPS_KEY)
+    memo = rec.memo
+    found: np.ndarray | None = memo.get(GAPS_KEY) if memo is not None else None
     if found is None:
         found = _gaps_ms(rec)
-        if TOKENS_KEY in rec:  # the frame's own copy of the record (with_token_chunks): keep them
-            rec[GAPS_KEY] = found
+        if memo is not None:  # the frame's own copy of the record (with_token_chunks): keep them
+            memo[GAPS_KEY] = found
     return found
 
 
@@ -242,50 +246,39 @@ def tokens_per_chunk(rec: Record) -> float:
 
 @once
 def server_decode_tok_s(rec: Record) -> float:
-    """llama.cpp timings.predicted_per_second: (predicted_n − 1) / predicted_ms; else vLLM's
-    per-request ``metrics.mean_itl_ms`` (``--enable-per-request-metrics``); NaN without either."""
-    value = (rec.get("timings") or {}).get("predicted_per_second")
-    if value is not None:
-        return float(value)
-    from specbench.engines.vllm import request_decode_tok_s
-
-    rate = request_decode_tok_s(rec)
-    return rate if rate is not None else np.nan
+    """The server's own decode rate (llama.cpp: tokens after the first over its first-to-last
+    token time; vLLM: from its per-request mean inter-token latency,
+    ``--enable-per-request-metrics``); NaN without one."""
+    value = rec.counts.decode_tok_s
+    return value if value is not None else np.nan
 
 
 def prefill_ms(rec: Record) -> float:
-    """llama.cpp timings.prompt_ms: slot start to first sampled token (queueing excluded)."""
-    value = (rec.get("timings") or {}).get("prompt_ms")
-    return float(value) if value is not None else np.nan
+    """The server's prefill time: slot start to first sampled token (queueing excluded)."""
+    value = rec.counts.prefill_ms
+    return value if value is not None else np.nan
 
 
 def prefill_tok_s(rec: Record) -> float:
-    """timings.prompt_n / prompt_ms, tokens actually processed (cache hits excluded)."""
-    timings = rec.get("timings") or {}
-    n, ms = timings.get("prompt_n"), timings.get("prompt_ms")
-    return float(n) * 1000.0 / float(ms) if n and ms else np.nan
-
-
-def _spec_counts(rec: Record) -> dict[str, float] | None:
-    """Per-request draft counts, as whichever engine's fields the record holds give them
-    (llama.cpp ``timings``, vLLM ``metrics.speculative_decoding``); None when none does."""
-    return request_draft_counts(rec)
+    """Prompt tokens prefilled / prefill time, tokens actually processed (cache hits excluded)."""
+    n, ms = rec.counts.prompt_processed, rec.counts.prefill_ms
+    return n * 1000.0 / ms if n and ms else np.nan
 
 
 def draft_n(rec: Record) -> float:
     """Drafted tokens in this request (NaN: the server does not say)."""
-    counts = _spec_counts(rec)
-    return float(counts["draft_n"]) if counts else np.nan
+    value = rec.counts.drafted
+    return value if value is not None else np.nan
 
 
 def draft_accepted(rec: Record) -> float:
     """Accepted draft tokens in this request (NaN: the server does not say)."""
-    counts = _spec_counts(rec)
-    return float(counts["draft_accepted"]) if counts else np.nan
+    value = rec.counts.accepted
+    return value if value is not None else np.nan
 
 
 def acceptance(rec: Record) -> float:
-    """draft_n_accepted / draft_n: accepted per drafted token, as llama-server reports it."""
+    """Accepted per drafted token, as the server counts them."""
     drafted = draft_n(rec)
     return draft_accepted(rec) / drafted if drafted and drafted > 0 else np.nan
 
@@ -293,17 +286,17 @@ def acceptance(rec: Record) -> float:
 def output_text(rec: Record) -> str:
     """The answer: all content deltas joined."""
     found = packed(rec)
-    return found.text if found is not None else "".join(c.content for c in chunks(rec) if c.content)
+    return found.text if found is not None else "".join(c.content for c in rec.chunk_rows() if c.content)
 
 
 def finish_reason(rec: Record) -> str | None:
-    reasons = [c.finish_reason for c in chunks(rec) if c.finish_reason]
+    reasons = [c.finish_reason for c in rec.chunk_rows() if c.finish_reason]
     return reasons[-1] if reasons else None
 
 
 def stopped_early(rec: Record) -> bool:
     """Fewer tokens than asked for: the output-length target was not met."""
-    asked = (rec.get("request") or {}).get("max_tokens")
+    asked = rec.max_tokens
     return asked is not None and output_tokens(rec) < float(asked)
 
 
@@ -356,9 +349,11 @@ class Later(NamedTuple):
     chunk_gaps: npt.NDArray[Any] | None
 
 
-def frame(records: list[Record], include_warmup: bool = False) -> pd.DataFrame:
-    """One row per successful request: identity columns then every metric."""
-    return frame_of([row for rec in records if (row := frame_row(rec, include_warmup)) is not None])
+def frame(records: Iterable[Record | Mapping[str, Any]], include_warmup: bool = False) -> pd.DataFrame:
+    """One row per successful request: identity columns then every metric (a line not yet read
+    as a record is read here)."""
+    recs = as_records(list(records), read_record)
+    return frame_of([row for rec in recs if (row := frame_row(rec, include_warmup)) is not None])
 
 
 def frame_row(
@@ -368,9 +363,9 @@ def frame_row(
     its raw chunks: a run is loaded one record at a time (issue 31), each measured as it is read.
     ``later``: the row's order statistics (:data:`ORDER_STATS`) are left out and its gaps put
     there instead, for :mod:`specbench.analysis.rowbatch` to take over many requests at once."""
-    if rec.get("error") is not None or (rec.get("warmup") and not include_warmup):
+    if rec.error is not None or (rec.warmup and not include_warmup):
         return None
-    row: dict[str, Any] = {k: rec.get(k) for k in KEYS}
+    row: dict[str, Any] = {k: getattr(rec, k) for k in KEYS}
     rec = with_token_chunks(rec)  # named and filtered once here, not in every metric
     if later is None:
         row.update({name: m.fn(rec) for name, m in METRICS.items()})
@@ -379,9 +374,7 @@ def frame_row(
         t = token_chunks(rec).t_ns
         later.append(Later(row, _token_gaps_ms(rec), t[1:] - t[:-1] if t.size > 1 else None))
     # Records imported from other tools have no raw chunks: they carry the values they had.
-    row.update(
-        {k: float(v) for k, v in (rec.get("imported") or {}).items() if k in METRICS and v is not None}
-    )
+    row.update({k: float(v) for k, v in (rec.imported or {}).items() if k in METRICS and v is not None})
     row["stopped_early"] = stopped_early(rec)
     return row
 

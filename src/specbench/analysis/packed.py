@@ -14,7 +14,7 @@ output checks) read the arrays directly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import compress, repeat
 from operator import is_not
 from typing import Any, overload
@@ -22,6 +22,7 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
+from specbench.store.record import Record
 from specbench.store.schema import Chunk
 
 _I32 = 2**31
@@ -120,14 +121,15 @@ class PackedChunks(Sequence[Chunk]):
         return carries, answer
 
 
-def packed(rec: Mapping[str, Any]) -> PackedChunks | None:
+def packed(rec: Record) -> PackedChunks | None:
     """The record's chunks when packed, else None (a record read as JSON, not yet measured)."""
-    found = rec.get("chunks")
+    found = rec.chunks
     return found if isinstance(found, PackedChunks) else None
 
 
 def pack(rec: dict[str, Any]) -> dict[str, Any]:
-    """``rec`` with its chunk rows packed (in place; returned for chaining). Rows the columns
+    """The line ``rec`` with its chunk rows packed (in place, before it is read as a
+    :class:`~specbench.store.record.Record`; returned for chaining). Rows the columns
     would not hold exactly (an edited or odd row: a stamp that is no number, content that is no
     text, a count that is no integer) leave the record as it was read."""
     rows = rec.get("chunks")

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+
+from specbench.store.record import Record
 
 #: The request frame's column naming each request's operating point.
 POINT = "point"
@@ -80,13 +82,17 @@ def level_of(phase: str | None) -> Level | None:
     return Level("rate", rate, f"{rate:g} req/s")
 
 
-def phase_of(rec: Mapping[str, Any]) -> str:
+def phase_of(rec: Record) -> str:
     """The record's phase; for a record without one (or the main one: an import, a synthetic
     record), the level its prompt id names, else main."""
-    phase = rec.get(PHASE)
+    return phase_named(rec.phase, rec.prompt_id)
+
+
+def phase_named(phase: Any, prompt_id: Any) -> str:
+    """:func:`phase_of` of a frame row's phase and prompt id."""
     if phase and phase != MAIN:
         return str(phase)
-    m = _SUFFIX.search(str(rec.get("prompt_id") or ""))
+    m = _SUFFIX.search(str(prompt_id or ""))
     return m.group(1) if m else MAIN
 
 
@@ -121,7 +127,7 @@ def _point(workload: str, phase: str, level: Level | None) -> Point:
 def with_points(df: pd.DataFrame, workloads: Sequence[str]) -> pd.DataFrame:
     """``df`` with each row's :data:`PHASE` filled (:func:`phase_of`) and its :data:`POINT`."""
     phase = df[PHASE] if PHASE in df else pd.Series([None] * len(df), index=df.index)
-    filled = [phase_of({PHASE: ph, "prompt_id": pid}) for ph, pid in zip(phase, df["prompt_id"], strict=True)]
+    filled = [phase_named(ph, pid) for ph, pid in zip(phase, df["prompt_id"], strict=True)]
     out = df.assign(**{PHASE: filled})
     name = {(p.workload, ph): p.name for p in points_of(out, workloads) for ph in p.phases}
     keys = zip(out["workload"].astype(str), out[PHASE].astype(str), strict=True)

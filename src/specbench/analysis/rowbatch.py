@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from specbench.analysis import metrics
 from specbench.analysis.metrics import NS_PER_MS, Later
+from specbench.store.record import Record
 
 #: Requests held before their statistics are taken: bounds the stacked copies (a few MB).
 BATCH = 2048
@@ -33,7 +34,7 @@ class RowBatch:
         self._rows: list[dict[str, Any]] = []
         self._later: list[Later] = []
 
-    def add(self, rec: metrics.Record) -> None:
+    def add(self, rec: Record) -> None:
         row = metrics.frame_row(rec, self.include_warmup, self._later)
         if row is not None:
             self._rows.append(row)

@@ -25,8 +25,9 @@ from specbench.analysis.evidence import acceptance, noise
 from specbench.analysis.launches import POSITION
 from specbench.analysis.packed import pack
 from specbench.analysis.rowbatch import RowBatch
-from specbench.engines import DEFAULT_ENGINE, argstore, engine_for
+from specbench.engines import DEFAULT_ENGINE, argstore, engine_for, read_record
 from specbench.engines.base import Engine
+from specbench.store.record import Record
 from specbench.store.rundir import RunStore
 
 
@@ -35,7 +36,7 @@ class RunData:
     """Everything analysis needs, loaded once from the run directory."""
 
     manifest: dict[str, Any]
-    records: list[dict[str, Any]]
+    records: list[Record]
     cells: list[dict[str, Any]]
     df: pd.DataFrame
     # env.json: the models' SHA-256 (SELF_DRAFT by content), the machine. Empty where not stored.
@@ -104,12 +105,14 @@ class RunData:
 def load_run(root: Path) -> RunData:
     store = RunStore(root)
     manifest, cells = store.manifest(), store.cells()
-    # One pass over the records (issue 31): each is measured from its raw chunks as it is read,
-    # then kept with its chunks packed into arrays (packed.py), never the whole file as lists.
-    records, rows = [], RowBatch()
+    # One pass over the records (issue 31): each line is read once as a Record (its server counts
+    # normalised by its engine), measured from its raw chunks, then kept with its chunks packed
+    # into arrays (packed.py), never the whole file as lists.
+    records: list[Record] = []
+    rows = RowBatch()
     with _collector_paused():
-        for rec in store.iter_records():
-            records.append(rec := pack(rec))  # packed first: the metrics read the arrays
+        for rec in store.typed_records(_read):
+            records.append(rec)
             rows.add(rec)
     # Each row carries its launch's place in the round: the speedups weight the two launch orders
     # of a pair by who actually ran first (launchorder.py), as repeats: auto's looks did.
@@ -122,6 +125,11 @@ def load_run(root: Path) -> RunData:
         env=store.env(),
         engine_args=argstore.read(root),
     )
+
+
+def _read(line: dict[str, Any]) -> Record:
+    """A line as the analysis keeps it: its chunks packed first (the metrics read the arrays)."""
+    return read_record(pack(line))
 
 
 @contextmanager
@@ -147,9 +155,9 @@ def pooled_acceptance(df: pd.DataFrame) -> float:
 
 
 def arm_acceptance(run: RunData, arm: str) -> tuple[float, str]:
-    """Pooled acceptance and its source: per-request timings, else /metrics counter deltas."""
+    """Pooled acceptance and its source: the per-request counts, else /metrics counter deltas."""
     if not run.speculates(arm):
-        return pooled_acceptance(run.df[run.df["arm"] == arm]), "timings"
+        return pooled_acceptance(run.df[run.df["arm"] == arm]), acceptance.PER_REQUEST
     return acceptance.preferred_rate(acceptance_sources(run, arm))
 
 
@@ -221,7 +229,7 @@ def arm_summary(run: RunData) -> pd.DataFrame:
         # A baseline that failed or measured nothing is no yardstick: no "1.00×" (issue 44).
         broken = arm == run.baseline and (status == "failed" or sub.empty)
         rate, source = arm_acceptance(run, arm)
-        failed = sum(1 for r in run.records if r["arm"] == arm and r.get("error") and not r.get("warmup"))
+        failed = sum(1 for r in run.records if r.arm == arm and r.error and not r.warmup)
         rows.append(
             {
                 "arm": arm,
@@ -262,13 +270,13 @@ def _verdict(run: RunData, cmps: dict[str, stats.Comparison], arm: str, unstable
 def detail_frame(run: RunData) -> pd.DataFrame:
     """``run.df`` plus the request fields sweeps vary: ``max_tokens``, ``concurrency`` and the
     ``machine`` a merged run's record came from (NaN / None where a record lacks them)."""
-    kept = [r for r in run.records if r.get("error") is None and not r.get("warmup")]
+    kept = [r for r in run.records if r.measured]
     df = run.df.drop(columns=[POSITION], errors="ignore")  # analysis-internal, not a request field
     if len(kept) != len(df):  # frame() changed its filter: fall back to no extras rather than misalign
         return df.assign(max_tokens=np.nan, concurrency=np.nan, machine=None)
-    df["max_tokens"] = pd.to_numeric(pd.Series([(r.get("request") or {}).get("max_tokens") for r in kept]))
-    df["concurrency"] = pd.to_numeric(pd.Series([r.get("concurrency") for r in kept]))
-    df["machine"] = [r.get("machine") for r in kept]
+    df["max_tokens"] = pd.to_numeric(pd.Series([r.max_tokens for r in kept]))
+    df["concurrency"] = pd.to_numeric(pd.Series([r.concurrency for r in kept]))
+    df["machine"] = [r.machine for r in kept]
     return df
 
 
@@ -334,9 +342,7 @@ def for_point(run: RunData, name: str) -> RunData:
         run,
         df=run.df[run.df[points.POINT] == name],
         records=[
-            r
-            for r in run.records
-            if str(r.get("workload")) == point.workload and points.phase_of(r) in phases
+            r for r in run.records if str(r.workload) == point.workload and points.phase_of(r) in phases
         ],
     )
     sub._fits[("points", "")] = [point]  # its own frame would name it after the workload
@@ -369,5 +375,5 @@ def for_workload(run: RunData, workload: str) -> RunData:
     return replace(
         run,
         df=run.df[run.df["workload"] == workload],
-        records=[r for r in run.records if str(r.get("workload")) == workload],
+        records=[r for r in run.records if str(r.workload) == workload],
     )

@@ -17,12 +17,11 @@ import numpy as np
 import numpy.typing as npt
 
 from specbench.analysis.packed import packed
-from specbench.store.schema import chunks
+from specbench.store.record import Record
 
-Record = dict[str, Any]
-#: Where :func:`specbench.analysis.metrics.frame` keeps a record's token chunks, found once: a
-#: dozen metrics read them, and filtering every record's chunks a dozen times was most of the
-#: end-of-run summary (issue 15).
+#: Where :func:`specbench.analysis.metrics.frame` keeps a record's token chunks in its memo
+#: (:meth:`Record.measuring`), found once: a dozen metrics read them, and filtering every
+#: record's chunks a dozen times was most of the end-of-run summary (issue 15).
 TOKENS_KEY = "_token_chunks"
 
 
@@ -38,7 +37,8 @@ class Tokens(NamedTuple):
 def token_chunks(rec: Record) -> Tokens:
     """Chunks that carry generated text: content, tool calls or reasoning (the answer: content or
     tool calls). llama.cpp's first role-only chunk (``content: null``) is not a token."""
-    found: Tokens | None = rec.get(TOKENS_KEY)
+    memo = rec.memo
+    found: Tokens | None = memo.get(TOKENS_KEY) if memo is not None else None
     return found if found is not None else find_tokens(rec)
 
 
@@ -55,27 +55,25 @@ def find_tokens(rec: Record) -> Tokens:
             counts.astype(np.int64) if exact else None,
             found.t_ns[first[0]] if first.size else None,
         )
-    rows = [c for c in chunks(rec) if c.carries_token]
+    rows = [c for c in rec.chunk_rows() if c.carries_token]
     running: list[Any] = [c.tokens for c in rows]
     first_answer = next((c.t_ns for c in rows if c.content or c.tool_calls), None)
     return Tokens(np.asarray([c.t_ns for c in rows]), None if None in running else running, first_answer)
 
 
-#: The frame's copy of a record keeps here the metrics other metrics read again: the decode rate
-#: reads the bunching check, the disagreement and the client's rate, each its own column too, so
-#: unkept they ran three times a request (issue 31).
-MEMO_KEY = "_metrics"
 F = TypeVar("F", bound=Callable[[Record], Any])
 
 
 def once(fn: F) -> F:
-    """``fn`` computed once per record of :func:`specbench.analysis.metrics.frame` (any other
-    record: on every call)."""
+    """``fn`` computed once per record of :func:`specbench.analysis.metrics.frame`, kept in the
+    memo of its measuring copy: the decode rate reads the bunching check, the disagreement and
+    the client's rate, each its own column too, so unkept they ran three times a request (issue
+    31). Any other record (no memo): on every call."""
     name = fn.__name__
 
     @functools.wraps(fn)
     def kept(rec: Record) -> Any:
-        memo: dict[str, Any] | None = rec.get(MEMO_KEY)
+        memo = rec.memo
         if memo is None:
             return fn(rec)
         if name not in memo:

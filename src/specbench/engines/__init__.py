@@ -27,6 +27,7 @@ from specbench.engines.openai import AttachedEngine, ImportedEngine
 from specbench.engines.sglang import SglangEngine
 from specbench.engines.vllm import VllmEngine
 from specbench.errors import ConfigError
+from specbench.store.record import Record, ServerCounts
 
 if TYPE_CHECKING:
     from specbench.theory.measured.engines import Priors
@@ -37,7 +38,8 @@ __all__ = [
     "Engine",
     "engine_for",
     "kinds",
-    "request_draft_counts",
+    "read_record",
+    "request_counts",
     "theory_priors",
 ]
 
@@ -80,11 +82,25 @@ def engine_for(kind: str | None) -> Engine:
     return cls()
 
 
-def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
-    """Per-request draft counts from whichever engine's fields the record holds (llama.cpp's
-    ``timings`` first, then vLLM's per-request metrics); None when none of them is there."""
-    for cls in ENGINES.values():
-        counts = cls.request_draft_counts(record)
+def request_counts(record: Mapping[str, Any]) -> ServerCounts | None:
+    """What the server said of one request, normalised by whichever engine's fields the record
+    holds (llama.cpp's ``timings`` first, then vLLM's per-request ``metrics``); None when none of
+    them is there."""
+    found: ServerCounts | None = None
+    for cls, names in _COUNTED:
+        if not any(name in record for name in names):
+            continue  # not this engine's record: asked of every line of a run, so not called
+        counts = cls.request_counts(record)
         if counts is not None:
-            return counts
-    return None
+            found = counts if found is None else found.filled_from(counts)
+    return found
+
+
+#: The engines that send per-request fields of their own, with those fields (``response_fields``).
+_COUNTED = tuple((cls, cls.response_fields) for cls in ENGINES.values() if cls.response_fields)
+
+
+def read_record(line: Mapping[str, Any]) -> Record:
+    """A records.jsonl line as a :class:`~specbench.store.record.Record`, with the server's own
+    counts normalised at this seam: readers above the engines name no engine's field."""
+    return Record.read(line, request_counts(line))

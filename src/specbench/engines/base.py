@@ -22,6 +22,7 @@ from specbench.engines.argtable import ArgTable
 from specbench.engines.flags import METHODS, Speculation, flag_values, int_value, split_flags
 from specbench.engines.metrics import MetricSamples, parse_metrics, series, sum_series
 from specbench.engines.origin import Origin
+from specbench.store.record import ServerCounts
 from specbench.transport import Http
 
 # Re-exported: callers read flags and scrapes through the seam's module.
@@ -130,9 +131,11 @@ class Engine(Origin):
         return None
 
     @staticmethod
-    def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
-        """``{"draft_n", "draft_accepted"}`` for one request from what this engine's server returns
-        with it; None when this engine's fields are absent (another engine's record, or none)."""
+    def request_counts(record: Mapping[str, Any]) -> ServerCounts | None:
+        """What this engine's server said of one request in its own response fields (drafted,
+        accepted, prefill and decode times...), in engine-neutral terms; None when this engine's
+        fields are absent (another engine's record, or none). :func:`specbench.engines.request_counts`
+        asks only the engines whose ``response_fields`` the record holds."""
         return None
 
     @property

@@ -30,6 +30,7 @@ from specbench.engines.install import (
 from specbench.engines.origin import InstallOptions, InstallUi, Sign, Value
 from specbench.engines.tuning import llamacpp_args
 from specbench.errors import EngineStartError, InstallError
+from specbench.store.record import ServerCounts, number
 from specbench.transport import Http
 
 _LOG_ACCEPT = re.compile(r"draft acceptance = [\d.]+ \(\s*(\d+) accepted /\s*(\d+) generated\)")
@@ -242,15 +243,24 @@ class LlamaCppEngine(Engine):
         return "/slots reports speculative=true" if flags and all(flags) else None
 
     @staticmethod
-    def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
-        """``timings`` of a llama.cpp response: absent draft fields mean none drafted."""
+    def request_counts(record: Mapping[str, Any]) -> ServerCounts | None:
+        """``timings`` of a llama.cpp response (tools/server: ``result_timings``): absent draft
+        fields mean none drafted; ``prompt_n`` excludes the cached prefix ``cache_n``; the rate is
+        (predicted_n − 1) / predicted_ms, first to last token."""
         timings = record.get("timings")
         if not isinstance(timings, Mapping):
             return None
-        return {
-            "draft_n": float(timings.get("draft_n", 0)),
-            "draft_accepted": float(timings.get("draft_n_accepted", 0)),
-        }
+        get = timings.get
+        return ServerCounts(
+            drafted=number(get("draft_n", 0)),
+            accepted=number(get("draft_n_accepted", 0)),
+            output_tokens=number(get("predicted_n")),
+            prompt_processed=number(get("prompt_n")),
+            cached_tokens=number(get("cache_n")),
+            prefill_ms=number(get("prompt_ms")),
+            decode_ms=number(get("predicted_ms")),
+            decode_tok_s=number(get("predicted_per_second")),
+        )
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         # --metrics for the spec counters; --slots is on by default but stated for clarity.
@@ -378,7 +388,8 @@ class LlamaCppEngine(Engine):
 
     def expected_log_lines(self, record: dict[str, Any]) -> int:
         # print_timing writes "draft acceptance" only when the request drafted (n_draft_total > 0).
-        return 1 if float((record.get("timings") or {}).get("draft_n") or 0) > 0 else 0
+        counts = self.request_counts(record)
+        return 1 if counts is not None and (counts.drafted or 0) > 0 else 0
 
     def fallback_patterns(self) -> list[str]:
         return [

@@ -93,7 +93,7 @@ class Origin:
     #: The theory names it (docs/theory.md): :meth:`theory_terms`, ``predict --engine``.
     modelled_by_theory: ClassVar[bool] = False
     #: Fields of a streamed chunk, beyond OpenAI's, that carry this engine's per-request counts
-    #: (llama.cpp ``timings``, vLLM ``metrics``); :meth:`Engine.request_draft_counts` reads them.
+    #: (llama.cpp ``timings``, vLLM ``metrics``); :meth:`Engine.request_counts` reads them.
     response_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod

@@ -35,6 +35,7 @@ from specbench.engines.install_vllm import cpu_env, find_vllm, install_vllm, is_
 from specbench.engines.origin import InstallOptions, InstallUi, Sign, Value
 from specbench.engines.tuning import vllm_args
 from specbench.errors import ConfigError, InstallError
+from specbench.store.record import ServerCounts
 from specbench.transport import Http
 
 _PREFIX = "vllm:spec_decode_"
@@ -169,8 +170,20 @@ class VllmEngine(Engine):
     # says nothing, and zero deltas over a whole cell are exactly the silent fallback to catch.
 
     @staticmethod
-    def request_draft_counts(record: Mapping[str, Any]) -> dict[str, float] | None:
-        return request_spec_metrics(record)
+    def request_counts(record: Mapping[str, Any]) -> ServerCounts | None:
+        """``metrics`` of a vLLM response: the per-request speculative counts and decode rate
+        (each only with its flag; see :func:`request_spec_metrics`, :func:`request_decode_tok_s`)."""
+        spec, rate = request_spec_metrics(record), request_decode_tok_s(record)
+        if spec is None and rate is None:
+            return None
+        get = (spec or {}).get
+        return ServerCounts(
+            drafted=get("draft_n"),
+            accepted=get("draft_accepted"),
+            rounds=get("draft_steps"),
+            mean_acceptance_length=get("mean_acceptance_length"),
+            decode_tok_s=rate,
+        )
 
     def command(self, model: str, args: list[str], host: str, port: int) -> list[str]:
         return [self.executable, "serve", model, *args, "--host", host, "--port", str(port)]

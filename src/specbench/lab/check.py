@@ -15,6 +15,7 @@ from specbench.lab.acceptance import designed_acceptance
 from specbench.lab.gguf_model import Arch
 from specbench.lab.make import LabSpec, cached_pair
 from specbench.store.paths import cache_dir
+from specbench.store.record import NO_COUNTS
 from specbench.transport import fetch_blocking
 
 CHECK_PROMPTS = ("Count with me.", "Tell me a story.", "What comes next?", "Continue the sequence.")
@@ -76,8 +77,9 @@ def run_check(
             replies = [_complete(port, p, max_tokens) for p in CHECK_PROMPTS]
         finally:
             server.stop()
-    drafted = sum(r["timings"].get("draft_n", 0) for r in replies)
-    accepted = sum(r["timings"].get("draft_n_accepted", 0) for r in replies)
+    counts = [LlamaCppEngine.request_counts(r) or NO_COUNTS for r in replies]  # the server's own, per reply
+    drafted = int(sum(c.drafted or 0 for c in counts))
+    accepted = int(sum(c.accepted or 0 for c in counts))
     if drafted == 0:
         raise LabError("lab check: the server drafted nothing; speculation did not run")
     answer = truth["answer_text"] * (1 + max_tokens // len(truth["answer_text"]))

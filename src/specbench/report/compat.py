@@ -55,7 +55,7 @@ def _prompt_map(manifest: dict[str, Any], root: Path) -> dict[str, str]:
                     json.dumps(sent, sort_keys=True).encode()
                 ).hexdigest()
         return out
-    ids = {str(r.get("prompt_id")) for r in RunStore(root).records() if not r.get("warmup")}
+    ids = {str(r.prompt_id) for r in RunStore(root).typed_records() if not r.warmup}
     return dict.fromkeys(ids - {"None"}, "")
 
 

@@ -126,7 +126,7 @@ def _copy_arg_table(source: Path, store: RunStore) -> None:
 
 
 def _max_repeat(s: dict[str, Any]) -> int:
-    repeats = [r["repeat"] for r in s["store"].records() if isinstance(r.get("repeat"), int)]
+    repeats = [r.repeat for r in s["store"].typed_records() if isinstance(r.repeat, int)]
     return max(repeats, default=0)
 
 

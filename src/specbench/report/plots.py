@@ -163,7 +163,7 @@ def by_machine(a: Analysis) -> Figure | None:
 
 
 def acceptance(a: Analysis) -> Figure | None:
-    """Accepted / drafted per speculating arm, one bar per source (timings, /metrics, log)."""
+    """Accepted / drafted per speculating arm, one bar per source (per-request counts, /metrics, log)."""
     rates: dict[str, dict[str, float]] = {arm: {} for arm in a.run.measured_arms if a.run.speculates(arm)}
     for row in a.acceptance.to_dict("records"):
         rates[str(row["arm"])][str(row["source"])] = row["rate"]

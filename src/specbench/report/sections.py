@@ -68,7 +68,7 @@ def _error_rates(c: Analysis) -> str:
 
 def _context(run: RunData, run_dir: Path) -> list[Block]:
     matrix = run.manifest.get("matrix") or {}
-    failed = sum(1 for r in run.records if r.get("error") is not None and not r.get("warmup"))
+    failed = sum(1 for r in run.records if r.error is not None and not r.warmup)
     # "compared with X" reads right whether the baseline arm is called "baseline" or "off".
     return [
         Heading("Run"),

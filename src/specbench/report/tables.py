@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from specbench.analysis.decision import Decision
+from specbench.analysis.evidence.acceptance import PER_REQUEST
 from specbench.analysis.findings.model import Finding
 from specbench.analysis.tables.frames import Categories
 from specbench.analysis.tables.measures import MEASURES, verdict_word
@@ -36,7 +37,7 @@ def fmt_ci(mid: float, low: float, high: float, spec: str = ".1f") -> str:
 
 def acceptance_text(rate: float, source: str) -> str:
     """The rate, with its source named when it is not the per-request counts."""
-    named = source not in ("", "timings") and not math.isnan(rate)
+    named = source not in ("", PER_REQUEST) and not math.isnan(rate)
     return fmt(rate, ".3f") + (f" ({source})" if named else "")
 
 

@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench.analysis.metrics import output_tokens
-from specbench.engines import DEFAULT_ENGINE
+from specbench.engines import DEFAULT_ENGINE, read_record
 from specbench.matrix.config import Matrix
+from specbench.store.record import Record
 from specbench.store.redact import mask_args
 from specbench.workloads.length import CHARS_PER_TOKEN_ESTIMATE
 
@@ -104,8 +105,8 @@ def _rate(folder: Path, work: Work, host: str) -> tuple[str, float] | None:
         return None  # a failed arm's launches ended early: its wall time times nothing
     wall = (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds()
     records = _records(folder)
-    measured = [r for r in records if not r.get("warmup")]
-    failed = sum(bool(r.get("error")) for r in measured)
+    measured = [r for r in records if not r.warmup]
+    failed = sum(bool(r.error) for r in measured)
     if len(measured) - failed < MIN_BASIS_REQUESTS or failed > MAX_BASIS_ERRORS * len(measured):
         return None
     tokens = sum(_tokens(r) for r in records)
@@ -133,7 +134,7 @@ def _prompt_units(manifest: dict[str, Any]) -> dict[str, float]:
 
 def prefill_rate(run: Path) -> tuple[float, float] | None:
     """(seconds per generated token without prefill, seconds per prompt token) of a basis run
-    whose records carry the engine's prefill timings (llama.cpp: ``timings.prompt_ms``); None
+    whose records carry the server's prefill time (llama.cpp gives it per request); None
     where they do not (the plain rate then includes prefill). A prompt token is counted as the
     plan counts it (:func:`estimated_prompt_tokens` of the manifest's prompts): a tokenizer that
     makes four times the tokens of the estimate (a lab model's small vocabulary) then scales the
@@ -148,14 +149,11 @@ def prefill_rate(run: Path) -> tuple[float, float] | None:
         return None
     total_s, counted_s, counted = 0.0, 0.0, 0.0
     for r in records:
-        timings = r.get("timings")
-        if not isinstance(timings, dict):
-            continue
-        ms, n = timings.get("prompt_ms"), timings.get("prompt_n")  # prompt_n: a cached prefix is not
-        if not isinstance(ms, (int, float)) or not isinstance(n, (int, float)) or n <= 0:
+        ms, n = r.counts.prefill_ms, r.counts.prompt_processed  # processed: a cached prefix is not
+        if ms is None or n is None or n <= 0:
             continue
         total_s += ms / 1000
-        unit = units.get(str(r.get("prompt_id"))) if units else float(n)
+        unit = units.get(str(r.prompt_id)) if units else float(n)
         if unit:
             counted_s, counted = counted_s + ms / 1000, counted + unit
     tokens = sum(_tokens(r) for r in records)
@@ -164,7 +162,7 @@ def prefill_rate(run: Path) -> tuple[float, float] | None:
     return (wall - total_s) / tokens, counted_s / counted
 
 
-def _records(folder: Path) -> list[dict[str, Any]]:
+def _records(folder: Path) -> list[Record]:
     out = []
     for line in _lines(folder / "records.jsonl"):
         try:
@@ -172,7 +170,7 @@ def _records(folder: Path) -> list[dict[str, Any]]:
         except ValueError:  # a half-written last line
             continue
         if isinstance(row, dict):
-            out.append(row)
+            out.append(read_record(row))
     return out
 
 
@@ -185,7 +183,7 @@ def _lines(path: Path) -> list[str]:
         return []
 
 
-def _tokens(row: dict[str, Any]) -> float:
+def _tokens(row: Record) -> float:
     try:
         value = output_tokens(row)
     except (ValueError, TypeError, AttributeError):

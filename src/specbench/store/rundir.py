@@ -40,6 +40,7 @@ from specbench import __version__
 from specbench.errors import StoreError
 from specbench.store.journal import Journal, repair
 from specbench.store.paths import cache_dir
+from specbench.store.record import Record
 from specbench.store.redact import Redactor
 from specbench.store.safeio import append_file, guarded, write_atomic
 from specbench.store.schema import SCHEMA_VERSION, CellInfo, Manifest, RequestRecord, record_line, stamped
@@ -234,10 +235,17 @@ class RunStore:
     def append_cell(self, cell: CellInfo) -> None:
         self.append(self.cells_path, stamped(cell))
 
-    # Readers return plain dicts: lines of any schema version, edited or imported, are read as
-    # they are (analysis code takes them as such); writers take the typed shapes.
+    # Two readers: the lines as plain dicts, exactly as written (lines of any schema version,
+    # edited or imported: what a merge or a resume copies on), and the same lines read once as
+    # :class:`Record` (what every other reader takes). Writers take the typed shapes.
     def records(self) -> list[dict[str, Any]]:
         return self._read(self.records_path, _RECORD_KEYS)
+
+    def typed_records(self, read: Callable[[dict[str, Any]], Record] = Record.read) -> Iterator[Record]:
+        """:meth:`iter_records` read as records. ``read``: how a line becomes one; the default
+        knows no engine, so its server counts are empty (:func:`specbench.engines.read_record`
+        reads them; the analysis packs a line's chunks before)."""
+        return map(read, self.iter_records())
 
     def iter_records(self) -> Iterator[dict[str, Any]]:
         """The records one at a time, as :meth:`records` reads them (``skipped`` is set once the

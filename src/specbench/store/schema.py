@@ -2,10 +2,11 @@
 
 Every ``records.jsonl`` and ``cells.jsonl`` line is stamped with :data:`SCHEMA_VERSION` by
 :func:`stamped` (the one place that happens; :class:`specbench.store.rundir.RunStore` writes the lines).
-The records are TypedDicts, not classes, so the JSON on disk keeps exactly its shape: a reader
+The lines are TypedDicts, not classes, so the JSON on disk keeps exactly its shape: a reader
 of an older run directory sees the same keys it always did, and a key a version added is
-optional. A chunk is a :class:`Chunk` (a NamedTuple, so it is still the JSON list it always was);
-read chunks with :func:`chunks`, which names the fields of rows of any version.
+optional; readers take a line as a :class:`specbench.store.record.Record`, read once. A chunk
+is a :class:`Chunk` (a NamedTuple, so it is still the JSON list it always was); read chunks with
+:func:`chunks`, which names the fields of rows of any version.
 """
 
 from __future__ import annotations

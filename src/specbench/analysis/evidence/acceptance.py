@@ -3,8 +3,9 @@
 Sources only disagree meaningfully when they count the same requests. Each source says what it
 saw (``coverage``) and whether that is the cell's measured requests exactly (``partial`` False):
 
-* ``timings`` — per-request counts of the measured requests (warm-ups are never in the frame);
-* ``metrics`` — /metrics counter deltas, scraped after the warm-ups and after the last request;
+* :data:`PER_REQUEST` — the server's per-request counts of the measured requests (warm-ups are
+  never in the frame);
+* :data:`COUNTERS` — /metrics counter deltas, scraped after the warm-ups and after the last request;
 * ``log`` — per-request log lines (llama.cpp ``draft acceptance``), read after the server wrote
   the line of the cell's last request, from the offset where the measured requests began; or a
   periodic aggregate (vLLM's 10 s ``SpecDecoding metrics``, SGLang's accept length), which never
@@ -23,6 +24,12 @@ from specbench.engines.base import Engine
 
 Source = dict[str, Any]  # drafted, accepted, rate, [mean_accepted_length], coverage, partial
 MEASURED = "measured"  # cells.jsonl "log_window": acceptance lines cover only measured requests
+#: The sources' names as tables, summaries and findings print them. The per-request source is
+#: named after llama.cpp's response field that first carried the counts; the name is kept (every
+#: engine's per-request counts go by it) so that reports of stored runs read as they always did.
+PER_REQUEST = "timings"
+COUNTERS = "metrics"
+LOG = "log"
 
 
 def acceptance_sources(
@@ -36,13 +43,13 @@ def acceptance_sources(
     if drafted > 0:
         accepted = float(sub["draft_accepted"].fillna(0).sum())
         n = int(sub["draft_n"].notna().sum())
-        out["timings"] = make_source(drafted, accepted, f"{n} measured requests (warm-ups excluded)", False)
+        out[PER_REQUEST] = make_source(drafted, accepted, f"{n} measured requests (warm-ups excluded)", False)
     metrics = _metrics_source(mine)
     if metrics:
-        out["metrics"] = metrics
+        out[COUNTERS] = metrics
     log = _log_source(mine, sub, engine)
     if log:
-        out["log"] = log
+        out[LOG] = log
     return out
 
 
@@ -121,9 +128,10 @@ def comparable(sources: Mapping[str, Source]) -> dict[str, Source]:
 
 
 def preferred_rate(sources: Mapping[str, Source]) -> tuple[float, str]:
-    """The arm's acceptance for tables and theory: per-request timings when the server gave them,
-    else the /metrics counter deltas (vLLM without per-request metrics), with the source's name."""
-    for name in ("timings", "metrics"):
+    """The arm's acceptance for tables and theory: the per-request counts when the server gave
+    them, else the /metrics counter deltas (vLLM without per-request metrics), with the source's
+    name."""
+    for name in (PER_REQUEST, COUNTERS):
         if name in sources:
             return float(sources[name]["rate"]), name
     return float("nan"), ""

@@ -32,6 +32,7 @@ import pandas as pd
 from specbench.analysis import metrics
 from specbench.analysis.evidence.lag import lagging
 from specbench.analysis.evidence.stalls import stream
+from specbench.store.record import Record
 
 # A window starts a pass when the gap before it is this share of the typical pass gap: on the H200
 # runs 0.25–0.33 counted every drafting request within +1, 0.2 within +2; 0.5 merged real passes.
@@ -57,11 +58,11 @@ class Passes(NamedTuple):
     behind: bool
 
 
-def request_passes(rec: Mapping[str, Any]) -> tuple[int, int] | None:
+def request_passes(rec: Record) -> tuple[int, int] | None:
     """(passes the stream shows, passes the counters imply) of one request, both counting the
     prefill token's burst; None without a timed stream or the server's draft counts."""
     found = stream(rec)
-    n, accepted = metrics.output_tokens(rec), metrics.draft_accepted(rec)  # type: ignore[arg-type]
+    n, accepted = metrics.output_tokens(rec), metrics.draft_accepted(rec)
     if found is None or not (np.isfinite(n) and np.isfinite(accepted)):
         return None
     implied = int(n - accepted)
@@ -74,27 +75,27 @@ def request_passes(rec: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def arm_passes(
-    arm: str, records: Sequence[Mapping[str, Any]], cells: Sequence[Mapping[str, Any]], df: pd.DataFrame
+    arm: str, records: Sequence[Record], cells: Sequence[Mapping[str, Any]], df: pd.DataFrame
 ) -> Passes:
     """:class:`Passes` over the arm's measured drafting requests."""
     shown = implied = tokens = counted = bunched = 0
     for rec in _drafting(arm, records):
-        if metrics.bunched(rec) == 1.0:  # type: ignore[arg-type]
+        if metrics.bunched(rec) == 1.0:
             bunched += 1  # read in one burst: its passes merged, it can confirm nothing
             continue
         found = request_passes(rec)
         if found is None:
             continue
         shown, implied = shown + found[0], implied + found[1]
-        tokens += int(metrics.output_tokens(rec))  # type: ignore[arg-type]
+        tokens += int(metrics.output_tokens(rec))
         counted += 1
     behind = bool(lagging([c for c in cells if c.get("arm") == arm], df))
     return Passes(shown, implied, tokens, counted, bunched, behind)
 
 
-def _drafting(arm: str, records: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    measured = [r for r in records if r.get("arm") == arm and r.get("error") is None and not r.get("warmup")]
-    return [r for r in measured if metrics.draft_n(r) > 0]  # type: ignore[arg-type]
+def _drafting(arm: str, records: Sequence[Record]) -> list[Record]:
+    measured = [r for r in records if r.arm == arm and r.measured]
+    return [r for r in measured if metrics.draft_n(r) > 0]
 
 
 def verdict(p: Passes) -> tuple[str, str]:

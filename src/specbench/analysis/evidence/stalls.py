@@ -34,7 +34,7 @@ from specbench.analysis import metrics
 from specbench.analysis._arrays import FloatArray, median_1d
 from specbench.analysis.metrics import BURST_GAP_MS, NS_PER_MS
 from specbench.analysis.packed import PackedChunks, packed
-from specbench.store.schema import RequestRecord, chunks
+from specbench.store.record import Record
 
 STALL_FACTOR = 20.0  # a gap this many times the request's median step gap is a pause, not a step
 STALL_MIN_MS = 250.0  # and at least this long: a fast model's 1 ms → 25 ms hiccup is no stall
@@ -51,7 +51,7 @@ ROUND_SLACK = 1.5
 SERVER_SHARE = 0.5  # the server's decode time short of the client's window by this share of a gap
 
 
-Rows = Sequence[Mapping[str, Any]]
+Rows = Sequence[Record]
 
 
 class Stream(NamedTuple):
@@ -77,7 +77,7 @@ class Stream(NamedTuple):
         return _round_time([self.rounds_ms])
 
 
-def stream(rec: RequestRecord | Mapping[str, Any]) -> Stream | None:
+def stream(rec: Record) -> Stream | None:
     """The request's :class:`Stream`; None with fewer than three timed chunks. Tokens per chunk:
     the server's running count where every token chunk has it (several per chunk on vLLM), else
     one, as :func:`specbench.analysis.metrics.chunk_tokens` counts them."""
@@ -92,10 +92,10 @@ def stream(rec: RequestRecord | Mapping[str, Any]) -> Stream | None:
 Columns = tuple[FloatArray, FloatArray, "npt.NDArray[np.float64] | None"]
 
 
-def _columns(rec: RequestRecord | Mapping[str, Any]) -> Columns:
+def _columns(rec: Record) -> Columns:
     """(stamp in ms, token chunk 1.0 / 0.0, running-count steps or None) of the rows that carry
     a token or a finish reason."""
-    rows = [c for c in chunks(rec) if c.content or c.reasoning or c.tool_calls or c.finish_reason]
+    rows = [c for c in rec.chunk_rows() if c.content or c.reasoning or c.tool_calls or c.finish_reason]
     carries = [bool(c.content or c.reasoning or c.tool_calls) for c in rows]
     running = [c.tokens for c, tok in zip(rows, carries, strict=True) if tok]
     steps = np.diff([0, *running]).astype(np.float64) if None not in running else None
@@ -150,30 +150,30 @@ def _round_time(rounds: Sequence[FloatArray]) -> float | None:
     return float(joined.max()) if joined.size else None
 
 
-def _may_draft(rec: RequestRecord | Mapping[str, Any], speculating: Collection[str] | None) -> bool:
+def _may_draft(rec: Record, speculating: Collection[str] | None) -> bool:
     """The server says the request drafted; or it does not say and its arm speculates (configured;
     ``speculating`` None: not known, so it may). A 0, or a silent server of an arm that does not
     speculate (a vLLM baseline), rules a round out."""
-    drafted = metrics.draft_n(rec)  # type: ignore[arg-type]
+    drafted = metrics.draft_n(rec)
     if np.isnan(drafted):
-        return speculating is None or str(rec.get("arm")) in speculating
+        return speculating is None or str(rec.arm) in speculating
     return bool(drafted > 0)
 
 
-def _server_left_out(rec: RequestRecord | Mapping[str, Any], gap_ms: float, window_ms: float) -> bool:
-    """The server's own decode time (llama.cpp ``timings``, vLLM per-request metrics) is shorter
+def _server_left_out(rec: Record, gap_ms: float, window_ms: float) -> bool:
+    """The server's own decode time (its first-to-last-token time, else its rate) is shorter
     than the client's window by most of the gap: the engine decoded on, the delay came after it."""
-    timed = (rec.get("timings") or {}).get("predicted_ms")  # llama.cpp: first to last token
-    if isinstance(timed, (int, float)) and timed > 0:
-        return float(timed) < window_ms - SERVER_SHARE * gap_ms
-    rate, n = metrics.server_decode_tok_s(rec), metrics.output_tokens(rec)  # type: ignore[arg-type]
+    timed = rec.counts.decode_ms  # llama.cpp: first to last token
+    if timed is not None and timed > 0:
+        return timed < window_ms - SERVER_SHARE * gap_ms
+    rate, n = metrics.server_decode_tok_s(rec), metrics.output_tokens(rec)
     if not (np.isfinite(rate) and rate > 0 and n > 1):
         return False
     return 1000.0 * (n - 1) / rate < window_ms - SERVER_SHARE * gap_ms
 
 
 def _stall(
-    rec: RequestRecord | Mapping[str, Any],
+    rec: Record,
     s: Stream,
     rounds: float | None,
     speculating: Collection[str] | None = None,
@@ -187,7 +187,7 @@ def _stall(
     return 0.0
 
 
-def _long_single_gaps(rec: RequestRecord | Mapping[str, Any], s: Stream) -> list[float]:
+def _long_single_gaps(rec: Record, s: Stream) -> list[float]:
     """The stream's long gaps that no burst of tokens ended, longest first: kept with a loaded
     record's arrays (three checks ask; most requests have none)."""
     found = packed(rec)
@@ -201,7 +201,7 @@ def _long_single_gaps(rec: RequestRecord | Mapping[str, Any], s: Stream) -> list
     return gaps
 
 
-def stall_ms(rec: RequestRecord | Mapping[str, Any], rounds: float | None = None) -> float:
+def stall_ms(rec: Record, rounds: float | None = None) -> float:
     """The longest gap between token chunks that is a stall (else 0.0): long against the request's
     usual gap between decoding steps (bursts of one step's tokens left out), and no round (see
     the module docstring). ``rounds`` is the arm's longest stream-seen verification round; None:
@@ -212,8 +212,8 @@ def stall_ms(rec: RequestRecord | Mapping[str, Any], rounds: float | None = None
     return _stall(rec, s, s.round_ms if rounds is None else rounds)
 
 
-def measured(records: Rows) -> list[Mapping[str, Any]]:
-    return [r for r in records if r.get("error") is None and not r.get("warmup")]
+def measured(records: Rows) -> list[Record]:
+    return [r for r in records if r.measured]
 
 
 def arm_rounds(records: Rows) -> dict[str, float]:
@@ -221,17 +221,15 @@ def arm_rounds(records: Rows) -> dict[str, float]:
     return _arm_rounds([(r, stream(r)) for r in measured(records)])
 
 
-def _arm_rounds(streams: Sequence[tuple[Mapping[str, Any], Stream | None]]) -> dict[str, float]:
+def _arm_rounds(streams: Sequence[tuple[Record, Stream | None]]) -> dict[str, float]:
     seen: dict[str, list[FloatArray]] = {}
     for rec, s in streams:
         if s is not None and s.rounds_ms.size:
-            seen.setdefault(str(rec.get("arm")), []).append(s.rounds_ms)
+            seen.setdefault(str(rec.arm), []).append(s.rounds_ms)
     return {arm: t for arm, rounds in seen.items() if (t := _round_time(rounds)) is not None}
 
 
-def stalled(
-    records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None = None
-) -> dict[tuple[str, Any], float]:
+def stalled(records: Rows, speculating: Collection[str] | None = None) -> dict[tuple[str, Any], float]:
     """(arm, seq) → stall length in ms, for every measured request that stalled. ``speculating``:
     the arms configured to speculate (None: not known)."""
     # The findings, the category splits and the decision table each ask for the same run's
@@ -240,7 +238,7 @@ def stalled(
     if _STALLED and _STALLED[0][0] == key:
         return dict(_STALLED[0][2])
     out = _stalled(records, speculating)
-    if all(packed(r) is not None for r in records if r.get("chunks")):  # loaded: read-only arrays
+    if all(packed(r) is not None for r in records if r.chunks):  # loaded: read-only arrays
         _STALLED[:] = [(key, list(records), out)]  # the list keeps the ids from being reused
     return dict(out)
 
@@ -249,21 +247,19 @@ def stalled(
 _STALLED: list[tuple[Any, list[Any], dict[tuple[str, Any], float]]] = []
 
 
-def _stalled(
-    records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None
-) -> dict[tuple[str, Any], float]:
+def _stalled(records: Rows, speculating: Collection[str] | None) -> dict[tuple[str, Any], float]:
     streams = [(r, stream(r)) for r in measured(records)]
     rounds = _arm_rounds(streams)  # an arm with none: no request of it shows one either
     out = {}
     for rec, s in streams:
-        arm = str(rec.get("arm"))
+        arm = str(rec.arm)
         if s is not None and (ms := _stall(rec, s, rounds.get(arm), speculating)) > 0:
-            out[(arm, rec.get("seq"))] = ms
+            out[(arm, rec.seq)] = ms
     return out
 
 
 def without_stalls(
-    df: pd.DataFrame, records: Sequence[Mapping[str, Any]], speculating: Collection[str] | None = None
+    df: pd.DataFrame, records: Rows, speculating: Collection[str] | None = None
 ) -> pd.DataFrame:
     """The request frame less its stalled requests."""
     return drop_stalled(df, stalled(records, speculating))

@@ -20,11 +20,12 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.evidence import passes
-from specbench.analysis.evidence.acceptance import Source, comparable
+from specbench.analysis.evidence.acceptance import COUNTERS, PER_REQUEST, Source, comparable
 from specbench.analysis.findings.family import ArmFamily
 from specbench.analysis.findings.gather import RunEvidence
 from specbench.analysis.findings.model import Finding, Severity
 from specbench.engines.base import Engine
+from specbench.store.record import Record
 from specbench.store.rundir import file_sha256
 
 
@@ -56,7 +57,7 @@ def acceptance_artefact(
     arm: str,
     df: pd.DataFrame,
     sources: Mapping[str, Source],
-    records: Sequence[Mapping[str, Any]] = (),
+    records: Sequence[Record] = (),
     cells: Sequence[Mapping[str, Any]] = (),
 ) -> list[Finding]:
     """Accepted == drafted on every drafting request, or two sources over the same requests disagree.
@@ -65,10 +66,10 @@ def acceptance_artefact(
     full = comparable(sources)
     drafting = df[(df["arm"] == arm) & (df["draft_n"].fillna(0) > 0)]
     if len(drafting) >= 3 and bool((drafting["draft_accepted"] == drafting["draft_n"]).all()):
-        others = [name for name in full if name != "timings"]
+        others = [name for name in full if name != PER_REQUEST]
         agree = all(abs(full[n]["rate"] - 1.0) <= SOURCE_TOLERANCE for n in others)
         check = f"{' and '.join(others)} agree" if others and agree else "no independent source confirms it"
-        stream, confirmed = _stream_says(arm, drafting, full.get("metrics"), records, cells, df)
+        stream, confirmed = _stream_says(arm, drafting, full.get(COUNTERS), records, cells, df)
         out.append(
             Finding(
                 Code.ACCEPTANCE_ARTEFACT,
@@ -96,7 +97,7 @@ def _stream_says(
     arm: str,
     drafting: pd.DataFrame,
     metrics: Source | None,
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     cells: Sequence[Mapping[str, Any]],
     df: pd.DataFrame,
 ) -> tuple[str, bool]:

@@ -19,6 +19,7 @@ from specbench.analysis.findings.busy import busy_cells
 from specbench.analysis.findings.family import PointFamily
 from specbench.analysis.findings.gather import PointEvidence
 from specbench.analysis.findings.model import Finding, Severity
+from specbench.store.record import Record
 
 
 class Code(StrEnum):
@@ -36,7 +37,7 @@ def check(ev: PointEvidence) -> list[Finding]:
 
 def bimodal_findings(
     df: pd.DataFrame,
-    records: Sequence[Mapping[str, Any]],
+    records: Sequence[Record],
     cells: Sequence[Mapping[str, Any]],
     arms: Sequence[str],
     speculating: Collection[str] | None = None,

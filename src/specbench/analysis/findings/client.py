@@ -18,6 +18,7 @@ from specbench.analysis.evidence.lag import Lag, lagging
 from specbench.analysis.findings.family import RunFamily
 from specbench.analysis.findings.gather import RunEvidence
 from specbench.analysis.findings.model import Finding, Severity
+from specbench.store.record import Record
 
 
 class Code(StrEnum):
@@ -90,23 +91,23 @@ def _untimed_text(df: pd.DataFrame, arm: str) -> str:
 LATE_FLOOR_MS = 10.0  # sends later than this at p99 mean the schedule was not kept
 
 
-def schedule_findings(records: list[dict[str, Any]]) -> list[Finding]:
+def schedule_findings(records: Sequence[Record]) -> list[Finding]:
     """LATE_SENDS per arm whose open-loop sends (records with ``lateness_ms``) ran late at p99:
     the load offered was not the load asked for. The evidence splits waiting for a free slot
     under the concurrency cap (the server was slower than the rate) from the client's own delay."""
-    by_arm: dict[str, list[dict[str, Any]]] = {}
+    by_arm: dict[str, list[Record]] = {}
     for rec in records:
-        if rec.get("lateness_ms") is not None and not rec.get("warmup"):
-            by_arm.setdefault(rec["arm"], []).append(rec)
+        if rec.lateness_ms is not None and not rec.warmup:
+            by_arm.setdefault(rec.arm, []).append(rec)
     out = []
     for arm, recs in sorted(by_arm.items()):
-        late = np.array([r["lateness_ms"] for r in recs], dtype=float)
-        cap = np.array([r.get("cap_wait_ms") or 0.0 for r in recs], dtype=float)
+        late = np.array([r.lateness_ms for r in recs], dtype=float)
+        cap = np.array([r.cap_wait_ms or 0.0 for r in recs], dtype=float)
         p99 = float(np.percentile(late, 99))
         if p99 <= LATE_FLOOR_MS:
             continue
         # A rate sweep asks several rates: name them all, not the first phase's.
-        asked = sorted({float(r["arrival"]["rate"]) for r in recs if (r.get("arrival") or {}).get("rate")})
+        asked = sorted({float(r.arrival["rate"]) for r in recs if r.arrival and r.arrival.get("rate")})
         asked_text = f" against {', '.join(f'{v:g}' for v in asked)}/s asked" if asked else ""
         out.append(
             Finding(

@@ -21,7 +21,7 @@ from specbench.analysis.findings.family import RunFamily
 from specbench.analysis.findings.gather import RunEvidence
 from specbench.analysis.findings.model import Finding, Severity
 from specbench.analysis.packed import packed
-from specbench.store.schema import chunks
+from specbench.store.record import Record
 
 
 class Code(StrEnum):
@@ -87,20 +87,20 @@ def output_equivalence(texts: pd.DataFrame, arm: str, baseline: str) -> Equivale
     )
 
 
-def output_texts(records: list[dict[str, Any]]) -> pd.DataFrame:
+def output_texts(records: Sequence[Record]) -> pd.DataFrame:
     from specbench.analysis.metrics import output_text
 
     rows = [
         {
-            "arm": r["arm"],
-            "prompt_id": r["prompt_id"],
-            "repeat": r["repeat"],
-            "category": r.get("category"),
+            "arm": r.arm,
+            "prompt_id": r.prompt_id,
+            "repeat": r.repeat,
+            "category": r.category,
             "text": output_text(r),
-            "temperature": (r.get("request") or {}).get("temperature"),
+            "temperature": r.temperature,
         }
         for r in records
-        if r.get("error") is None and not r.get("warmup")
+        if r.measured
     ]
     return pd.DataFrame(rows, columns=["arm", "prompt_id", "repeat", "category", "text", "temperature"])
 
@@ -127,11 +127,11 @@ def output_drift(texts: pd.DataFrame, arms: Sequence[str], baseline: str) -> lis
 
 
 # -- tool-call integrity ----------------------------------------------------------------------
-def tool_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
+def tool_calls(record: Record) -> list[dict[str, Any]]:
     """Reassemble streamed tool calls: deltas carry ``index``, a name once, argument fragments."""
     calls: dict[int, dict[str, Any]] = {}
     found = packed(record)  # packed: only its few rows with extras can carry tool calls
-    for chunk in found.extra_rows() if found is not None else chunks(record):
+    for chunk in found.extra_rows() if found is not None else record.chunk_rows():
         for delta in chunk.tool_calls or []:
             call = calls.setdefault(int(delta.get("index", 0)), {"name": "", "arguments": ""})
             fn = delta.get("function") or {}
@@ -149,12 +149,12 @@ def call_signature(call: dict[str, Any]) -> tuple[str, bool, tuple[str, ...]]:
     return call["name"], True, tuple(sorted(args)) if isinstance(args, dict) else ()
 
 
-def toolcall_mismatch(records: list[dict[str, Any]], arms: Sequence[str], baseline: str) -> list[Finding]:
+def toolcall_mismatch(records: Sequence[Record], arms: Sequence[str], baseline: str) -> list[Finding]:
     """Per (prompt, repeat): the arm's tool calls must match the baseline's name, JSON validity and keys."""
     sigs: dict[tuple[str, str, int], list[tuple[str, bool, tuple[str, ...]]]] = {}
     for rec in records:
-        if rec.get("error") is None and not rec.get("warmup"):
-            sigs[(rec["arm"], rec["prompt_id"], rec["repeat"])] = [call_signature(c) for c in tool_calls(rec)]
+        if rec.measured:
+            sigs[rec.key] = [call_signature(c) for c in tool_calls(rec)]
     out = []
     for arm in arms:
         pairs = [(sig, sigs.get((baseline, p, r))) for (a, p, r), sig in sigs.items() if a == arm]

@@ -59,7 +59,7 @@ def stall_findings(
         pauses = sorted(ms for (a, _), ms in keys.items() if a == arm)
         if not pauses:
             continue
-        total = sum(1 for r in measured(records) if r.get("arm") == arm)
+        total = sum(1 for r in measured(records) if r.arm == arm)
         span = (
             f"{pauses[0] / 1000:.1f} s"
             if len(pauses) == 1

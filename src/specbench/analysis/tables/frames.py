@@ -54,7 +54,7 @@ def _acceptance(run: RunData, arm: str, sub: pd.DataFrame) -> tuple[float, str]:
     counters cannot be split between workloads)."""
     pooled = pooled_acceptance(sub)
     if not np.isnan(pooled) or run.df[points.POINT].nunique() > 1:
-        return pooled, "" if np.isnan(pooled) else "timings"
+        return pooled, "" if np.isnan(pooled) else acceptance.PER_REQUEST
     return arm_acceptance(run, arm)
 
 

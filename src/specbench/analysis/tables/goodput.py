@@ -22,8 +22,8 @@ from scipy import stats as sps
 
 from specbench.analysis import RunData, launches, metrics, points, stats
 from specbench.matrix.config import SLOSpec
+from specbench.store.record import Record
 
-Record = dict[str, Any]
 LAUNCH_COLUMNS = ["arm", "workload", "phase", "repeat", "rate", "requests", "good", "tokens_good",
                   "duration_s", "achieved_rate", "goodput_req_s", "goodput_tok_s", "attainment"]  # fmt: skip
 
@@ -37,7 +37,7 @@ def slo_of(manifest: dict[str, Any]) -> SLOSpec | None:
 def meets(rec: Record, slo: SLOSpec | None) -> bool:
     """The request completed and met every bound given (NaN TPOT: one output token, passes);
     without SLOs, every completed request counts (goodput is then throughput)."""
-    if rec.get("error") is not None:
+    if rec.error is not None:
         return False
     if slo is None:
         return True
@@ -54,7 +54,7 @@ def meets(rec: Record, slo: SLOSpec | None) -> bool:
 
 
 def _end_s(rec: Record) -> float:
-    return float(rec.get("wall_start") or 0.0) + float(rec.get("t_end_ns") or 0) / 1e9
+    return float(rec.wall_start or 0.0) + float(rec.t_end_ns or 0) / 1e9
 
 
 def launch_goodput(records: list[Record], slo: SLOSpec | None) -> pd.DataFrame:
@@ -62,8 +62,8 @@ def launch_goodput(records: list[Record], slo: SLOSpec | None) -> pd.DataFrame:
     phase's duration, achieved request rate, goodput in requests/s and output tokens/s."""
     groups: dict[tuple[str, str, str, int], list[Record]] = {}
     for rec in records:
-        if not rec.get("warmup") and rec.get("wall_start") is not None:
-            key = (str(rec["arm"]), str(rec.get("workload")), points.phase_of(rec), int(rec["repeat"]))
+        if not rec.warmup and rec.wall_start is not None:
+            key = (str(rec.arm), str(rec.workload), points.phase_of(rec), int(rec.repeat))
             groups.setdefault(key, []).append(rec)
     rows = [_launch_row(key, recs, slo) for key, recs in sorted(groups.items())]
     return pd.DataFrame(rows, columns=LAUNCH_COLUMNS)
@@ -71,11 +71,11 @@ def launch_goodput(records: list[Record], slo: SLOSpec | None) -> pd.DataFrame:
 
 def _launch_row(key: tuple[str, str, str, int], recs: list[Record], slo: SLOSpec | None) -> dict[str, Any]:
     good = [r for r in recs if meets(r, slo)]
-    duration = max(_end_s(r) for r in recs) - min(float(r["wall_start"]) for r in recs)
+    duration = max(_end_s(r) for r in recs) - min(float(r.wall_start or 0.0) for r in recs)
     tokens = float(np.nansum([metrics.output_tokens(r) for r in good])) if good else 0.0
-    rate = (recs[0].get("arrival") or {}).get("rate")
+    rate = (recs[0].arrival or {}).get("rate")
     per_s = 1.0 / duration if duration > 0 else math.nan
-    done = sum(1 for r in recs if r.get("error") is None)
+    done = sum(1 for r in recs if r.error is None)
     return {
         "arm": key[0], "workload": key[1], "phase": key[2], "repeat": key[3],
         "rate": float(rate) if rate is not None else math.nan, "requests": len(recs), "good": len(good),
