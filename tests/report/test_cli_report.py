@@ -57,8 +57,8 @@ def test_lab_prompts_are_said_to_be_lab_vocabulary_and_code_blocks_have_cjk_font
     """A reader took the lab prompts' CJK code points for a rendering fault (boxes, issue 28)."""
     import pandas as pd
 
-    from specbench.report import html
-    from specbench.report.document import Para
+    from specbench.report.page import html
+    from specbench.report.page.document import Para
     from specbench.report.prompts import LAB_NOTE, prompt_blocks
 
     rows = [{"arm": "baseline", "via": "/apply-template", "workload": "w", "category": "repetitive",

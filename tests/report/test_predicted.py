@@ -9,7 +9,7 @@ import pytest
 
 from specbench.analysis.result import analyse_dir
 from specbench.report import render_report
-from specbench.report.document import Heading, Para, Table
+from specbench.report.page.document import Heading, Para, Table
 from specbench.report.predicted import TITLE, predicted_blocks
 from tests.support.synth import FAKE_CPU, Arm, Plan, lab_truth, make_run, spec, use_lab_model
 

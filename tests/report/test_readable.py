@@ -14,9 +14,10 @@ from matplotlib.lines import Line2D
 from specbench import analysis
 from specbench.analysis.result import analyse
 from specbench.analysis.stats import median_ci
-from specbench.report import fonts, html, markdown, plots
-from specbench.report.document import Table, is_number, numeric_columns
+from specbench.report import fonts, plots
 from specbench.report.envfile import describe_workload
+from specbench.report.page import html, markdown
+from specbench.report.page.document import Table, is_number, numeric_columns
 from tests.support.synth import CJK_CATEGORY
 
 

@@ -208,7 +208,7 @@ def test_report_section_lists_candidates_and_draws_the_surface(tmp_path: Any) ->
     import json
     from dataclasses import asdict
 
-    from specbench.report.document import Figure, Table
+    from specbench.report.page.document import Figure, Table
     from specbench.report.tune import tune_blocks
 
     s = spec(refine=False)

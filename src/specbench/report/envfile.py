@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from specbench import __version__
-from specbench.report.document import Block, Code, Heading, Para, Table
+from specbench.report.page.document import Block, Code, Heading, Para, Table
 from specbench.store.rundir import RunStore
 
 GIB = 2**30

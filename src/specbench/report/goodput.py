@@ -8,7 +8,7 @@ import pandas as pd
 
 from specbench.analysis.tables.goodput import Goodput
 from specbench.matrix.config import SLOSpec
-from specbench.report.document import Block, Heading, Para, Table
+from specbench.report.page.document import Block, Heading, Para, Table
 from specbench.report.tables import fmt, fmt_ci
 
 DEFINITION = (

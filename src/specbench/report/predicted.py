@@ -15,7 +15,7 @@ import pandas as pd
 
 from specbench.analysis.predicted.arms import RunTheory, SweepTheory
 from specbench.analysis.predicted.text import prediction_rows, skipped_lines, sweep_lines
-from specbench.report.document import Block, Bullets, Heading, Para, Table
+from specbench.report.page.document import Block, Bullets, Heading, Para, Table
 
 TITLE = "Predicted vs measured"
 NOTE = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from specbench.report.document import Block, Code, Heading, Para
+from specbench.report.page.document import Block, Code, Heading, Para
 
 TITLE = "Rendered prompts"
 #: Lab prompts look like Chinese and are not (a reader took them for a rendering fault).

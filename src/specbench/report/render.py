@@ -18,10 +18,10 @@ import numpy as np
 from specbench.analysis import load_run
 from specbench.analysis.result import Analysis, analyse
 from specbench.errors import ConfigError
-from specbench.report import html, markdown
 from specbench.report.answer import answer_dict, sweep_dict
 from specbench.report.envfile import env_blocks
 from specbench.report.findinggroups import group_findings
+from specbench.report.page import html, markdown
 from specbench.report.plots import write_plots
 from specbench.report.sections import report_blocks
 

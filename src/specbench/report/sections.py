@@ -13,9 +13,9 @@ from specbench.analysis.result import Analysis
 from specbench.analysis.tables.frames import Categories
 from specbench.report import by_workload, fonts, tables
 from specbench.report.answer import along_lines, answer_lines, rates_text
-from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.envfile import described_workloads
 from specbench.report.goodput import goodput_blocks
+from specbench.report.page.document import Block, Bullets, Figure, Heading, Para, Table
 from specbench.report.plots import Plot
 from specbench.report.predicted import predicted_blocks
 from specbench.report.prompts import prompt_blocks

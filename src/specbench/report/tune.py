@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure as MplFigure
 
 from specbench.matrix.tuneblock import NUMERIC
-from specbench.report.document import Block, Bullets, Figure, Heading, Para, Table
+from specbench.report.page.document import Block, Bullets, Figure, Heading, Para, Table
 
 
 def tune_entry(run_dir: Path) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ import pytest
 from specbench.analysis.predicted import counts
 from specbench.analysis.predicted.arms import run_theory
 from specbench.analysis.predicted.text import format_arm_predictions
-from specbench.report.document import Bullets, Table
+from specbench.report.page.document import Bullets, Table
 from specbench.report.predicted import theory_section
 from tests.support.records import write_cells
 from tests.support.synth import FAKE_CPU, Arm, Plan, lab_truth, make_run, spec, use_lab_model

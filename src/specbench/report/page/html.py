@@ -10,7 +10,7 @@ import base64
 import html
 from collections.abc import Sequence
 
-from specbench.report.document import Block, Bullets, Code, Figure, Heading, Para, Table, numeric_columns
+from specbench.report.page.document import Block, Bullets, Code, Figure, Heading, Para, Table, numeric_columns
 
 # Noto CJK / WenQuanYi after the Latin faces: the browser falls back to them per glyph, so
 # Chinese or Japanese model output, prompt ids and arm names show as text, not boxes.

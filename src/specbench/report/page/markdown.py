@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from specbench.report.document import Block, Bullets, Code, Heading, Para, Table, numeric_columns
+from specbench.report.page.document import Block, Bullets, Code, Heading, Para, Table, numeric_columns
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|#])")
 
