@@ -13,6 +13,7 @@ import pytest
 from specbench import api
 from specbench.analysis import metrics
 from specbench.client import readstamps
+from specbench.engines import read_record
 from specbench.store.rundir import RunStore
 from tests.support.lab import Pair
 from tests.support.matrices import draft4, write_matrix
@@ -42,13 +43,12 @@ def test_open_loop_run_with_per_token_counts(llama_server: Path, moe_pair: Pair,
     for rec in measured:
         counts = [c[5] for c in rec["chunks"] if c[1]]
         assert None not in counts and counts[-1] == rec["usage"]["completion_tokens"] == 24
-    per_arm = {
-        arm: np.median([metrics.tokens_per_chunk(r) for r in measured if r["arm"] == arm]) for arm in arms
-    }
+    typed = [read_record(r) for r in measured]  # the analysis reads records through the type
+    per_arm = {arm: np.median([metrics.tokens_per_chunk(r) for r in typed if r.arm == arm]) for arm in arms}
     # llama.cpp streams one chunk per token even when a step accepts several drafts (vLLM sends
     # them in one chunk): the running counts say so, and drafting did happen.
     assert per_arm == {"baseline": 1.0, "draft4": 1.0}
-    assert np.nanmean([metrics.acceptance(r) for r in measured if r["arm"] == "draft4"]) > 0
+    assert np.nanmean([metrics.acceptance(r) for r in typed if r.arm == "draft4"]) > 0
 
     for cell in store.cells():
         # Each cell streams through two worker processes (client_processes: 2), every read of
