@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 from operator import attrgetter
 from typing import Any
 
-from specbench.store.schema import SCHEMA_VERSION, Chunk
+from specbench.store.schema import SCHEMA_VERSION, Chunk, chunk_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +136,7 @@ class Record:
 
     def chunk_rows(self) -> list[Chunk]:
         """The chunk rows as :class:`Chunk` (rows of 5 fields are schema 1: ``tokens=None``)."""
-        return [c if type(c) is Chunk else Chunk(*c) for c in self.chunks or ()]
+        return chunk_rows(self.chunks)
 
     @property
     def max_tokens(self) -> Any:

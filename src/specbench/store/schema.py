@@ -12,7 +12,7 @@ is a :class:`Chunk` (a NamedTuple, so it is still the JSON list it always was); 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
 #: Version of the lines written to a run directory; bump it on any incompatible change and keep
@@ -41,9 +41,14 @@ class Chunk(NamedTuple):
         return bool(self.content or self.reasoning or self.tool_calls)
 
 
+def chunk_rows(rows: Sequence[Any] | None) -> list[Chunk]:
+    """Chunk rows as :class:`Chunk` (rows of 5 fields are schema 1: ``tokens=None``)."""
+    return [c if type(c) is Chunk else Chunk(*c) for c in rows or ()]
+
+
 def chunks(rec: RequestRecord | Mapping[str, Any]) -> list[Chunk]:
-    """A record's chunk rows as :class:`Chunk` (rows of 5 fields are schema 1: ``tokens=None``)."""
-    return [c if type(c) is Chunk else Chunk(*c) for c in rec.get("chunks") or ()]
+    """A record line's chunk rows as :class:`Chunk`."""
+    return chunk_rows(rec.get("chunks"))
 
 
 class RequestRecord(TypedDict, total=False):
