@@ -14,7 +14,9 @@ harness, which only samples CPU) on the first CPU, each client on the second.
 Printed per client and concurrency: tok/s as a fraction of the schedule; the chunk-gap p99 error
 two ways — the client's gap p99 minus the server's own write-gap p99 (the issue's figure) and the
 p99 of |client gap − server gap| over every pair of consecutive token chunks (the stricter one) —
-and CPU ms per 1000 tokens (the client's process tree over the server's load window).
+the share of token chunks read together with the next (two writes in one read: the kernel keeps
+one receive time for bytes it merged, so such pairs are the gap error's tail), and CPU ms per
+1000 tokens (the client's process tree over the server's load window).
 
     .venv/bin/python bench/client_schedule.py [--c 1 16 64] [--requests-per-c 8] [--interval-ms 2]
         [--tokens 256] [--rounds 1] [--clients floor specbench specbench-procs2 specbench@base]
@@ -39,7 +41,13 @@ import numpy as np
 from client_overhead import free_port, hiccups, pinned, sampled_run
 from client_peers import stamps
 
+from specbench.client.clocks import CONVERSION_ERROR_NS
+
 HERE = Path(__file__).resolve().parent
+# A gap is two stamps, each put on the monotonic clock to within CONVERSION_ERROR_NS: errors
+# under twice that are below what the stamps resolve (a floor error of 0.000 ms would otherwise
+# ask for exactly nothing).
+RESOLUTION_MS = 2 * CONVERSION_ERROR_NS / 1e6
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "specbench" / "bench-floor"
 
 
@@ -95,7 +103,12 @@ def measure(
         return None
     stats, sampler = ran
     client, server, errors = gaps(out / "records.jsonl")
+    # Two writes read as one: the client saw (almost) no gap where the server left over half a
+    # tick. The kernel keeps one receive time for bytes it merged, so the first chunk takes the
+    # second's time: one gap reads double, the next zero. The p99 errors are this share's tail.
+    merged = sum(1 for c, s in zip(client, server, strict=True) if c < 0.2 and s > 1.0)
     return {
+        "merged_pct": 100 * merged / max(1, len(client)),
         "tok_s": stats["tokens"] / ((stats["last_ns"] - stats["first_ns"]) / 1e9),
         "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
         "gap_p99": float(np.percentile(client, 99)),
@@ -143,7 +156,7 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
     print(f"{args.tokens} tokens/request, one every {args.interval_ms} ms; schedule = c x {per_s:.0f} tok/s")
     print(
         f"{'client':<16} {'c':>3} {'tok/s':>8} {'of schedule':>11} {'gap p99 ms':>10} {'srv p99 ms':>10} "
-        f"{'p99 error ms':>12} {'pair err p99':>12} {'CPU ms/1k tok':>13}"
+        f"{'p99 error ms':>12} {'pair err p99':>12} {'2-in-1 %':>8} {'CPU ms/1k tok':>13}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for c in args.c:
@@ -161,7 +174,7 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
                     print(
                         f"{client:<16} {c:>3} {r['tok_s']:>8.0f} {r['tok_s'] / (c * per_s):>11.3f} "
                         f"{r['gap_p99']:>10.3f} {r['srv_p99']:>10.3f} {r['error']:>12.3f} "
-                        f"{r['pair_p99']:>12.3f} {r['cpu_ms_per_1k']:>13.1f}",
+                        f"{r['pair_p99']:>12.3f} {r['merged_pct']:>8.2f} {r['cpu_ms_per_1k']:>13.1f}",
                         flush=True,
                     )
                 if "floor" in rows and "specbench" in rows:
@@ -178,14 +191,21 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
 
 
 def goals(c: int, r: dict[str, Any], floor: dict[str, Any], schedule: float) -> str:
-    """Issue #41's goals at this concurrency, each with its figures: >= 0.95 of the schedule, and
-    a chunk-gap p99 error within 2x the floor client's in the same run."""
+    """Issue #41's goals at 64 in flight, each with its figures: >= 0.95 of the schedule, and a
+    chunk-gap p99 error within 2x the floor client's in the same run, or under what the stamps
+    resolve (``RESOLUTION_MS``) where the floor's is smaller still (at 1 and 16 in flight the
+    goal is no regression: the same figures, read against the floor, and against the base where
+    ``specbench@base`` ran)."""
     share = r["tok_s"] / schedule
-    within = r["error"] <= 2 * floor["error"]
+    within = r["error"] <= max(2 * floor["error"], RESOLUTION_MS)
+    pair = r["pair_p99"] <= max(2 * floor["pair_p99"], RESOLUTION_MS)
+    what = "goals" if c == 64 else "against the floor (the issue's goals are at 64)"
     return (
-        f"  goals at c={c}: tok/s {share:.3f} of the schedule ({'met' if share >= 0.95 else 'MISSED'}, "
+        f"  {what} at c={c}: tok/s {share:.3f} of the schedule ({'met' if share >= 0.95 else 'MISSED'}, "
         f">= 0.95); p99 error {r['error']:.3f} ms vs the floor's {floor['error']:.3f} ms "
-        f"({'met' if within else 'MISSED'}, <= 2x)"
+        f"({'met' if within else 'MISSED'}, <= 2x); pair error p99 {r['pair_p99']:.3f} vs "
+        f"{floor['pair_p99']:.3f} ms ({'met' if pair else 'MISSED'}, <= 2x); two writes in one read "
+        f"{r['merged_pct']:.2f} % vs {floor['merged_pct']:.2f} %"
     )
 
 

@@ -42,13 +42,18 @@ class RawBody:
     def add(self, t_ns: int, data: bytes) -> bool:
         """Keep one read; True once the body is whole. The per-read cost is an append and one
         ``endswith``: the framing is walked only when a read could have ended the body."""
-        reads = self.reads
-        reads.append((t_ns, data))
-        if data.endswith(_TERMINATED) or (
-            len(data) < 4 and b"".join(d for _, d in reads[-4:]).endswith(_TERMINATED)
-        ):  # the end's four bytes can come over several reads
+        could_end = self.could_end(data)
+        self.reads.append((t_ns, data))
+        if could_end:
             self._walk()
         return self.whole
+
+    def could_end(self, data: bytes) -> bool:
+        """Whether the read ``data``, kept next, could end the body (the end's four bytes can
+        come over several reads)."""
+        if data.endswith(_TERMINATED):
+            return True
+        return len(data) < 4 and (b"".join(d for _, d in self.reads[-3:]) + data).endswith(_TERMINATED)
 
     def _walk(self) -> None:
         """Walk chunk framing from where the last walk stopped, over the reads since."""

@@ -65,6 +65,7 @@ from aiohttp.streams import StreamReader
 from specbench.client.clocks import CONVERSION_ERROR_NS, SelectClock, WallOffset, select_clock, spare_offset
 from specbench.client.kernelstamps import ARRIVAL, KERNEL_STAMPS, kernel_stamping, kernel_stamps
 from specbench.client.rawbody import RawBody, chunked_sse
+from specbench.client.readfirst import unwatch, watch
 
 __all__ = [
     "CONVERSION_ERROR_NS",
@@ -113,6 +114,9 @@ class StampingHandler(ResponseHandler):
         self._body: RawBody | None = None
         self._kept: deque[tuple[StreamReader, int, Sink, RawBody]] = deque(maxlen=4)
         self._idle: asyncio.TimerHandle | None = None
+        self._fd = -1
+        self._later: Sink = []  # reads stamped, waiting for their turn (data_received)
+        self._in_later = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -121,6 +125,9 @@ class StampingHandler(ResponseHandler):
         self.kernel = kernel_stamps(transport) if KERNEL_STAMPS else None
         if self.tally is not None:
             self.tally["kernel" if self.kernel is not None else "poll"] += 1
+        self._fd = _fileno(transport)
+        if self._fd >= 0:  # its reads run as soon as a poll finds them (readfirst.py)
+            watch(self._loop, self._fd)
 
     def set_response_params(self, **kwargs: Any) -> None:
         # aiohttp calls this just before it sends a request: no byte of its response came earlier.
@@ -132,7 +139,37 @@ class StampingHandler(ResponseHandler):
     def data_received(self, data: bytes) -> None:
         self.floor_ns = t_ns = self._arrival()
         body = self._body
-        if body is not None:  # the hot path: a stamp and the bytes
+        if body is not None and not self._later and not body.could_end(data):
+            body.reads.append((t_ns, data))  # the hot path: a stamp and the bytes
+            return
+        if self._in_later:  # aiohttp, handed a read below, handing one back: as it comes
+            self._process(t_ns, data)
+            return
+        # Anything more (a head for aiohttp to parse, a body's end, any other response) takes
+        # its own turn of the loop, after the other reads a poll found (readfirst.py): 64 ends
+        # or heads that one server step brings would otherwise be parsed in one go, ~5 ms with
+        # the other streams' next reads waiting. Its stamp is taken; the order is kept.
+        self._later.append((t_ns, data))
+        if len(self._later) == 1:
+            self._loop.call_soon(self._run_later)
+
+    def _run_later(self) -> None:
+        later, self._later = self._later, []
+        self._in_later = True
+        try:
+            for t_ns, data in later:
+                self._process(t_ns, data)
+        finally:
+            self._in_later = False
+
+    def eof_received(self) -> None:
+        self._run_later()  # the reads before the end, before the end
+        super().eof_received()
+
+    def _process(self, t_ns: int, data: bytes) -> None:
+        """One read, stamped ``t_ns``, to where it belongs: a raw body, a held head, aiohttp."""
+        body = self._body
+        if body is not None:
             if body.add(t_ns, data):
                 self._end_body()
             return
@@ -208,6 +245,9 @@ class StampingHandler(ResponseHandler):
                 self.transport.close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
+        self._run_later()  # what came before the loss is processed before it
+        if self._fd >= 0:  # before asyncio closes the socket, whose number can then be reused
+            unwatch(self._loop, self._fd)
         self._end_body()  # what came is kept before aiohttp fails the response (a body cut short)
         super().connection_lost(exc)
 
@@ -353,6 +393,14 @@ def combined_stamps(sources: list[str]) -> str:
     """One word for the stamps of several connections or sessions (client worker processes)."""
     kinds = {s for s in sources if s != "none"}
     return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "none"
+
+
+def _fileno(transport: asyncio.BaseTransport) -> int:
+    sock = transport.get_extra_info("socket")
+    try:
+        return int(sock.fileno()) if sock is not None else -1
+    except (OSError, ValueError):
+        return -1
 
 
 def _pull(body: RawBody, sink: Sink) -> None:
