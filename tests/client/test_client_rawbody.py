@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from specbench.client.rawbody import RawBody, chunked_sse
+from specbench.client.readstamps import StampingHandler
 from specbench.client.stream import Recorder, chat_body, open_streamer, stream_chat, stream_into
 
 
@@ -155,3 +156,30 @@ def test_a_stream_is_parsed_while_it_streams(stream_server: str) -> None:
     seen, rec = asyncio.run(go())
     assert 0 < seen < 200  # chunks parsed while the stream was still going
     assert rec.error is None and len(rec.chunks) == 201  # the role chunk and 200 tokens, whole
+
+
+def test_a_response_whose_head_body_and_end_came_in_one_read_is_whole() -> None:
+    """The head and the body's end are each processed on their own turn of the loop
+    (readstamps.StampingHandler._run_later), after the reads a poll found; in one read, with the
+    connection closing right after, the stream is still whole and in order."""
+    wire = _chunked([_TOKEN.replace(b'"a"', b'"%d"' % i) for i in range(5)] + [b"data: [DONE]\n\n"])
+    result = _stream([_HEAD + wire])
+    assert result["error"] is None
+    assert [c[1] for c in result["chunks"]] == ["0", "1", "2", "3", "4"]
+    assert "t_done_ns" in result
+
+
+def test_reads_waiting_for_their_turn_are_processed_before_the_end_of_file() -> None:
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        a, b = socket.socketpair()
+        with b:
+            transport, proto = await loop.create_connection(lambda: StampingHandler(loop=loop), sock=a)
+            proto.set_response_params()
+            proto.data_received(_HEAD)  # a head for aiohttp: waits for its own turn ...
+            assert proto._later and proto._payload is None
+            proto.eof_received()  # ... but not past the end of the connection's bytes
+            assert not proto._later and proto._payload is not None
+            transport.close()
+
+    asyncio.run(go())

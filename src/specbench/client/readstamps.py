@@ -125,8 +125,10 @@ class StampingHandler(ResponseHandler):
         self.kernel = kernel_stamps(transport) if KERNEL_STAMPS else None
         if self.tally is not None:
             self.tally["kernel" if self.kernel is not None else "poll"] += 1
-        self._fd = _fileno(transport)
-        if self._fd >= 0:  # its reads run as soon as a poll finds them (readfirst.py)
+        # Its reads run as soon as a poll finds them (readfirst.py), where the kernel stamps them:
+        # a read stamped with the poll that found it keeps the loop's own poll.
+        self._fd = _fileno(transport) if self.kernel is not None else -1
+        if self._fd >= 0:
             watch(self._loop, self._fd)
 
     def set_response_params(self, **kwargs: Any) -> None:
@@ -142,7 +144,9 @@ class StampingHandler(ResponseHandler):
         if body is not None and not self._later and not body.could_end(data):
             body.reads.append((t_ns, data))  # the hot path: a stamp and the bytes
             return
-        if self._in_later:  # aiohttp, handed a read below, handing one back: as it comes
+        if self._in_later or not (data or self._later):
+            # aiohttp, handed a read below, handing one back; or resuming its paused parser
+            # (``data_received(b"")``), which must run before the socket is read again: as it comes.
             self._process(t_ns, data)
             return
         # Anything more (a head for aiohttp to parse, a body's end, any other response) takes
@@ -159,6 +163,13 @@ class StampingHandler(ResponseHandler):
         try:
             for t_ns, data in later:
                 self._process(t_ns, data)
+        except Exception as exc:
+            # As where the transport calls data_received itself: the connection fails with it
+            # (aiohttp fails the response), rather than the loop's handler logging it.
+            fatal = getattr(self.transport, "_fatal_error", None)
+            if fatal is None:
+                raise
+            fatal(exc, "Fatal error: protocol.data_received() call failed.")
         finally:
             self._in_later = False
 
@@ -245,9 +256,11 @@ class StampingHandler(ResponseHandler):
                 self.transport.close()
 
     def connection_lost(self, exc: BaseException | None) -> None:
-        self._run_later()  # what came before the loss is processed before it
-        if self._fd >= 0:  # before asyncio closes the socket, whose number can then be reused
-            unwatch(self._loop, self._fd)
+        try:
+            self._run_later()  # what came before the loss is processed before it
+        finally:
+            if self._fd >= 0:  # before asyncio closes the socket, whose number can then be reused
+                unwatch(self._loop, self._fd)
         self._end_body()  # what came is kept before aiohttp fails the response (a body cut short)
         super().connection_lost(exc)
 

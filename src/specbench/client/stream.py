@@ -21,6 +21,7 @@ import gc
 import itertools
 import json
 import re
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -88,6 +89,7 @@ async def open_streamer(
 class _Streamers:
     """Streamers open in this process, and the collector's thresholds before the first."""
 
+    lock = threading.Lock()
     open = 0
     thresholds: tuple[int, int, int] = (700, 10, 10)
 
@@ -107,18 +109,20 @@ def quiet_collector() -> Iterator[None]:
     while streaming is still freed by the youngest collection; one that outlives it waits for
     the collections after the last streamer closes. The streaming path makes none per request
     (measured: the same garbage left after 512 and 1,024 requests)."""
-    if _Streamers.open == 0:
-        gc.freeze()  # what exists before the requests: never walked while they stream
-        _Streamers.thresholds = young, _, _ = gc.get_threshold()
-        gc.set_threshold(young, _NEVER, _NEVER)
-    _Streamers.open += 1
+    with _Streamers.lock:  # loops in several threads (an executor's) share the process's collector
+        if _Streamers.open == 0:
+            gc.freeze()  # what exists before the requests: never walked while they stream
+            _Streamers.thresholds = young, _, _ = gc.get_threshold()
+            gc.set_threshold(young, _NEVER, _NEVER)
+        _Streamers.open += 1
     try:
         yield
     finally:
-        _Streamers.open -= 1
-        if _Streamers.open == 0:
-            gc.set_threshold(*_Streamers.thresholds)
-            gc.unfreeze()
+        with _Streamers.lock:
+            _Streamers.open -= 1
+            if _Streamers.open == 0:
+                gc.set_threshold(*_Streamers.thresholds)
+                gc.unfreeze()
 
 
 def _delta_row(t_ns: int, choice: dict[str, Any], tokens: int | None) -> Chunk:
