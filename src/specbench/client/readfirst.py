@@ -35,9 +35,12 @@ from contextlib import contextmanager
 from typing import Any
 
 # How long a streaming read may wait behind other callbacks before the loop looks again: well
-# under a token's gap (2 ms at 500 tok/s), and a poll that finds nothing costs ~2 µs, so looking
-# at most every 0.3 ms costs under 1 % of a core.
-BUDGET_NS = 300_000
+# under a token's gap (2 ms at 500 tok/s), so a pause of the machine's still leaves the read time
+# before the server's next write; a poll that finds nothing costs ~2 µs, so looking at most every
+# 0.15 ms costs at most ~2 % of a core (no change in CPU per token measured). Measured at 64 in
+# flight, 2 ms a token (bench/client_schedule.py, 4 rounds each): chunks read two in one 0.31 %
+# at 0.3 ms, 0.13-0.14 % at 0.15 ms, 0.16 % at 0.1 ms (the C floor client 0.08-0.15 %).
+BUDGET_NS = 150_000
 _EVENT_READ = selectors.EVENT_READ
 _perf = time.perf_counter_ns
 
