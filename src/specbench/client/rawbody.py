@@ -48,6 +48,14 @@ class RawBody:
             self._walk()
         return self.whole
 
+    def keep(self, t_ns: int, data: bytes) -> bool:
+        """Keep one read that cannot end the body, and say so; False (nothing kept) for one that
+        could: that read goes to ``add`` on its own turn (readstamps.StampingHandler)."""
+        if self.could_end(data):
+            return False
+        self.reads.append((t_ns, data))
+        return True
+
     def could_end(self, data: bytes) -> bool:
         """Whether the read ``data``, kept next, could end the body (the end's four bytes can
         come over several reads)."""

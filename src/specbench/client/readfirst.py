@@ -57,7 +57,6 @@ class ReadFirst(deque):  # type: ignore[type-arg]
         self.users = 0
         self.polled_ns = _perf()  # when this queue last polled (the loop's own polls: clock)
         self.clock: Any = None  # the loop's SelectClock while a streamer is open: its last poll
-        self.runs = 0  # reads run between callbacks (for tests and benches)
         self._old: deque[Any] = deque()  # the queue this one replaced (adopt)
 
     def adopt(self, old: deque[Any]) -> None:
@@ -96,7 +95,6 @@ class ReadFirst(deque):  # type: ignore[type-arg]
             if mask & _EVENT_READ and key.fd in fds:
                 reader = key.data[0]
                 if reader is not None and not reader._cancelled:
-                    self.runs += 1
                     # A streaming read: a stamp and the bytes. Where the loop had already queued
                     # it, that callback then finds nothing to read and returns.
                     reader._run()

@@ -127,7 +127,7 @@ class StampingHandler(ResponseHandler):
             self.tally["kernel" if self.kernel is not None else "poll"] += 1
         # Its reads run as soon as a poll finds them (readfirst.py), where the kernel stamps them:
         # a read stamped with the poll that found it keeps the loop's own poll.
-        self._fd = _fileno(transport) if self.kernel is not None else -1
+        self._fd = self.kernel.fileno() if self.kernel is not None else -1
         if self._fd >= 0:
             watch(self._loop, self._fd)
 
@@ -141,9 +141,8 @@ class StampingHandler(ResponseHandler):
     def data_received(self, data: bytes) -> None:
         self.floor_ns = t_ns = self._arrival()
         body = self._body
-        if body is not None and not self._later and not body.could_end(data):
-            body.reads.append((t_ns, data))  # the hot path: a stamp and the bytes
-            return
+        if body is not None and not self._later and body.keep(t_ns, data):
+            return  # the hot path: a stamp and the bytes
         if self._in_later or not (data or self._later):
             # aiohttp, handed a read below, handing one back; or resuming its paused parser
             # (``data_received(b"")``), which must run before the socket is read again: as it comes.
@@ -406,14 +405,6 @@ def combined_stamps(sources: list[str]) -> str:
     """One word for the stamps of several connections or sessions (client worker processes)."""
     kinds = {s for s in sources if s != "none"}
     return kinds.pop() if len(kinds) == 1 else "mixed" if kinds else "none"
-
-
-def _fileno(transport: asyncio.BaseTransport) -> int:
-    sock = transport.get_extra_info("socket")
-    try:
-        return int(sock.fileno()) if sock is not None else -1
-    except (OSError, ValueError):
-        return -1
 
 
 def _pull(body: RawBody, sink: Sink) -> None:
