@@ -85,23 +85,39 @@ def gap_errors(records_path: Path) -> list[float]:
 # -- the harness -------------------------------------------------------------------------------
 class CpuSampler(threading.Thread):
     """Samples a process tree's CPU seconds every ``SAMPLE_S``, so CPU over any window is
-    interpolated. Not more often: each sample walks the tree with psutil on the server's CPU, and
-    a server held there between its stamp and its write counts against every client."""
+    interpolated. It runs on the server's CPU, and a server held there between its stamp and its
+    write counts against every client (two writes then land a fraction of a tick apart, which no
+    client reads apart), so a sample reads each process's ``/proc/PID/stat`` (~7 µs) and the tree
+    is walked anew every ``TREE_S`` only (psutil's walk: ~0.5 ms on a 2-core VM, which every 50 ms
+    put the server's write-gap p99 at 2.7 ms for a 2 ms tick). psutil where there is no /proc."""
+
+    TREE_S = 0.5
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
         self.proc, self.samples, self.stop = psutil.Process(pid), [], threading.Event()
+        self.tree: list[psutil.Process] = [self.proc]
+        self.walked = 0.0
+        self.procfs = os.path.isdir(f"/proc/{pid}")
+        self.tick = os.sysconf("SC_CLK_TCK") if self.procfs else 100
 
     def cpu(self) -> float:
-        procs = [self.proc, *self.proc.children(recursive=True)]
-        total = 0.0
-        for p in procs:
-            try:
+        now = time.monotonic()
+        if now - self.walked >= self.TREE_S:
+            self.tree, self.walked = [self.proc, *self.proc.children(recursive=True)], now
+        return sum(self._cpu_of(p) for p in self.tree)
+
+    def _cpu_of(self, p: psutil.Process) -> float:
+        """One process's CPU seconds; 0 once it has ended (as psutil's walk left it out)."""
+        try:
+            if not self.procfs:
                 t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
-                pass
-        return total
+                return float(t.user + t.system)
+            with open(f"/proc/{p.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / self.tick  # utime, stime
+        except (OSError, psutil.Error):
+            return 0.0
 
     def run(self) -> None:
         while not self.stop.is_set():
