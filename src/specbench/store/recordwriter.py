@@ -2,19 +2,27 @@
 
 An ``fsync`` per record on the loop (about 6 ms each on an ordinary disk) stalled every open
 stream at once: their chunks queued and then drained in a burst, so the client measured itself.
-Here the loop only enqueues a completed record; a writer thread drains whatever is queued and
-appends it with one ``fsync`` per batch, serializing one record at a time so the loop's thread
-is never kept off the GIL for more than one record's ``json.dumps``. Durability is unchanged for
-everything but a hard kill in the few milliseconds a batch is in flight:
+Here a writer thread appends whatever is queued with one ``fsync`` per batch. Durability is
+unchanged for everything but a hard kill in the few milliseconds a batch is in flight:
 :meth:`RecordWriter.close` (called in a ``finally``, so also on Ctrl-C or an error) waits until
-every queued record is on disk.
+every record handed over is on disk.
+
+The records are serialized on the loop's own thread, one a turn, after what the turn already
+holds (``_drain``): never in the call that hands one over, so a finished request's next request
+goes out first. The writer thread once serialized them itself, a record at a time with the
+interpreter lock handed back between; at 64 streams in flight the two threads traded the lock
+every record (~0.1 ms of ``json.dumps`` each) on the client's one core, and a read waited behind
+that trade for up to 2 ms with its thread off the CPU: 0.24 % of chunks read two in one against
+0.01-0.1 % with the records serialized on the loop (bench/client_schedule.py, 6 rounds; issue #41).
+Where no loop runs (a caller outside one) a record is serialized as it is handed over.
 """
 
 from __future__ import annotations
 
+import asyncio
 import queue
 import threading
-import time
+from collections import deque
 from typing import TYPE_CHECKING
 
 from specbench.store.schema import RequestRecord, record_line
@@ -22,13 +30,15 @@ from specbench.store.schema import RequestRecord, record_line
 if TYPE_CHECKING:
     from specbench.store.sink import RecordSink
 
-_HAND_OVER_S = 50e-6  # long enough for a thread waiting on the GIL to wake and take it
-
 
 class RecordWriter:
+    """Hands records to a writer thread; ``append`` and ``close`` are called from one thread."""
+
     def __init__(self, store: RecordSink) -> None:
         self.store = store
-        self._queue: queue.SimpleQueue[RequestRecord | None] = queue.SimpleQueue()
+        self._pending: deque[RequestRecord] = deque()  # handed over, not serialized yet
+        self._drainer: asyncio.Task[None] | None = None
+        self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # lines for the thread
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="specbench-records", daemon=True)
         self._thread.start()
@@ -36,10 +46,32 @@ class RecordWriter:
     def append(self, record: RequestRecord) -> None:
         if self._error is not None:
             raise self._error  # the disk failed: stop measuring rather than lose records silently
-        self._queue.put(record)
+        self._pending.append(record)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop in this thread: nothing to keep waiting
+            self._serialize_pending()
+            return
+        drainer = self._drainer
+        if drainer is None or drainer.done() or drainer.get_loop() is not loop:  # one per loop
+            self._drainer = loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        """Serialize the records handed over, one a turn of the loop, each after the callbacks
+        that turn already holds (a request's next request among them)."""
+        while self._pending:
+            await asyncio.sleep(0)
+            if self._pending:  # close() may have taken them meanwhile
+                self._queue.put(record_line(self._pending.popleft()))
+
+    def _serialize_pending(self) -> None:
+        while self._pending:
+            self._queue.put(record_line(self._pending.popleft()))
 
     def close(self) -> None:
-        """Wait until every record handed over is written; re-raise a write failure."""
+        """Wait until every record handed over is written; re-raise a write failure. What the
+        loop had not serialized yet (it may have ended first) is serialized here, in order."""
+        self._serialize_pending()
         self._queue.put(None)
         self._thread.join()
         if self._error is not None:
@@ -52,21 +84,9 @@ class RecordWriter:
             while not self._queue.empty():
                 batch.append(self._queue.get())
             done = batch[-1] is None
-            records = [r for r in batch if r is not None]
-            if records and self._error is None:
+            lines = [line for line in batch if line is not None]
+            if lines and self._error is None:
                 try:
-                    self.store.append_lines(self._serialize(records))
+                    self.store.append_lines(lines)
                 except BaseException as exc:  # kept and re-raised on the loop's side
                     self._error = exc
-
-    @staticmethod
-    def _serialize(records: list[RequestRecord]) -> list[str]:
-        """One record at a time, handing the GIL back after each: ``json.dumps`` (~0.1 ms for
-        a 256-chunk record) never lets go of it, and the loop, woken by a read, would otherwise
-        wait for the whole batch before it could stamp that read."""
-        lines = []
-        for record in records:
-            lines.append(record_line(record))
-            # Not sleep(0): released and retaken at once, the GIL rarely reaches the waiting thread.
-            time.sleep(_HAND_OVER_S)
-        return lines

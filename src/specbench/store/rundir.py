@@ -228,8 +228,8 @@ class RunStore:
 
     def append_lines(self, lines: list[str]) -> None:
         """Records already serialized by :func:`schema.record_line` (a :class:`RecordWriter`
-        thread serializes them one at a time), scrubbed, in one write and one fsync: all of them
-        or, on a full disk, none (the file is cut back; DiskFullError, exit 5)."""
+        serializes them on the loop, its thread writes them), scrubbed, in one write and one
+        fsync: all of them or, on a full disk, none (the file is cut back; DiskFullError, exit 5)."""
         append_file(self.records_path, self.redactor.scrub("".join(lines)).encode())
 
     def append_cell(self, cell: CellInfo) -> None:
