@@ -114,7 +114,7 @@ def env_for(client: str, args: argparse.Namespace) -> dict[str, str] | None:
 
 
 def argv_for(client: str, port: int, c: int, n: int, tokens: int, out: Path) -> list[str]:
-    if client == "floor":
+    if client.partition("#")[0] == "floor":  # floor#2: a second floor, for an A/A
         records = str(out / "records.jsonl")
         return [str(compiled("client")), "127.0.0.1", str(port), str(c), str(n), str(tokens), records]
     transport = client.removesuffix("@base").partition("-")[2] or "aiohttp"  # -procs2: 2 workers

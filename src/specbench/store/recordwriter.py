@@ -3,7 +3,8 @@
 An ``fsync`` per record on the loop (about 6 ms each on an ordinary disk) stalled every open
 stream at once: their chunks queued and then drained in a burst, so the client measured itself.
 Here a writer thread appends whatever is queued with one ``fsync`` per batch. Durability is
-unchanged for everything but a hard kill in the few milliseconds a batch is in flight:
+unchanged for everything but a hard kill in the milliseconds a record waits for its turn or a
+batch is in flight:
 :meth:`RecordWriter.close` (called in a ``finally``, so also on Ctrl-C or an error) waits until
 every record handed over is on disk.
 
@@ -12,8 +13,9 @@ holds (``_drain``): never in the call that hands one over, so a finished request
 goes out first. The writer thread once serialized them itself, a record at a time with the
 interpreter lock handed back between; at 64 streams in flight the two threads traded the lock
 every record (~0.1 ms of ``json.dumps`` each) on the client's one core, and a read waited behind
-that trade for up to 2 ms with its thread off the CPU: 0.24 % of chunks read two in one against
-0.01-0.1 % with the records serialized on the loop (bench/client_schedule.py, 6 rounds; issue #41).
+that trade for up to 2 ms with its thread off the CPU. Medians of 6- and 8-round runs at 64 in
+flight, 2 ms a token (bench/client_schedule.py; issue #41): chunks read two in one 0.12-0.42 %
+then, 0.08-0.20 % now (the C floor client 0.08-0.17 % in the same runs).
 Where no loop runs (a caller outside one) a record is serialized as it is handed over.
 """
 
