@@ -93,3 +93,20 @@ def test_outside_a_loop_a_record_is_serialized_when_handed_over(
     writer.append({"arm": "a", "prompt_id": "p0", "repeat": 0})  # type: ignore[typeddict-item]
     assert serialized == ["p0"]
     writer.close()
+
+
+def test_a_record_that_cannot_be_serialized_on_the_loop_is_raised_not_lost(tmp_path: Path) -> None:
+    writer = RecordWriter(RunStore(tmp_path))
+    looped: dict[str, Any] = {"arm": "a", "prompt_id": "p0", "repeat": 0}
+    looped["self"] = looped  # JSON cannot hold it
+
+    async def run() -> None:
+        writer.append(looped)  # type: ignore[arg-type]
+        for _ in range(3):
+            await asyncio.sleep(0)
+        with pytest.raises(ValueError, match="Circular reference"):
+            writer.append({"arm": "a", "prompt_id": "p1", "repeat": 0})  # type: ignore[typeddict-item]
+
+    asyncio.run(run())
+    with pytest.raises(ValueError, match="Circular reference"):
+        writer.close()

@@ -61,10 +61,13 @@ class RecordWriter:
     async def _drain(self) -> None:
         """Serialize the records handed over, one a turn of the loop, each after the callbacks
         that turn already holds (a request's next request among them)."""
-        while self._pending:
+        while self._pending and self._error is None:
             await asyncio.sleep(0)
             if self._pending:  # close() may have taken them meanwhile
-                self._queue.put(record_line(self._pending.popleft()))
+                try:
+                    self._queue.put(record_line(self._pending.popleft()))
+                except Exception as exc:  # as a failed write: raised on the next append or close
+                    self._error = exc
 
     def _serialize_pending(self) -> None:
         while self._pending:
