@@ -95,14 +95,16 @@ def test_outside_a_loop_a_record_is_serialized_when_handed_over(
     writer.close()
 
 
-def test_a_record_that_cannot_be_serialized_on_the_loop_is_raised_not_lost(tmp_path: Path) -> None:
-    writer = RecordWriter(RunStore(tmp_path))
-    looped: dict[str, Any] = {"arm": "a", "prompt_id": "p0", "repeat": 0}
+def test_a_record_that_cannot_be_serialized_on_the_loop_is_raised_and_the_others_kept(tmp_path: Path) -> None:
+    store = RunStore(tmp_path)
+    writer = RecordWriter(store)
+    looped: dict[str, Any] = {"arm": "a", "prompt_id": "bad", "repeat": 0}
     looped["self"] = looped  # JSON cannot hold it
 
     async def run() -> None:
+        writer.append({"arm": "a", "prompt_id": "p0", "repeat": 0})  # type: ignore[typeddict-item]
         writer.append(looped)  # type: ignore[arg-type]
-        for _ in range(3):
+        for _ in range(4):
             await asyncio.sleep(0)
         with pytest.raises(ValueError, match="Circular reference"):
             writer.append({"arm": "a", "prompt_id": "p1", "repeat": 0})  # type: ignore[typeddict-item]
@@ -110,3 +112,24 @@ def test_a_record_that_cannot_be_serialized_on_the_loop_is_raised_not_lost(tmp_p
     asyncio.run(run())
     with pytest.raises(ValueError, match="Circular reference"):
         writer.close()
+    assert _ids(store) == ["p0"]  # the record before it is written, not dropped with it
+
+
+def test_a_ctrl_c_while_serializing_keeps_the_record_and_close_still_joins_the_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = RecordWriter(RunStore(tmp_path))
+
+    async def hand_over() -> None:  # the loop ends before its drainer serialized the record
+        writer.append({"arm": "a", "prompt_id": "p0", "repeat": 0})  # type: ignore[typeddict-item]
+
+    asyncio.run(hand_over())
+
+    def interrupted(record: Any) -> str:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(recordwriter, "record_line", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        writer.close()
+    assert not writer._thread.is_alive()  # what it had been given is written before close ends
+    assert [r["prompt_id"] for r in writer._pending] == ["p0"]  # taken off only once serialized

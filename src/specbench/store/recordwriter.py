@@ -41,13 +41,16 @@ class RecordWriter:
         self._pending: deque[RequestRecord] = deque()  # handed over, not serialized yet
         self._drainer: asyncio.Task[None] | None = None
         self._queue: queue.SimpleQueue[str | None] = queue.SimpleQueue()  # lines for the thread
-        self._error: BaseException | None = None
+        self._error: BaseException | None = None  # the thread's: a write failed
+        self._bad: Exception | None = None  # the loop's: a record could not be serialized
         self._thread = threading.Thread(target=self._run, name="specbench-records", daemon=True)
         self._thread.start()
 
     def append(self, record: RequestRecord) -> None:
         if self._error is not None:
             raise self._error  # the disk failed: stop measuring rather than lose records silently
+        if self._bad is not None:
+            raise self._bad  # a record could not be serialized: as above
         self._pending.append(record)
         try:
             loop = asyncio.get_running_loop()
@@ -61,26 +64,42 @@ class RecordWriter:
     async def _drain(self) -> None:
         """Serialize the records handed over, one a turn of the loop, each after the callbacks
         that turn already holds (a request's next request among them)."""
-        while self._pending and self._error is None:
+        while self._pending:
             await asyncio.sleep(0)
             if self._pending:  # close() may have taken them meanwhile
-                try:
-                    self._queue.put(record_line(self._pending.popleft()))
-                except Exception as exc:  # as a failed write: raised on the next append or close
-                    self._error = exc
+                self._serialize_next()
 
     def _serialize_pending(self) -> None:
         while self._pending:
-            self._queue.put(record_line(self._pending.popleft()))
+            self._serialize_next()
+
+    def _serialize_next(self) -> None:
+        """The oldest record handed over, as its line, to the thread. Taken off only once its
+        line is made: a Ctrl-C in ``json.dumps`` leaves it for ``close``. One that cannot be
+        serialized is dropped and its error kept, raised on the next append or close; the
+        records around it are still written."""
+        try:
+            line = record_line(self._pending[0])
+        except Exception as exc:
+            self._pending.popleft()
+            self._bad = self._bad or exc
+            return
+        self._pending.popleft()
+        self._queue.put(line)
 
     def close(self) -> None:
         """Wait until every record handed over is written; re-raise a write failure. What the
-        loop had not serialized yet (it may have ended first) is serialized here, in order."""
-        self._serialize_pending()
-        self._queue.put(None)
-        self._thread.join()
+        loop had not serialized yet (it may have ended first) is serialized here, in order; the
+        thread writes what it was given even where that is cut short (a second Ctrl-C)."""
+        try:
+            self._serialize_pending()
+        finally:
+            self._queue.put(None)
+            self._thread.join()
         if self._error is not None:
             raise self._error
+        if self._bad is not None:
+            raise self._bad
 
     def _run(self) -> None:
         done = False
