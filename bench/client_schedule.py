@@ -29,7 +29,6 @@ import argparse
 import hashlib
 import itertools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 from client_overhead import free_port, hiccups, pinned, sampled_run
 from client_peers import stamps
+from scipy.stats import quantile_test
 
 from specbench.client.clocks import CONVERSION_ERROR_NS
 
@@ -228,24 +228,37 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
     print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
+def verdicts(r: dict[str, Any], floor: dict[str, Any]) -> dict[str, bool]:
+    """Issue #41's goals for one round: >= 0.95 of the schedule; a chunk-gap p99 error (and a
+    pair error p99) within 2x the floor client's in the same run, or under what the stamps
+    resolve (``RESOLUTION_MS``) where the floor's is smaller still; and whether this run's
+    intervals tell the two errors apart at all."""
+    return {
+        "share": r["share"] >= 0.95,
+        "error": r["error"] <= max(2 * floor["error"], RESOLUTION_MS),
+        "pair": r["pair_p99"] <= max(2 * floor["pair_p99"], RESOLUTION_MS),
+        "apart": r["error_ci"][0] > floor["error_ci"][1],
+    }
+
+
 def goals(c: int, r: dict[str, Any], floor: dict[str, Any]) -> str:
-    """Issue #41's goals at 64 in flight, each with its figures: >= 0.95 of the schedule, and a
-    chunk-gap p99 error within 2x the floor client's in the same run, or under what the stamps
-    resolve (``RESOLUTION_MS``) where the floor's is smaller still; where missed, whether this
-    run's intervals tell the two errors apart at all (at 1 and 16 in flight the goal is no
+    """The goals (``verdicts``) at 64 in flight, each with its figures; where the error's is
+    missed, whether the run tells the two apart (at 1 and 16 in flight the goal is no
     regression: the same figures, read against the floor, and against the base where
     ``specbench@base`` ran)."""
-    within = r["error"] <= max(2 * floor["error"], RESOLUTION_MS)
-    pair = r["pair_p99"] <= max(2 * floor["pair_p99"], RESOLUTION_MS)
+    v = verdicts(r, floor)
     what = "goals" if c == 64 else "against the floor (the issue's goals are at 64)"
-    told = "told apart" if r["error_ci"][0] > floor["error_ci"][1] else "not told apart"
-    apart = "" if within else f", {told} by this run's intervals"
-    share = "met" if r["share"] >= 0.95 else "MISSED"
+    told = "told apart" if v["apart"] else "not told apart"
+    apart = "" if v["error"] else f", {told} by this run's intervals"
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "MISSED"
+
     return (
-        f"  {what} at c={c}: tok/s {r['share']:.3f} of the schedule ({share}, >= 0.95); "
+        f"  {what} at c={c}: tok/s {r['share']:.3f} of the schedule ({met(v['share'])}, >= 0.95); "
         f"p99 error {r['error']:.3f} ms vs the floor's {floor['error']:.3f} ms "
-        f"({'met' if within else 'MISSED'}, <= 2x{apart}); pair error p99 {r['pair_p99']:.3f} vs "
-        f"{floor['pair_p99']:.3f} ms ({'met' if pair else 'MISSED'}, <= 2x); two writes in one read "
+        f"({met(v['error'])}, <= 2x{apart}); pair error p99 {r['pair_p99']:.3f} vs "
+        f"{floor['pair_p99']:.3f} ms ({met(v['pair'])}, <= 2x); two writes in one read "
         f"{r['merged_pct']:.2f} % vs {floor['merged_pct']:.2f} %"
     )
 
@@ -265,18 +278,18 @@ def summary(rounds: dict[int, list[dict[str, dict[str, Any]]]]) -> None:
                 v = np.array([g[key] for g in got])
                 cells.append(f"{key} {np.median(v):.3f} [{v.min():.3f}-{v.max():.3f}]")
             print(f"  {client:<16} c={c:<3} n={len(got)}  " + "  ".join(cells))
-        pairs = [rows for rows in runs if "floor" in rows and "specbench" in rows]
-        if pairs:
-            met = sum(r["specbench"]["error"] <= max(2 * r["floor"]["error"], RESOLUTION_MS) for r in pairs)
-            apart = sum(r["specbench"]["error_ci"][0] > r["floor"]["error_ci"][1] for r in pairs)
-            pair = sum(
-                r["specbench"]["pair_p99"] <= max(2 * r["floor"]["pair_p99"], RESOLUTION_MS) for r in pairs
-            )
-            share = sum(r["specbench"]["share"] >= 0.95 for r in pairs)
+        judged = [
+            verdicts(rows["specbench"], rows["floor"])
+            for rows in runs
+            if "floor" in rows and "specbench" in rows
+        ]
+        if judged:
+            n = len(judged)
+            count = {key: sum(v[key] for v in judged) for key in judged[0]}
             print(
-                f"  c={c}: share >= 0.95 in {share}/{len(pairs)} rounds; p99 error <= 2x the floor's in "
-                f"{met}/{len(pairs)} (above the floor's interval in {apart}/{len(pairs)}); pair error "
-                f"p99 <= 2x the floor's in {pair}/{len(pairs)}"
+                f"  c={c}: share >= 0.95 in {count['share']}/{n} rounds; p99 error <= 2x the floor's in "
+                f"{count['error']}/{n} (above the floor's interval in {count['apart']}/{n}); pair error "
+                f"p99 <= 2x the floor's in {count['pair']}/{n}"
             )
         ratios = sorted(
             r["specbench"]["cpu_ms_per_1k"] / r["specbench@base"]["cpu_ms_per_1k"]
@@ -288,18 +301,12 @@ def summary(rounds: dict[int, list[dict[str, dict[str, Any]]]]) -> None:
 
 
 def ratio_interval(ratios: list[float]) -> str:
-    """The median's distribution-free 95 % interval: the k-th smallest and largest of n sorted
-    paired ratios, k the largest with P(Binomial(n, 1/2) < k) <= 2.5 %."""
-    n = len(ratios)
-    k, below = 0, 0.0
-    while True:
-        below += math.comb(n, k) / 2**n
-        if below > 0.025:
-            break
-        k += 1
-    if k == 0:
-        return f"(range {ratios[0]:.2f}-{ratios[-1]:.2f}: too few rounds for a 95 % interval)"
-    return f"[{ratios[k - 1]:.2f}-{ratios[n - k]:.2f}] (95 %, {n} rounds)"
+    """The median's distribution-free 95 % interval over the rounds' paired ratios: the order
+    statistics a binomial sign test leaves (scipy's ``quantile_test``)."""
+    ci = quantile_test(np.array(ratios), q=float(np.median(ratios)), p=0.5).confidence_interval(0.95)
+    if np.isnan(ci.low) or np.isnan(ci.high):
+        return f"(range {min(ratios):.2f}-{max(ratios):.2f}: too few rounds for a 95 % interval)"
+    return f"[{ci.low:.2f}-{ci.high:.2f}] (95 %, {len(ratios)} rounds)"
 
 
 if __name__ == "__main__":

@@ -95,10 +95,10 @@ def trace(out: Path, worker: list[str]) -> None:
     runpy.run_path(sys.argv[0], run_name="__main__")
 
 
-def bursts(records: Path) -> list[dict[str, Any]]:
+def bursts(per_request: list[tuple[list[float], list[float], list[int]]]) -> list[dict[str, Any]]:
     """Merged reads (the client saw under 0.2 ms where the server left over 1 ms), grouped."""
     merged = []
-    for client, server, sent in gaps(records):
+    for client, server, sent in per_request:
         for k, (c, s) in enumerate(zip(client, server, strict=True)):
             if c < 0.2 and s > 1.0:
                 merged.append((sent[k] - int(s * 1e6), sent[k], k, len(client)))
@@ -165,8 +165,9 @@ def main() -> None:
                 check=True,
                 preexec_fn=pinned(client_cpus),
             )
-            total = sum(len(c) for c, _, _ in gaps(out / "records.jsonl"))
-            report(bursts(out / "records.jsonl"), json.loads(traced.read_text()), total, args.bursts)
+            per_request = gaps(out / "records.jsonl")
+            total = sum(len(c) for c, _, _ in per_request)
+            report(bursts(per_request), json.loads(traced.read_text()), total, args.bursts)
     finally:
         server.terminate()
         server.wait()
