@@ -144,6 +144,18 @@ def test_the_sequential_level_keeps_false_verdicts_at_alpha_over_all_looks() -> 
     assert false_rate(0.05) > 0.10  # naive peeking
 
 
+def test_a_fixed_run_reads_its_alpha_from_the_matrix() -> None:
+    """The matrix's ``alpha`` sets every run's family, not only ``repeats: auto``'s (it used to be
+    dropped silently for a fixed number of repeats: 95 % whatever the file said)."""
+    from specbench.analysis.sequential import confidence, nominal_alpha
+
+    assert confidence({"matrix": {"alpha": 0.001, "repeats": 6}}) == pytest.approx(0.999)
+    assert confidence({"matrix": {"repeats": 6}}) == pytest.approx(0.95)  # a run before the field
+    assert confidence({}) == pytest.approx(0.95)  # an imported run has no matrix
+    adaptive = {"matrix": {"alpha": 0.001}, "adaptive": {"nominal_alpha": nominal_alpha(10, 0.001)}}
+    assert confidence(adaptive) == pytest.approx(1 - nominal_alpha(10, 0.001))
+
+
 def test_eleven_of_twelve_slower_pairs_in_three_wild_launches_need_a_few_more() -> None:
     """The shape of a real case (Gemma 3 270M, self-draft, prefill): 11 of 12 pairs slower, launch
     means ×1.85, ×1.77 and ×3.6. Three launches cannot separate that from launch noise — the

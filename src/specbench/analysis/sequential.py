@@ -44,6 +44,11 @@ def nominal_alpha(max_launches: int, alpha: float = ALPHA, paths: int = 20_000, 
 
 
 def confidence(manifest: dict[str, Any]) -> float:
-    """The confidence verdicts of this run use: 1 − α′ for an adaptive run, else 0.95."""
+    """The confidence verdicts of this run use: 1 − α′ for an adaptive run, else 1 − the matrix's
+    ``alpha`` (0.95 where the run predates the field or has no matrix, e.g. an import)."""
     adaptive = manifest.get("adaptive") or {}
-    return 1 - float(adaptive["nominal_alpha"]) if "nominal_alpha" in adaptive else 1 - ALPHA
+    if "nominal_alpha" in adaptive:
+        return 1 - float(adaptive["nominal_alpha"])
+    matrix = manifest.get("matrix")
+    alpha = matrix.get("alpha") if isinstance(matrix, dict) else None
+    return 1 - float(alpha) if isinstance(alpha, int | float) and 0 < alpha < 1 else 1 - ALPHA

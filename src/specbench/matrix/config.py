@@ -183,7 +183,8 @@ class Matrix(_Frozen):
         gt=0,
         le=0.2,
         allow_inf_nan=False,
-        description="repeats: auto — the chance of any false faster/slower verdict over all looks",
+        description="the chance of any false faster/slower verdict in the run's family (with repeats: auto, "
+        "over all looks)",
     )
     warmup: int = Field(1, ge=0, le=MAX_WARMUP, description="warmup requests per cell, stored but flagged")
     seed: int = Field(0, ge=0, lt=2**63)
