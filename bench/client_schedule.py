@@ -77,6 +77,19 @@ def gaps(records: Path) -> list[tuple[list[float], list[float], list[int]]]:
     return out
 
 
+def mid_stream_merges(per_request: list[tuple[list[float], list[float], list[int]]], edge: int = 8) -> int:
+    """Two writes read as one away from a stream's first and last ``edge`` gaps. In this bench
+    every stream starts and ends with the others (64 heads, requests and ends in one tick), so
+    merges at the edges measure that burst; those in the middle, the client's or the machine's
+    pauses, which is what a server that spreads its streams out would show."""
+    return sum(
+        1
+        for cg, sg, _ in per_request
+        for i, (c, s) in enumerate(zip(cg, sg, strict=True))
+        if c < 0.2 and s > 1.0 and edge <= i < len(cg) - edge
+    )
+
+
 def p99_error_interval(
     per_request: list[tuple[list[float], list[float], list[int]]],
     block_ms: float = 100.0,
@@ -139,6 +152,7 @@ def measure(
     merged = sum(1 for c, s in zip(client, server, strict=True) if c < 0.2 and s > 1.0)
     return {
         "merged_pct": 100 * merged / max(1, len(client)),
+        "merged_mid_pct": 100 * mid_stream_merges(per_request) / max(1, len(client)),
         "tok_s": stats["tokens"] / ((stats["last_ns"] - stats["first_ns"]) / 1e9),
         "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],
         "gap_p99": float(np.percentile(client, 99)),
@@ -158,6 +172,7 @@ def main() -> None:
     parser.add_argument("--base-src", type=Path, help="the source tree client specbench@base runs")
     parser.add_argument("--rounds", type=int, default=1, help="runs of every client per concurrency")
     parser.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--keep", type=Path, help="keep every client run's records under this folder")
     args = parser.parse_args()
     server_bin = compiled("server")
     compiled("client")
@@ -187,10 +202,13 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
     print(f"{args.tokens} tokens/request, one every {args.interval_ms} ms; schedule = c x {per_s:.0f} tok/s")
     print(
         f"{'client':<16} {'c':>3} {'tok/s':>8} {'of schedule':>11} {'gap p99 ms':>10} {'srv p99 ms':>10} "
-        f"{'p99 error ms':>12} {'its 95 % CI':>15} {'pair err p99':>12} {'2-in-1 %':>8} {'CPU ms/1k tok':>13}"
+        f"{'p99 error ms':>12} {'its 95 % CI':>15} {'pair err p99':>12} {'2-in-1 %':>8} {'mid %':>6} "
+        f"{'CPU ms/1k tok':>13}"
     )
     rounds: dict[int, list[dict[str, dict[str, Any]]]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or Path(scratch)
+        tmp.mkdir(parents=True, exist_ok=True)
         for c in args.c:
             for _ in range(args.rounds):  # the clients alternate, so a busy spell hits both
                 rows = {}
@@ -209,7 +227,8 @@ def report(args: argparse.Namespace, port: int, cpus: set[int] | None) -> None:
                         f"{client:<16} {c:>3} {r['tok_s']:>8.0f} {r['share']:>11.3f} "
                         f"{r['gap_p99']:>10.3f} {r['srv_p99']:>10.3f} {r['error']:>12.3f} "
                         f"{f'[{lo:.3f}, {hi:.3f}]':>15} "
-                        f"{r['pair_p99']:>12.3f} {r['merged_pct']:>8.2f} {r['cpu_ms_per_1k']:>13.1f}",
+                        f"{r['pair_p99']:>12.3f} {r['merged_pct']:>8.2f} {r['merged_mid_pct']:>6.2f} "
+                        f"{r['cpu_ms_per_1k']:>13.1f}",
                         flush=True,
                     )
                 rounds.setdefault(c, []).append(rows)
@@ -269,7 +288,7 @@ def summary(rounds: dict[int, list[dict[str, dict[str, Any]]]]) -> None:
     distribution-free 95 % interval (order statistics of the ratios; from 6 rounds on), since
     one round's CPU per token moves by +-15 % on a VM."""
     print("over the rounds (median [min-max]):")
-    keys = ("share", "error", "pair_p99", "merged_pct", "cpu_ms_per_1k")
+    keys = ("share", "error", "pair_p99", "merged_pct", "merged_mid_pct", "cpu_ms_per_1k")
     for c, runs in rounds.items():
         for client in dict.fromkeys(k for rows in runs for k in rows):
             got = [rows[client] for rows in runs if client in rows]
@@ -278,18 +297,19 @@ def summary(rounds: dict[int, list[dict[str, dict[str, Any]]]]) -> None:
                 v = np.array([g[key] for g in got])
                 cells.append(f"{key} {np.median(v):.3f} [{v.min():.3f}-{v.max():.3f}]")
             print(f"  {client:<16} c={c:<3} n={len(got)}  " + "  ".join(cells))
-        judged = [
-            verdicts(rows["specbench"], rows["floor"])
-            for rows in runs
-            if "floor" in rows and "specbench" in rows
-        ]
-        if judged:
+        # Every other client read against the floor the same way: floor#2 (an A/A) says how often
+        # the goals are met by a client that is the floor, which is the most a round can show.
+        for client in dict.fromkeys(k for rows in runs for k in rows if k != "floor"):
+            both = [rows for rows in runs if "floor" in rows and client in rows]
+            judged = [verdicts(rows[client], rows["floor"]) for rows in both]
+            if not judged:
+                continue
             n = len(judged)
             count = {key: sum(v[key] for v in judged) for key in judged[0]}
             print(
-                f"  c={c}: share >= 0.95 in {count['share']}/{n} rounds; p99 error <= 2x the floor's in "
-                f"{count['error']}/{n} (above the floor's interval in {count['apart']}/{n}); pair error "
-                f"p99 <= 2x the floor's in {count['pair']}/{n}"
+                f"  c={c} {client}: share >= 0.95 in {count['share']}/{n} rounds; p99 error <= 2x the "
+                f"floor's in {count['error']}/{n} (above the floor's interval in {count['apart']}/{n}); "
+                f"pair error p99 <= 2x the floor's in {count['pair']}/{n}"
             )
         ratios = sorted(
             r["specbench"]["cpu_ms_per_1k"] / r["specbench@base"]["cpu_ms_per_1k"]
