@@ -15,8 +15,9 @@ What "the same judgment" means depends on whether a transformation re-measures:
   speeds, and four launches can leave even a ×0.22 loss ``undetermined`` (seen: 95 % CI
   0.03–1.86). So an arm's two verdicts must be equal or one of them ``undetermined`` (noise can
   only take a verdict away, never turn ``slower`` into ``faster`` or ``equivalent``); the A/A arm
-  reads within ×0.8–×1.25 (its verdict is left free: a 95 % family gives a false one in up to 5 %
-  of runs by design); the loser's point estimate stays below ×1; and every finding
+  shows no difference on its own launch-level interval at 99.9 % (:func:`aa_interval`; its
+  verdict at the run's 95 % is left free: a 95 % family gives a false one in up to 5 % of runs
+  by design); the loser's point estimate stays below ×1; and every finding
   about the experiment's design (code and arms) must be equal. Left out: findings that read the
   machine or the timing distribution of this launch (:data:`NOISE`), which come and go between two
   runs of the very same matrix; those read from the noisy verdict itself (:data:`SPEED`); and
@@ -33,7 +34,7 @@ from typing import Any
 import yaml
 
 from specbench import api
-from specbench.analysis import analyse_dir
+from specbench.analysis import analyse_dir, load_run, stats
 from specbench.analysis.result import Analysis
 from tests.conftest import Pair, lab_pair
 
@@ -94,28 +95,48 @@ def run(
     return api.run_matrix(folder / "matrix.yaml", folder / "run")
 
 
-Judgment = tuple[dict[str, str], dict[str, float], set[tuple[str, tuple[str, ...]]]]
+Judgment = tuple[dict[str, str], dict[str, float], set[tuple[str, tuple[str, ...]]], tuple[float, float]]
+#: The A/A arm's check: its own launch-level interval at this level must hold ×1. A fixed band
+#: (×0.8–×1.25 until a CI run read ×0.79) fails whenever four launches of the tiny model land on
+#: different speeds: launch-pair means spread by 10–18 % (sd of the log-ratio) on the 2-core
+#: machine, and one copied-model run's "same" launches read ×0.71–×0.93. The interval widens with
+#: that spread and stays narrow where the launches agree, so a copy read ×0.8 launch after launch
+#: (a gross error: a flag or file not what it seems) still fails.
+AA_CONFIDENCE = 0.999
 
 
 def judgment(out: Path) -> Judgment:
-    """The arms' verdicts and ratios, and the design findings as (code, arms)."""
+    """The arms' verdicts and ratios, the design findings as (code, arms), and the A/A arm's
+    interval at :data:`AA_CONFIDENCE` (:func:`aa_interval`)."""
     result = analyse_dir(out)
     verdicts = {arm: str(c.verdict) for arm, c in result.comparisons.items()}
     ratios = {arm: c.ratio for arm, c in result.comparisons.items()}
     found = {(f.code, tuple(sorted(f.arms))) for f in result.findings if f.code not in NOISE | SPEED}
-    return verdicts, ratios, found
+    return verdicts, ratios, found, aa_interval(out)
+
+
+def aa_interval(out: Path, arm: str = "same") -> tuple[float, float]:
+    """The A/A ``arm``'s speedup interval over the run's baseline at :data:`AA_CONFIDENCE`: the
+    run's own estimator (the launch-level mixed model) on its own data, alone (no family)."""
+    data = load_run(out)
+    c = stats.speedup(data.df, arm, data.baseline, "decode_tok_s", confidence=AA_CONFIDENCE)
+    return float(c.ci_low), float(c.ci_high)
+
+
+def aa_holds(interval: tuple[float, float]) -> bool:
+    return interval[0] <= 1.0 <= interval[1]
 
 
 def same_judgment(a: Judgment, b: Judgment) -> None:
     """The re-measured invariance (module docstring)."""
-    (va, ra, fa), (vb, rb, fb) = a, b
+    (va, ra, fa, aa_a), (vb, rb, fb, aa_b) = a, b
     assert va.keys() == vb.keys()
     for arm in va:
         assert va[arm] == vb[arm] or "undetermined" in (va[arm], vb[arm]), (arm, va, vb)
     # The A/A arm: a verdict there is a false one, which a 95 % family makes in up to 5 % of runs
-    # by design (seen once in a CI run: "slower"), so no verdict is asserted; a gross error (a
-    # copy of the baseline read as ×0.8 or ×1.25) is. Bias is tests/metamorphic/test_aa_engine's.
-    assert 0.8 < ra["same"] < 1.25 and 0.8 < rb["same"] < 1.25, (ra, rb)
+    # by design (seen once in a CI run: "slower"), so no verdict is asserted; a gross error, beyond
+    # its own launches' noise, is (AA_CONFIDENCE). Bias is tests/metamorphic/test_aa_engine's.
+    assert aa_holds(aa_a) and aa_holds(aa_b), (ra, rb, aa_a, aa_b)
     assert "faster" not in (va["draft8"], vb["draft8"]) and ra["draft8"] < 1 and rb["draft8"] < 1, (ra, rb)
     assert fa == fb
     assert ("SELF_DRAFT", ("self",)) in fa  # the design's own truth, in both
