@@ -18,7 +18,7 @@ the share of token chunks read together with the next (two writes in one read: t
 one receive time for bytes it merged, so such pairs are the gap error's tail), and CPU ms per
 1000 tokens (the client's process tree over the server's load window).
 
-    .venv/bin/python bench/client_schedule.py [--c 1 16 64] [--requests-per-c 8] [--interval-ms 2]
+    .venv/bin/python bench/client_schedule.py [--c 1 16 64] [--requests-per-c 20] [--interval-ms 2]
         [--tokens 256] [--rounds 1] [--clients floor specbench specbench-procs2 specbench@base]
         [--base-src DIR] [--no-pin]
 """
@@ -77,11 +77,13 @@ def gaps(records: Path) -> list[tuple[list[float], list[float], list[int]]]:
     return out
 
 
-def mid_stream_merges(per_request: list[tuple[list[float], list[float], list[int]]], edge: int = 8) -> int:
+def mid_stream_merges(per_request: list[tuple[list[float], list[float], list[int]]], edge: int = 32) -> int:
     """Two writes read as one away from a stream's first and last ``edge`` gaps. In this bench
-    every stream starts and ends with the others (64 heads, requests and ends in one tick), so
-    merges at the edges measure that burst; those in the middle, the client's or the machine's
-    pauses, which is what a server that spreads its streams out would show."""
+    every stream starts and ends with the others (64 ends, records, requests and heads within a
+    few ticks, whose work spills over the next streams' first tokens: bench/client_stalls.py
+    counts the same 32), so merges at the edges measure that burst; those in the middle, the
+    client's or the machine's pauses, which is what a server that spreads its streams out would
+    show."""
     return sum(
         1
         for cg, sg, _ in per_request
@@ -165,7 +167,13 @@ def measure(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--c", type=int, nargs="+", default=[1, 16, 64])
-    parser.add_argument("--requests-per-c", type=int, default=8)
+    parser.add_argument(
+        "--requests-per-c",
+        type=int,
+        default=20,
+        help="requests per slot: 1,280 at 64 in flight, as issue #41 measured (at 8, 512 requests "
+        "hid a cost that grows with the run: the collector's young list)",
+    )
     parser.add_argument("--interval-ms", type=float, default=2.0)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--clients", nargs="+", default=["floor", "specbench"])

@@ -1,5 +1,5 @@
 """The loop reads streams between its other callbacks (client/readfirst.py), and no collection
-but the youngest runs while a streamer is open (stream.quiet_collector)."""
+runs while a streamer is open (stream.quiet_collector)."""
 
 from __future__ import annotations
 
@@ -108,14 +108,24 @@ def test_asyncio_still_has_the_hooks_it_uses() -> None:
         loop.close()
 
 
-def test_only_the_youngest_generation_is_collected_while_streaming() -> None:
+def test_nothing_is_collected_while_streaming_and_the_collector_comes_back_as_it_was() -> None:
     before = gc.get_threshold()
+    assert gc.isenabled()
     with quiet_collector():
+        assert not gc.isenabled()
+        # Turned on by anything else meanwhile, only the youngest generation runs.
         young, middle, full = gc.get_threshold()
         assert young == before[0] and middle > 10**9 and full > 10**9
         assert gc.get_freeze_count() > 0
         with quiet_collector():  # a second streamer (pool worker and cell loop) shares it
             pass
-        assert gc.get_threshold()[1] > 10**9
-    assert gc.get_threshold() == before
+        assert not gc.isenabled() and gc.get_threshold()[1] > 10**9
+    assert gc.isenabled() and gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+    gc.disable()  # a process that had it off keeps it off
+    try:
+        with quiet_collector():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -87,11 +87,12 @@ async def open_streamer(
 
 
 class _Streamers:
-    """Streamers open in this process, and the collector's thresholds before the first."""
+    """Streamers open in this process, and the collector's state before the first."""
 
     lock = threading.Lock()
     open = 0
     thresholds: tuple[int, int, int] = (700, 10, 10)
+    enabled = True
 
 
 _NEVER = 2**31 - 1
@@ -99,21 +100,28 @@ _NEVER = 2**31 - 1
 
 @contextmanager
 def quiet_collector() -> Iterator[None]:
-    """Only the youngest generation is collected while streams are read. A collection walks
-    every object of the generations it collects; a pause longer than a token's gap leaves two
-    chunks in one read. At 64 in flight, 2 ms a token (issue #41): full collections took 7-10 ms
-    even with what existed before the requests set aside (``gc.freeze``), the middle generation
-    1-3 ms, the youngest ~0.03 ms (p99 0.5 ms); reads that took two chunks, of all, 0.7 % with
-    every generation, 0.08-0.22 % with the youngest alone (as with none), 0.5-0.7 % with it
-    collected every 5,000 objects rather than 700 (longer pauses). A cycle made and dropped
-    while streaming is still freed by the youngest collection; one that outlives it waits for
-    the collections after the last streamer closes. The streaming path makes none per request
-    (measured: the same garbage left after 512 and 1,024 requests)."""
+    """No collection while streams are read. A collection walks every object of the generations
+    it collects with the loop stopped, and a pause longer than a token's gap leaves two chunks in
+    one read. At 64 in flight, 2 ms a token (issue #41): full collections took 7-10 ms even with
+    what existed before the requests set aside (``gc.freeze``), the middle generation 1-3 ms. The
+    youngest alone grows with the run: CPython counts allocations minus deallocations, so the
+    records and bodies a finished request frees let the young list grow past its threshold of
+    700 (to 15-20k objects after 6 s of 1,280 requests), and its collections grew from ~0.5 to
+    3-7 ms, found nothing (every one of ~1,900 collected 0 objects) and caused four in five of the
+    reads that took two chunks (0.42 % of chunks with it, 0.09 % without; the C floor 0.07 %).
+    The streaming path makes no cycles per request (the garbage left at the end was the same
+    after 256 and 640 requests at 64 in flight: the 4 responses a connection keeps, ``_kept``),
+    so one made while streaming, by an error's traceback say, waits until the last
+    streamer closes (a cell's end), when the collector comes back as it was. Should anything turn
+    the collector on meanwhile, only the youngest generation runs (the thresholds) and what
+    existed before the requests is set aside (``gc.freeze``)."""
     with _Streamers.lock:  # loops in several threads (an executor's) share the process's collector
         if _Streamers.open == 0:
             gc.freeze()  # what exists before the requests: never walked while they stream
             _Streamers.thresholds = young, _, _ = gc.get_threshold()
+            _Streamers.enabled = gc.isenabled()
             gc.set_threshold(young, _NEVER, _NEVER)
+            gc.disable()
         _Streamers.open += 1
     try:
         yield
@@ -122,6 +130,8 @@ def quiet_collector() -> Iterator[None]:
             _Streamers.open -= 1
             if _Streamers.open == 0:
                 gc.set_threshold(*_Streamers.thresholds)
+                if _Streamers.enabled:
+                    gc.enable()
                 gc.unfreeze()
 
 
