@@ -164,9 +164,8 @@ def measure(
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--c", type=int, nargs="+", default=[1, 16, 64])
+def add_requests_per_c(parser: argparse.ArgumentParser) -> None:
+    """The run length, shared with bench/client_stalls.py."""
     parser.add_argument(
         "--requests-per-c",
         type=int,
@@ -174,6 +173,12 @@ def main() -> None:
         help="requests per slot: 1,280 at 64 in flight, as issue #41 measured (at 8, 512 requests "
         "hid a cost that grows with the run: the collector's young list)",
     )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--c", type=int, nargs="+", default=[1, 16, 64])
+    add_requests_per_c(parser)
     parser.add_argument("--interval-ms", type=float, default=2.0)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--clients", nargs="+", default=["floor", "specbench"])

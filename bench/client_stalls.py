@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from client_overhead import free_port, pinned
-from client_schedule import compiled, gaps
+from client_schedule import add_requests_per_c, compiled, gaps
 
 HERE = Path(__file__).resolve().parent
 BURST_NS = 3_000_000  # merged reads closer than this are one burst
@@ -140,13 +140,7 @@ def report(found: list[dict[str, Any]], tr: dict[str, Any], total: int, limit: i
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--c", type=int, default=64)
-    parser.add_argument(
-        "--requests-per-c",
-        type=int,
-        default=20,
-        help="requests per slot: 1,280 at 64 in flight, as issue #41 measured (at 8, 512 requests "
-        "hid a cost that grows with the run: the collector's young list)",
-    )
+    add_requests_per_c(parser)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--interval-ms", type=float, default=2.0)
     parser.add_argument("--bursts", type=int, default=20, help="the largest bursts printed")
