@@ -53,10 +53,11 @@ def test_a_burst_of_merged_reads_widens_the_interval_around_the_error() -> None:
 
 
 def test_merges_at_a_stream_start_or_end_are_not_counted_as_mid_stream() -> None:
-    # 400 gaps: ticks 3, 31 and 395 are within 32 gaps of an edge (the bench's synchronized
-    # starts and ends), 40 and 200 in the middle (a pause of the client's); 5 streams each.
-    assert mid_stream_merges(_requests(5, 400, merged_at={3, 31, 395})) == 0
-    assert mid_stream_merges(_requests(5, 400, merged_at={3, 31, 40, 200, 395})) == 10
+    # 400 gaps: ticks 3, 31, 368 and 395 are within 32 gaps of an edge (the bench's synchronized
+    # starts and ends), 32, 200 and 367 in the middle (a pause of the client's); 5 streams each.
+    # (Ticks a gap apart would make one long gap and a zero: one merge, not two; so two calls.)
+    assert mid_stream_merges(_requests(5, 400, merged_at={3, 31, 368, 395})) == 0
+    assert mid_stream_merges(_requests(5, 400, merged_at={32, 200, 367})) == 15
 
 
 def test_the_ratio_interval_is_the_binomial_order_statistics() -> None:

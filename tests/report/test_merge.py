@@ -135,6 +135,23 @@ def test_merge_refuses_different_workloads_and_arm_arguments(tmp_path: Path) -> 
         merge_runs_checked([a, b], tmp_path / "out")
 
 
+def test_merge_refuses_runs_judged_at_another_alpha(tmp_path: Path) -> None:
+    """The matrix's alpha sets a run's verdict level: a merged run would be judged at the first
+    run's, so runs that differ in it are not pooled (a run from before the field reads 0.05)."""
+    a, b = two_machines(tmp_path)
+    matrix = json.loads((b / "manifest.json").read_text())["matrix"]
+    matrix["alpha"] = 0.001
+    _set(b, "manifest.json", matrix=matrix)
+    with pytest.raises(StoreError, match=r"alpha differs: 0\.05 vs 0\.001"):
+        merge_runs_checked([a, b], tmp_path / "out")
+    matrix["alpha"] = 0.05
+    _set(b, "manifest.json", matrix=matrix)
+    old = json.loads((a / "manifest.json").read_text())["matrix"]
+    old.pop("alpha", None)
+    _set(a, "manifest.json", matrix=old)
+    merge_runs_checked([a, b], tmp_path / "alike")
+
+
 def test_merge_warns_of_other_engine_build_options(tmp_path: Path) -> None:
     a, b = two_machines(tmp_path)
     env = json.loads((b / "env.json").read_text())

@@ -421,3 +421,29 @@ def test_a_refinement_starts_only_if_the_budget_finishes_it_with_everything_stil
     assert len(state.racing()) == 3 and m.launches == 12  # max_rounds 3 reached, nothing dropped
     assert any(ev["event"] == "no_refine" for ev in state.events)
     assert [e.name for e in state.entries] == ["k2", "k8", "k16"]
+
+
+class LevelsSeen(FakeMeasure):
+    """Records the confidence every look asked for."""
+
+    def __init__(self, truth: dict[str, float]) -> None:
+        super().__init__(truth)
+        self.levels: set[float] = set()
+
+    def compare(self, arm: str, other: str, confidence: float) -> stats.Comparison | None:
+        self.levels.add(confidence)
+        return super().compare(arm, other, confidence)
+
+
+def test_the_race_looks_at_the_matrix_alpha() -> None:
+    """The matrix's ``alpha`` sets the race's per-look level as it sets the report's (a tune run's
+    report reads 1 − alpha): at 0.001 every look is stricter than at the default 0.05."""
+    from specbench.analysis.sequential import nominal_alpha
+    from specbench.tune.race import look_confidence
+
+    s = spec(refine=False)
+    strict, default = LevelsSeen(truth_from(s, speed)), LevelsSeen(truth_from(s, speed))
+    race(s, initial_state(s, "baseline", lambda c: None), strict, PROMPTS, alpha=0.001)
+    race(s, initial_state(s, "baseline", lambda c: None), default, PROMPTS)
+    assert strict.levels == {look_confidence(s, 0.001)} == {1 - nominal_alpha(s.max_rounds, 0.001)}
+    assert default.levels == {look_confidence(s)} and look_confidence(s, 0.001) > look_confidence(s)

@@ -80,7 +80,8 @@ class RunData:
 
     @property
     def confidence(self) -> float:
-        """0.95, or the sequential rule's nominal level when launches were added adaptively."""
+        """1 − the matrix's ``alpha`` (0.95 by default), or the sequential rule's nominal level
+        when launches were added adaptively."""
         return sequential.confidence(self.manifest)
 
     @property
@@ -171,7 +172,8 @@ def acceptance_sources(run: RunData, arm: str) -> dict[str, acceptance.Source]:
 
 
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
-    """Each measured arm vs the baseline: ratio, 95 % CI of the launch-level mixed model (prompts
+    """Each measured arm vs the baseline: ratio, CI (at the run's confidence, shared in one
+    family) of the launch-level mixed model (prompts
     paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
     key = ("comparisons", metric)
     if key not in run._fits:

@@ -198,7 +198,12 @@ def verdict(ci_low: float, ci_high: float, threshold: float = 0.01) -> Verdict:
 
 def ci_label(c: Comparison) -> str:
     """ "95 %", or e.g. "98.6 %" for the nominal level of a sequential (adaptive) run."""
-    pct = c.confidence * 100
+    return level_label(c.confidence)
+
+
+def level_label(confidence: float) -> str:
+    """A confidence level as printed: "95 %", "99.9 %", "98.6 %"."""
+    pct = confidence * 100
     return f"{pct:.0f} %" if abs(pct - round(pct)) < 1e-6 else f"{pct:.1f} %"
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from specbench.analysis.sequential import ALPHA
 from specbench.errors import StoreError
 from specbench.store.rundir import RunStore
 
@@ -116,6 +117,16 @@ def arm_differences(ma: dict[str, Any], mb: dict[str, Any]) -> list[Difference]:
     return out
 
 
+def alpha_differences(ma: dict[str, Any], mb: dict[str, Any]) -> list[Difference]:
+    """The verdicts' α (the matrix's ``alpha``; 0.05 where a run predates it): a merged run is
+    judged at one level, which would otherwise be the first run's."""
+    xa, xb = ma.get("matrix") or {}, mb.get("matrix") or {}
+    aa, ab = xa.get("alpha", ALPHA), xb.get("alpha", ALPHA)
+    if aa != ab:
+        return [Difference(f"alpha differs: {aa} vs {ab} (the verdicts' chance of a false one)")]
+    return []
+
+
 def engine_differences(ea: dict[str, Any], eb: dict[str, Any]) -> list[Difference]:
     """The engine's kind and version refuse; its build options warn (the commit: merge_runs)."""
     xa, xb = ea.get("engine") or {}, eb.get("engine") or {}
@@ -142,6 +153,7 @@ def differences(a: Path, b: Path) -> list[Difference]:
         *prompt_differences(a, b, ma, mb),
         *workload_differences(ma, mb),
         *arm_differences(ma, mb),
+        *alpha_differences(ma, mb),
         *engine_differences(ea, eb),
     ]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from specbench.analysis.stats import level_label
 from specbench.analysis.tables.goodput import Goodput
 from specbench.matrix.config import SLOSpec
 from specbench.report.page.document import Block, Heading, Para, Table
@@ -14,7 +15,7 @@ from specbench.report.tables import fmt, fmt_ci
 DEFINITION = (
     "Goodput: requests per second (and their output tokens per second) that met every SLO, over "
     "the phase's duration from the first send to the last end, as vllm bench serve --goodput "
-    "counts it; mean over launches with its 95 % t interval; × is the goodput ratio to {base} "
+    "counts it; mean over launches with its {level} t interval; × is the goodput ratio to {base} "
     "paired by launch pair."
 )
 
@@ -69,15 +70,17 @@ def _summary_table(summary: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
-def goodput_blocks(found: Goodput, baseline: str) -> list[Block]:
-    """The section, or nothing when the run set no SLOs and sent nothing open loop."""
+def goodput_blocks(found: Goodput, baseline: str, confidence: float) -> list[Block]:
+    """The section, or nothing when the run set no SLOs and sent nothing open loop; its intervals
+    are at the run's ``confidence`` (the matrix's alpha, or an adaptive run's nominal level)."""
+    level = level_label(confidence)
     per_arm, table, summary, slo = found
     if per_arm.empty:
         return []
     blocks: list[Block] = [
         Heading("Goodput and load"),
         Para(_slo_words(slo)),
-        Para(DEFINITION.format(base=baseline)),
+        Para(DEFINITION.format(base=baseline, level=level)),
         Table(_goodput_table(per_arm)),
     ]
     if not summary.empty:
@@ -92,6 +95,6 @@ def goodput_blocks(found: Goodput, baseline: str) -> list[Block]:
                 f"pairs, is shown lower than {baseline}'s there (verdict faster); the crossover in load "
                 "is the first rate where it is not."
             ),
-            Table(_sweep_table(table), f"per rate: e2e speedup = {baseline} e2e / arm e2e (95 % CI)"),
+            Table(_sweep_table(table), f"per rate: e2e speedup = {baseline} e2e / arm e2e ({level} CI)"),
         ]
     return blocks

@@ -300,7 +300,8 @@ def _speedup_panel(ax: Any, frame: pd.DataFrame, measure: str, baseline: str) ->
 
 
 def goodput_vs_rate(a: Analysis) -> Figure | None:
-    """A rate sweep: goodput (mean over launches, 95 % t interval) and median e2e per rate and arm."""
+    """A rate sweep: goodput (mean over launches, t interval at the run's confidence) and median
+    e2e per rate and arm."""
     table = a.goodput.table
     if table.empty:
         return None
@@ -339,7 +340,8 @@ PLOTS = (
          "(docs/mistakes.md, 9: concurrency can flip the sign)", latency_vs_concurrency),
     Plot("decode_by_machine", "Decode rate per machine", "one panel per machine of a merged run", by_machine),
     Plot("goodput_vs_rate", "Goodput and e2e vs request rate", "rate sweep: goodput per arm (mean over "
-         "launches, 95 % interval) and median e2e at each rate asked (docs/goodput.md)", goodput_vs_rate),
+         "launches, interval at the run's confidence) and median e2e at each rate asked "
+         "(docs/goodput.md)", goodput_vs_rate),
 )  # fmt: skip
 
 

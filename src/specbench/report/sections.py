@@ -293,7 +293,7 @@ def report_blocks(c: Analysis, run_dir: Path, plots: list[tuple[Plot, Path]]) ->
         *predicted_blocks(c.theory),
         *_context(c.run, run_dir),
         *_measured(c),
-        *goodput_blocks(c.goodput, c.run.baseline),
+        *goodput_blocks(c.goodput, c.run.baseline, c.run.confidence),
         *_machines(c),
         *(_categories(c.categories, c.run.baseline) if len(c.points) < 2 else []),
         *_acceptance(c),

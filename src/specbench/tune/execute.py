@@ -105,7 +105,8 @@ class _TuneExecutor(LocalExecutor):
         prompts = len(cells[0].requests) + len(cells[0].warmup)
         store = runner.store
         screen = screen_from_run(self.spec, store.records, store.cells, runner.matrix.model, self.say)
-        self.state = race(self.spec, self.state, measure, prompts, self._save(runner), self.say, screen)
+        save, alpha = self._save(runner), runner.matrix.alpha
+        self.state = race(self.spec, self.state, measure, prompts, save, self.say, screen, alpha)
 
     def _save(self, runner: Runner) -> Callable[[RaceState], None]:
         def save(state: RaceState) -> None:

@@ -255,4 +255,6 @@ def make_tune_plan(
         for name, w in tune_workloads(matrix, spec, matrix_path.parent).items()
     ]
     command = engine.command(matrix.model, matrix.arm_args(matrix.baseline), matrix.host, SERVE_PORT)
-    return TunePlan(out, mask_args(command), spec.budget, spec.max_rounds, look_confidence(spec), workloads)
+    return TunePlan(
+        out, mask_args(command), spec.budget, spec.max_rounds, look_confidence(spec, matrix.alpha), workloads
+    )

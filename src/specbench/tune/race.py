@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from specbench.analysis.launches import MIN_LAUNCHES
-from specbench.analysis.sequential import nominal_alpha
+from specbench.analysis.sequential import ALPHA, nominal_alpha
 from specbench.analysis.stats import Comparison, ci_label
 from specbench.matrix.tuneblock import Budget, Candidate, TuneSpec, candidate_name, neighbours
 from specbench.tune.progress import Where, round_line
@@ -106,9 +106,10 @@ def initial_state(spec: TuneSpec, baseline: str, predict: Callable[[Candidate], 
     return RaceState(baseline=baseline, entries=entries, order_reason=why)
 
 
-def look_confidence(spec: TuneSpec) -> float:
-    """Per-look confidence: the Pocock level for looks 3 … max_rounds (docs/statistics.md)."""
-    return 1 - nominal_alpha(spec.max_rounds)
+def look_confidence(spec: TuneSpec, alpha: float = ALPHA) -> float:
+    """Per-look confidence: the Pocock level for looks 3 … max_rounds at the matrix's ``alpha``
+    (docs/statistics.md)."""
+    return 1 - nominal_alpha(spec.max_rounds, alpha)
 
 
 def _fits(budget: Budget, spent: tuple[int, int], minutes: float, launches: int, requests: int) -> str | None:
@@ -130,13 +131,14 @@ def race(
     save: Callable[[RaceState], None] = lambda s: None,
     say: Callable[[str], None] = lambda s: None,
     screen: Callable[[RaceState], None] | None = None,
+    alpha: float = ALPHA,
 ) -> RaceState:
     """Run (or resume) the race until it stops; ``save`` is called after every round and decision.
     A state in stage ``screen`` runs its screening rounds first (``screen`` is called after each and
     says when it has enough), then ``screen`` predicts and skips
     (:func:`specbench.tune.screenrun.apply_screen`) and the race goes on with the survivors."""
     started, spent_before = time.monotonic(), state.minutes
-    conf = look_confidence(spec)
+    conf = look_confidence(spec, alpha)
     while state.stage != "done":
         if state.stage == "screen" and state.rounds:
             if screen is None:
