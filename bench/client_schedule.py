@@ -77,18 +77,25 @@ def gaps(records: Path) -> list[tuple[list[float], list[float], list[int]]]:
     return out
 
 
+def merged(client_ms: float, server_ms: float) -> bool:
+    """Two writes read as one: the client saw (almost) no gap where the server left over half a
+    tick. The kernel keeps one receive time for bytes it merged, so the first chunk takes the
+    second's time: one gap reads double, the next zero. The p99 errors are this share's tail."""
+    return client_ms < 0.2 and server_ms > 1.0
+
+
 def mid_stream_merges(per_request: list[tuple[list[float], list[float], list[int]]], edge: int = 32) -> int:
-    """Two writes read as one away from a stream's first and last ``edge`` gaps. In this bench
-    every stream starts and ends with the others (64 ends, records, requests and heads within a
-    few ticks, whose work spills over the next streams' first tokens: bench/client_stalls.py
-    counts the same 32), so merges at the edges measure that burst; those in the middle, the
-    client's or the machine's pauses, which is what a server that spreads its streams out would
-    show."""
+    """Two writes read as one (``merged``) away from a stream's first and last ``edge`` gaps (0:
+    all of them). In this bench every stream starts and ends with the others (64 ends, records,
+    requests and heads within a few ticks, whose work spills over the next streams' first tokens:
+    bench/client_stalls.py counts the same 32), so merges at the edges measure that burst; those
+    in the middle, the client's or the machine's pauses, which is what a server that spreads its
+    streams out would show."""
     return sum(
         1
         for cg, sg, _ in per_request
         for i, (c, s) in enumerate(zip(cg, sg, strict=True))
-        if c < 0.2 and s > 1.0 and edge <= i < len(cg) - edge
+        if merged(c, s) and edge <= i < len(cg) - edge
     )
 
 
@@ -148,12 +155,8 @@ def measure(
     client = [g for c, _, _ in per_request for g in c]
     server = [g for _, s, _ in per_request for g in s]
     errors = [abs(x - y) for x, y in zip(client, server, strict=True)]
-    # Two writes read as one: the client saw (almost) no gap where the server left over half a
-    # tick. The kernel keeps one receive time for bytes it merged, so the first chunk takes the
-    # second's time: one gap reads double, the next zero. The p99 errors are this share's tail.
-    merged = sum(1 for c, s in zip(client, server, strict=True) if c < 0.2 and s > 1.0)
     return {
-        "merged_pct": 100 * merged / max(1, len(client)),
+        "merged_pct": 100 * mid_stream_merges(per_request, edge=0) / max(1, len(client)),
         "merged_mid_pct": 100 * mid_stream_merges(per_request) / max(1, len(client)),
         "tok_s": stats["tokens"] / ((stats["last_ns"] - stats["first_ns"]) / 1e9),
         "cpu_ms_per_1k": 1e6 * sampler.over(stats["first_ns"], stats["last_ns"]) / stats["tokens"],

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from client_overhead import free_port, pinned
-from client_schedule import add_requests_per_c, compiled, gaps
+from client_schedule import add_requests_per_c, compiled, gaps, merged
 
 HERE = Path(__file__).resolve().parent
 BURST_NS = 3_000_000  # merged reads closer than this are one burst
@@ -96,15 +96,15 @@ def trace(out: Path, worker: list[str]) -> None:
 
 
 def bursts(per_request: list[tuple[list[float], list[float], list[int]]]) -> list[dict[str, Any]]:
-    """Merged reads (the client saw under 0.2 ms where the server left over 1 ms), grouped."""
-    merged = []
+    """Merged reads (client_schedule.merged), grouped."""
+    found = []
     for client, server, sent in per_request:
         for k, (c, s) in enumerate(zip(client, server, strict=True)):
-            if c < 0.2 and s > 1.0:
-                merged.append((sent[k] - int(s * 1e6), sent[k], k, len(client)))
-    merged.sort()
+            if merged(c, s):
+                found.append((sent[k] - int(s * 1e6), sent[k], k, len(client)))
+    found.sort()
     out: list[dict[str, Any]] = []
-    for first, second, k, n in merged:
+    for first, second, k, n in found:
         if out and first - out[-1]["end"] < BURST_NS:
             burst = out[-1]
             burst["end"], burst["n"] = max(burst["end"], second), burst["n"] + 1
@@ -116,9 +116,9 @@ def bursts(per_request: list[tuple[list[float], list[float], list[int]]]) -> lis
 
 
 def report(found: list[dict[str, Any]], tr: dict[str, Any], total: int, limit: int) -> None:
-    merged = sum(b["n"] for b in found)
-    share = 100 * merged / max(1, total)
-    print(f"{merged} of {total} chunk pairs read two in one ({share:.2f} %), in {len(found)} bursts")
+    n_merged = sum(b["n"] for b in found)
+    share = 100 * n_merged / max(1, total)
+    print(f"{n_merged} of {total} chunk pairs read two in one ({share:.2f} %), in {len(found)} bursts")
     t0 = found[0]["start"] if found else 0
     for b in sorted(found, key=lambda b: -b["n"])[:limit]:
         lo, hi = b["start"] - 2_000_000, b["end"]

@@ -6,8 +6,8 @@ Each is a fresh run on the real llama-server (tiny lab models, 4 prompts × 32 t
 each), so noise enters: the tolerance is design.py's ``same_judgment`` — an arm's verdict equal
 or, in one of the two runs, ``undetermined`` (never the opposite verdict), the A/A arm holding
 ×1 in its own 99.9 % launch-level interval and within ×0.67–×1.5 (its verdict left free), the
-loser below ×1, and the
-design's findings (code and arms) equal, ``SELF_DRAFT`` on the self-drafting arm included.
+loser below ×1, and the design's findings (code and arms) equal, ``SELF_DRAFT`` on the
+self-drafting arm included.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ files, the counterbalanced order's seed input), so what the analysis concludes m
 
 Tolerance for noise: the loser's verdict and every finding about the experiment's design must be
 equal. The A/A arm must show no difference on its own 99.9 % launch-level interval and read
-within ×0.67–×1.5 in both runs (design.aa_holds); its verdict at the run's 95 % is left free: mostly
-``undetermined`` or ``equivalent`` (both say "no difference shown"; which one depends on how tight
+within ×0.67–×1.5 in both runs (design.aa_holds); its verdict at the run's 95 % is left free:
+mostly ``undetermined`` or ``equivalent`` (both say "no difference shown"; which one depends on how tight
 four launches happen to be), but a 95 % family reads a false ``faster``/``slower`` in up to 5 % of
 runs by design, so asserting "never" would fail CI that often (the false-verdict rate itself is
 tests/analysis's seeded multiplicity test; bias is test_aa_engine's). Findings that read the machine

@@ -16,9 +16,9 @@ What "the same judgment" means depends on whether a transformation re-measures:
   0.03–1.86). So an arm's two verdicts must be equal or one of them ``undetermined`` (noise can
   only take a verdict away, never turn ``slower`` into ``faster`` or ``equivalent``); the A/A arm
   shows no difference on its own launch-level interval at 99.9 % and reads within ×0.67–×1.5
-  (:func:`aa_interval`, :data:`AA_BAND`; its
-  verdict at the run's 95 % is left free: a 95 % family gives a false one in up to 5 % of runs
-  by design); the loser's point estimate stays below ×1; and every finding
+  (:func:`aa_interval`, :data:`AA_BAND`; its verdict at the run's 95 % is left free: a 95 %
+  family gives a false one in up to 5 % of runs by design); the loser's point estimate stays
+  below ×1; and every finding
   about the experiment's design (code and arms) must be equal. Left out: findings that read the
   machine or the timing distribution of this launch (:data:`NOISE`), which come and go between two
   runs of the very same matrix; those read from the noisy verdict itself (:data:`SPEED`); and

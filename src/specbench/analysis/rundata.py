@@ -173,8 +173,8 @@ def acceptance_sources(run: RunData, arm: str) -> dict[str, acceptance.Source]:
 
 def comparisons(run: RunData, metric: str = "decode_tok_s") -> dict[str, stats.Comparison]:
     """Each measured arm vs the baseline: ratio, CI (at the run's confidence, shared in one
-    family) of the launch-level mixed model (prompts
-    paired inside launch pairs), verdict faster / slower / equivalent / undetermined."""
+    family) of the launch-level mixed model (prompts paired inside launch pairs), verdict faster /
+    slower / equivalent / undetermined."""
     key = ("comparisons", metric)
     if key not in run._fits:
         run._fits[key] = _arm_comparisons(run.df, run, metric) if run.baseline in run.measured_arms else {}

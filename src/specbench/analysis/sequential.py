@@ -49,6 +49,12 @@ def confidence(manifest: dict[str, Any]) -> float:
     adaptive = manifest.get("adaptive") or {}
     if "nominal_alpha" in adaptive:
         return 1 - float(adaptive["nominal_alpha"])
+    return 1 - matrix_alpha(manifest)
+
+
+def matrix_alpha(manifest: dict[str, Any]) -> float:
+    """The run's α as its matrix set it; :data:`ALPHA` where the run predates the field or has no
+    matrix (an import)."""
     matrix = manifest.get("matrix")
     alpha = matrix.get("alpha") if isinstance(matrix, dict) else None
-    return 1 - float(alpha) if isinstance(alpha, int | float) and 0 < alpha < 1 else 1 - ALPHA
+    return float(alpha) if isinstance(alpha, int | float) and 0 < alpha < 1 else ALPHA

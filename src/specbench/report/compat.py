@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from specbench.analysis.sequential import ALPHA
+from specbench.analysis.sequential import matrix_alpha
 from specbench.errors import StoreError
 from specbench.store.rundir import RunStore
 
@@ -120,8 +120,7 @@ def arm_differences(ma: dict[str, Any], mb: dict[str, Any]) -> list[Difference]:
 def alpha_differences(ma: dict[str, Any], mb: dict[str, Any]) -> list[Difference]:
     """The verdicts' α (the matrix's ``alpha``; 0.05 where a run predates it): a merged run is
     judged at one level, which would otherwise be the first run's."""
-    xa, xb = ma.get("matrix") or {}, mb.get("matrix") or {}
-    aa, ab = xa.get("alpha", ALPHA), xb.get("alpha", ALPHA)
+    aa, ab = matrix_alpha(ma), matrix_alpha(mb)
     if aa != ab:
         return [Difference(f"alpha differs: {aa} vs {ab} (the verdicts' chance of a false one)")]
     return []
