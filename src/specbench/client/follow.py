@@ -24,6 +24,8 @@ PERIOD_S = 0.02
 
 
 class Followed(Protocol):
+    """A record in flight; the follower holds it by a weak reference between visits."""
+
     def catch_up(self) -> None: ...
 
     def parse_some(self) -> bool: ...
@@ -38,12 +40,23 @@ class _Follower:
         try:
             while self.active:
                 await asyncio.sleep(PERIOD_S)
-                for rec in list(self.active):
-                    if rec in self.active:  # it may have ended while the loop was handed back
-                        rec.catch_up()
-                        while rec.parse_some():
-                            await asyncio.sleep(0)
+                # The pass holds a record only while it parses it: a snapshot list held for the
+                # whole pass kept every record that ended meanwhile alive until the pass was
+                # over, and then freed them all in one go (64 records' reads, pieces and chunks:
+                # 1.5-3.4 ms with every socket waiting, once per 64 streams ending together).
+                # Weak references, so a record that ended is freed by its own task, as it ends.
+                todo = [weakref.ref(rec) for rec in self.active]
+                todo.reverse()
+                while todo:
+                    rec = todo.pop()()
+                    if rec is None or rec not in self.active:  # it ended meanwhile
+                        continue
+                    rec.catch_up()
+                    while rec.parse_some():
                         await asyncio.sleep(0)
+                    rec = None  # before handing the loop back: nothing here keeps it alive
+                    await asyncio.sleep(0)
+                rec = None
         finally:
             self.task = None
 

@@ -14,7 +14,8 @@ Per arm. The measured acceptance A = Σ accepted / Σ drafted at the arm's confi
 
     predicted = (C · τ(α, K) / t_round) / (C / t_step)       error = measured / predicted − 1
 
-``measured`` is :func:`specbench.analysis.comparisons`' paired ratio with its 95 % CI.
+``measured`` is :func:`specbench.analysis.comparisons`' paired ratio with its CI, at the level its
+verdict used (the family's).
 
 Interval. Both the predicted and the replayed speedup carry the 80 % interval of the terms the
 run does not measure (analysis/predicted/spread.py, theory/spread/interval.py), and the arm names the
@@ -146,6 +147,7 @@ def _arm(
         measured_speedup=cmp.ratio if cmp else math.nan,
         ci_low=cmp.ci_low if cmp else math.nan,
         ci_high=cmp.ci_high if cmp else math.nan,
+        ci_level=cmp.confidence if cmp else math.nan,
         measured_tok_s=float(setup.run.df.loc[setup.run.df["arm"] == arm, "decode_tok_s"].median()),
     )
     try:

@@ -37,6 +37,7 @@ class ArmPrediction:
     measured_speedup: float = math.nan
     ci_low: float = math.nan
     ci_high: float = math.nan
+    ci_level: float = math.nan  # the measured interval's confidence: the level its verdict used
     predicted_tok_s: float = math.nan
     measured_tok_s: float = math.nan
     replayed_speedup: float = math.nan  # the cost model on the measured counts (analysis/predicted/counts.py)

@@ -14,6 +14,7 @@ from specbench.analysis.predicted.results import (
     SweepTheory,
     point_label,
 )
+from specbench.analysis.stats import level_label
 from specbench.theory.levels import Level, stops_paying
 from specbench.theory.spread.interval import Interval
 
@@ -22,12 +23,24 @@ def _fmt(value: float, spec: str) -> str:
     return format(value, spec) if math.isfinite(value) else "—"
 
 
-def measured_cell(p: ArmPrediction) -> str:
-    """``1.23x (1.10–1.35)``, the CI left out when there is none."""
+def measured_cell(p: ArmPrediction, with_level: bool = False) -> str:
+    """``1.23x (1.10–1.35)``, the CI left out when there is none; ``with_level`` adds the level
+    it is at (``1.23x (1.10–1.35, 98.3 %)``), where the table's rows are not all at one level."""
     if not math.isfinite(p.measured_speedup):
         return "—"
-    ci = f" ({p.ci_low:.2f}–{p.ci_high:.2f})" if math.isfinite(p.ci_low) else ""
+    level = f", {level_label(p.ci_level)}" if with_level and math.isfinite(p.ci_level) else ""
+    ci = f" ({p.ci_low:.2f}–{p.ci_high:.2f}{level})" if math.isfinite(p.ci_low) else ""
     return f"{p.measured_speedup:.2f}x{ci}"
+
+
+def measured_header(arms: Sequence[ArmPrediction]) -> tuple[str, bool]:
+    """The measured column's name, with the level its intervals are at where all are at one (a
+    family's level: 95 % at the default alpha for one comparison, stricter for several), and
+    whether each cell must name its own instead."""
+    levels = {level_label(p.ci_level) for p in arms if not p.skipped and math.isfinite(p.ci_level)}
+    if len(levels) == 1:
+        return f"measured ({levels.pop()} CI)", False
+    return "measured (CI)", len(levels) > 1
 
 
 def speedup_cell(central: float, low: float, high: float) -> str:
@@ -85,16 +98,18 @@ def prediction_rows(arms: Sequence[ArmPrediction]) -> list[dict[str, str]]:
     where the run sweeps, and the verify's width where a level or an arm passed the probe."""
     levels = any(p.point for p in arms)
     widths = levels or any(p.beyond_probe for p in arms)
+    measured = measured_header(arms)
     return [
         ({"level": point_label(p.point or "")} if levels else {})
-        | _row(p)
+        | _row(p, measured)
         | ({"verify pass": _verify_cell(p)} if widths else {})
         for p in arms
         if not p.skipped
     ]
 
 
-def _row(p: ArmPrediction) -> dict[str, str]:
+def _row(p: ArmPrediction, measured: tuple[str, bool]) -> dict[str, str]:
+    header, with_level = measured
     return {
         "arm": p.arm,
         "method": f"{p.method} ({p.label})" if p.label and p.label != p.method else str(p.method),
@@ -105,7 +120,7 @@ def _row(p: ArmPrediction) -> dict[str, str]:
         "drafted/round (share)": _draft_cell(p),
         "replayed [80 %]": speedup_cell(p.replayed_speedup, p.replayed_low, p.replayed_high),
         "round ms measured / model": _round_cell(p),
-        "measured (95 % CI)": measured_cell(p),
+        header: measured_cell(p, with_level),
         "error": error_cell(p),
     }
 
@@ -148,7 +163,7 @@ def _table(rows: list[dict[str, str]]) -> list[str]:
 
 def sweep_lines(theory: SweepTheory) -> list[str]:
     """Per arm of a sweep: where speculation stops paying, predicted and measured (theory/levels.py;
-    measured by its 95 % CI where the analysis gave one, else by its value)."""
+    measured by its CI where the analysis gave one, else by its value)."""
     at = {lv.point: lv.concurrency for lv in theory.levels}
     out = []
     for arm in dict.fromkeys(p.arm for p in theory.arms if not p.skipped):

@@ -2,8 +2,9 @@
 wall clock, and which regime each arm is in.
 
 Wall clock for L output tokens is T(L) = prefill + L / r. Inputs are medians over the run; a
-difference whose paired 95 % CI does not clear the ±1 % noise band (verdict "equivalent" or
-"undetermined") is treated as none (:func:`crossover_inputs`).
+difference whose paired CI (at the run's confidence: 95 % at the default alpha) does not clear the
+±1 % noise band (verdict "equivalent" or "undetermined") is treated as none
+(:func:`crossover_inputs`).
 """
 
 from __future__ import annotations
@@ -121,9 +122,9 @@ class CrossoverInputs:
 def crossover_inputs(run: RunData, arm: str) -> CrossoverInputs:
     """Medians of prefill and decode rate for the baseline and ``arm``.
 
-    A difference whose paired 95 % CI does not clear the noise band is no difference: the arm's
-    prefill (or decode rate) is then taken as the baseline's, so no L* and no "never wins" is
-    read from noise.
+    A difference whose paired CI (at the run's confidence) does not clear the noise band is no
+    difference: the arm's prefill (or decode rate) is then taken as the baseline's, so no L* and
+    no "never wins" is read from noise.
     """
     base_prefill, base_rate = arm_medians(run.df, run.baseline)
     prefill, rate = arm_medians(run.df, arm)
@@ -224,7 +225,7 @@ def _crossover_rows(run: RunData) -> pd.DataFrame:
 
 
 def _noise_note(prefill: str, decode: str) -> str:
-    """Which differences the crossover ignored, and why: their 95 % CI sits inside the noise band
+    """Which differences the crossover ignored, and why: their CI sits inside the noise band
     ("equivalent") or straddles its edge ("undetermined": more launches could still show one)."""
     words = {"equivalent": "equal within the noise band", "undetermined": "difference undetermined"}
     notes = [f"{name} {words[v]}" for name, v in (("prefill", prefill), ("decode", decode)) if v in words]
