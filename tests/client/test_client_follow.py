@@ -10,10 +10,12 @@ from specbench.client.follow import following
 
 
 class _Rec:
-    """A followed record that counts the follower's visits and can run a hook on one."""
+    """A followed record that counts the follower's visits and can run a hook on one; its first
+    visit has three slices to parse, each noting ``clock`` (turns of the loop so far)."""
 
-    def __init__(self, hook: Callable[[], None] | None = None) -> None:
-        self.hook, self.visits, self.slices = hook, 0, 3
+    def __init__(self, hook: Callable[[], None] | None = None, clock: list[int] | None = None) -> None:
+        self.hook, self.visits, self.slices, self.clock = hook, 0, 3, clock or [0]
+        self.sliced_at: list[int] = []
 
     def catch_up(self) -> None:
         self.visits += 1
@@ -22,6 +24,8 @@ class _Rec:
 
     def parse_some(self) -> bool:
         self.slices -= 1
+        if self.slices >= 0:
+            self.sliced_at.append(self.clock[0])
         return self.slices > 0
 
 
@@ -37,21 +41,32 @@ async def _until(check: Callable[[], bool], timeout_s: float = 5.0) -> None:
         await asyncio.sleep(0.005)
 
 
+async def _ticking(clock: list[int], stop: asyncio.Event) -> None:
+    """Counts the loop's turns: one step a turn while the follower parses."""
+    while not stop.is_set():
+        clock[0] += 1
+        await asyncio.sleep(0)
+
+
 def test_a_streaming_record_is_parsed_while_it_streams_and_not_after() -> None:
-    async def scenario() -> tuple[int, int, int]:
-        rec, done = _Rec(), asyncio.Event()
+    async def scenario() -> tuple[int, int, list[int]]:
+        clock, stop, done = [0], asyncio.Event(), asyncio.Event()
+        rec = _Rec(clock=clock)
+        ticker = asyncio.create_task(_ticking(clock, stop))
         task = asyncio.create_task(_follow(rec, done))
         await _until(lambda: rec.visits >= 2)
-        slices_left = rec.slices
         done.set()
         await task
         visits = rec.visits
         await asyncio.sleep(0.1)  # five periods: an ended record is not visited again
-        return visits, rec.visits, slices_left
+        stop.set()
+        await ticker
+        return visits, rec.visits, rec.sliced_at
 
-    visits_at_end, visits_later, slices_left = asyncio.run(scenario())
+    visits_at_end, visits_later, sliced_at = asyncio.run(scenario())
     assert visits_later == visits_at_end
-    assert slices_left <= 0  # every slice of a visit is parsed, handing the loop back between them
+    # Every slice of a visit is parsed, the loop handed back between them (other tasks ran).
+    assert len(sliced_at) == 3 and sliced_at[0] < sliced_at[1] < sliced_at[2]
 
 
 def test_a_record_that_ends_during_a_pass_is_freed_before_the_pass_ends() -> None:

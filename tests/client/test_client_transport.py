@@ -5,6 +5,7 @@ app splitting events at awkward places) and is named so."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import random
@@ -15,6 +16,7 @@ import pytest
 from aiohttp import web
 
 from specbench import SCHEMA_VERSION
+from specbench.client.readstamps import StampingHandler
 from specbench.client.stream import Recorder, chat_body, open_streamer, split_events, sse_events, stream_chat
 from specbench.errors import StoreError
 from specbench.store.recordwriter import RecordWriter
@@ -202,6 +204,36 @@ def _stream_once(replies: list[bytes | None]) -> dict[str, Any]:
 
 
 OK_REPLY = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + WIRE
+
+
+def _chunked(wire: bytes) -> bytes:
+    """A 200 event stream in chunks (the raw path, rawbody.py), one chunk per event, then closed."""
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+    events = [e + b"\n\n" for e in wire.replace(b"\r\n", b"\n").split(b"\n\n") if e]
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events)
+    return head + b"connection: close\r\n\r\n" + chunks + b"0\r\n\r\n"
+
+
+def test_connections_the_server_closed_leave_nothing_for_a_collection_to_free() -> None:
+    """Nothing is collected while streams are read (stream.quiet_collector), so a closed
+    connection whose protocol still referred to its responses (a cycle: the response's reader
+    refers to the protocol) kept every response's reads until the cell's end; llama-server closed
+    each connection after its response at 1 in flight."""
+
+    async def go() -> tuple[list[Any], int]:
+        server = await _closing_server([_chunked(WIRE)] * 8)
+        port = server.sockets[0].getsockname()[1]
+        body = chat_body([{"role": "user", "content": "hi"}], 4, 0.0, 0, {})
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        async with server, open_streamer(10, 1) as session:
+            recs = [await stream_chat(session, url, body, 10) for _ in range(8)]
+            await asyncio.sleep(0.05)  # the last connection's loss
+            assert not gc.isenabled()  # as in a cell: what is left now stays until it ends
+            return recs, sum(isinstance(o, StampingHandler) for o in gc.get_objects())
+
+    recs, handlers = asyncio.run(go())
+    assert [r["error"] for r in recs] == [None] * 8 and all(len(r["chunks"]) == 4 for r in recs)
+    assert handlers == 0
 
 
 def test_a_connection_closed_before_any_reply_is_sent_once_more() -> None:

@@ -78,6 +78,7 @@ __all__ = [
 
 Marks = list[tuple[int, int]]  # (perf_counter_ns at the read, body bytes received after it)
 Sink = list[tuple[int, bytes]]
+Kept = tuple[StreamReader, int, Sink, RawBody]  # a raw body's response, head stamp, sink and body
 Drained = tuple[int, Sink, Callable[[], None]]
 _perf = time.perf_counter_ns
 _real = time.time_ns
@@ -109,10 +110,13 @@ class StampingHandler(ResponseHandler):
         self.sink: Sink = []
         self._taking = False
         # The raw path (rawbody.py): the response head held until whole (None: not holding),
-        # then the body kept read by read; the last few responses it kept, for ``drain``.
+        # then the body kept read by read (``_current`` its response); the responses not yet
+        # handed over by ``drain`` (a body can come whole, and the connection serve the next
+        # request, before its caller looks).
         self._head: bytes | None = None
         self._body: RawBody | None = None
-        self._kept: deque[tuple[StreamReader, int, Sink, RawBody]] = deque(maxlen=4)
+        self._current: Kept | None = None
+        self._kept: deque[Kept] = deque(maxlen=4)
         self._idle: asyncio.TimerHandle | None = None
         self._fd = -1
         self._later: Sink = []  # reads stamped, waiting for their turn (data_received)
@@ -214,7 +218,9 @@ class StampingHandler(ResponseHandler):
 
     def _start_body(self, payload: StreamReader, head_ns: int) -> None:
         self._body = RawBody()
-        self._kept.append((payload, head_ns, [], self._body))
+        self._current = (payload, head_ns, [], self._body)
+        self._kept.append(self._current)
+        self.marked, self.marks = None, []  # drain finds a raw body in _kept: no marks to hold
         # aiohttp's read timeout is re-armed per read it sees; this one is checked lazily instead
         # (a timer per stream, not a timer-heap push per read).
         self._drop_timeout()
@@ -240,12 +246,13 @@ class StampingHandler(ResponseHandler):
         closes the connection), and a body cut short gets nothing (the connection's loss or the
         timeout fails it)."""
         body, self._body = self._body, None
+        current, self._current = self._current, None
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
-        if body is None:
+        if body is None or current is None:
             return
-        payload, _, sink, _ = self._kept[-1]
+        payload, _, sink, _ = current
         sink.extend(body.take())
         if body.whole and body.framed:
             super().data_received(_LAST_CHUNK)
@@ -350,9 +357,17 @@ class StampingHandler(ResponseHandler):
         ``(perf_counter_ns, bytes)``, and a call that brings that list up to date: a body kept
         raw fills it when called and when whole; otherwise from now on the payload's bytes are
         taken off it read by read (what came before cut at the marks) and the call does nothing.
-        None where this connection is not receiving ``payload`` any more, or it failed."""
-        for kept, head_ns, sink, body in self._kept:
+        None where this connection is not receiving ``payload`` any more, or it failed.
+
+        A raw body's response is let go of once handed over (the caller holds the sink and the
+        call), so nothing here refers to it after its body ends: a closed connection is then no
+        cycle (the response's reader refers to its protocol), which only a collection frees, and
+        none runs while streams are read (``stream.quiet_collector``): a cell whose server closed
+        every connection kept every response's reads until it ended."""
+        for entry in self._kept:
+            kept, head_ns, sink, body = entry
             if kept is payload:
+                self._kept.remove(entry)
                 return head_ns, sink, functools.partial(_pull, body, sink)
         if payload is not self.marked or payload.exception() is not None:
             return None

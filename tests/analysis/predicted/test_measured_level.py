@@ -25,3 +25,9 @@ def test_rows_at_several_levels_name_theirs_in_each_cell() -> None:
 def test_an_arm_without_a_comparison_has_no_interval() -> None:
     rows = prediction_rows([ArmPrediction("a")])
     assert rows[0]["measured (CI)"] == "—"
+
+
+def test_a_level_without_an_interval_is_not_named() -> None:
+    """An arm too short of values for an interval does not set the column's level."""
+    rows = prediction_rows([_arm("a", 0.99), ArmPrediction("b", measured_speedup=1.1, ci_level=0.95)])
+    assert [r["measured (99 % CI)"] for r in rows] == ["1.20x (1.10–1.30)", "1.10x"]

@@ -34,10 +34,14 @@ def measured_cell(p: ArmPrediction, with_level: bool = False) -> str:
 
 
 def measured_header(arms: Sequence[ArmPrediction]) -> tuple[str, bool]:
-    """The measured column's name, with the level its intervals are at where all are at one (a
-    family's level: 95 % at the default alpha for one comparison, stricter for several), and
-    whether each cell must name its own instead."""
-    levels = {level_label(p.ci_level) for p in arms if not p.skipped and math.isfinite(p.ci_level)}
+    """The measured column's name, with the level its intervals are at where all are at one (the
+    family's: 95 % at the default alpha only where the family is one comparison, one arm without
+    per-category verdicts; stricter for more), and whether each cell must name its own instead."""
+    levels = {
+        level_label(p.ci_level)
+        for p in arms
+        if not p.skipped and math.isfinite(p.ci_level) and math.isfinite(p.ci_low)
+    }
     if len(levels) == 1:
         return f"measured ({levels.pop()} CI)", False
     return "measured (CI)", len(levels) > 1
