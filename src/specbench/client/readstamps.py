@@ -139,7 +139,7 @@ class StampingHandler(ResponseHandler):
         # aiohttp calls this just before it sends a request: no byte of its response came earlier.
         self.floor_ns = max(self.floor_ns, _perf())
         super().set_response_params(**kwargs)
-        self._body = None  # a reused connection starts clean
+        self._body = self._current = None  # a reused connection starts clean
         self._head = None if kwargs.get("skip_payload") else b""
 
     def data_received(self, data: bytes) -> None:
@@ -269,6 +269,9 @@ class StampingHandler(ResponseHandler):
                 unwatch(self._loop, self._fd)
         self._end_body()  # what came is kept before aiohttp fails the response (a body cut short)
         super().connection_lost(exc)
+        # A response read through aiohttp's parser and handed over: its caller holds the sink,
+        # and nothing more comes. Let go of it, as of a raw body (drain).
+        self.draining, self.sink = None, []
 
     def _parsed(self, t_ns: int, data: bytes) -> None:
         """aiohttp's own path: the read goes through its parser, marked (or drained) with its stamp."""
@@ -359,11 +362,12 @@ class StampingHandler(ResponseHandler):
         taken off it read by read (what came before cut at the marks) and the call does nothing.
         None where this connection is not receiving ``payload`` any more, or it failed.
 
-        A raw body's response is let go of once handed over (the caller holds the sink and the
-        call), so nothing here refers to it after its body ends: a closed connection is then no
-        cycle (the response's reader refers to its protocol), which only a collection frees, and
-        none runs while streams are read (``stream.quiet_collector``): a cell whose server closed
-        every connection kept every response's reads until it ended."""
+        A response is let go of once handed over (the caller holds the sink and the call): a raw
+        body's at once, the marks of one read through aiohttp's parser at once and the response
+        itself when the connection is lost. So a closed connection whose responses were drained
+        is no cycle (the response's reader refers to its protocol), which only a collection
+        frees, and none runs while streams are read (``stream.quiet_collector``): a cell whose
+        server closed every connection kept every response's reads until it ended."""
         for entry in self._kept:
             kept, head_ns, sink, body = entry
             if kept is payload:
@@ -374,6 +378,7 @@ class StampingHandler(ResponseHandler):
         self.draining, self.sink = payload, []
         self._take(payload, _perf())
         self.sink[:] = cut(self.sink, self.marks, 0)
+        self.marked, self.marks = None, []  # taken from here on, read by read: no marks needed
         return self.head_ns, self.sink, _no_pull
 
 
@@ -438,7 +443,8 @@ def drain_for(resp: aiohttp.ClientResponse) -> Drained | None:
     it then, stamped as read."""
     conn = resp.connection
     # A body that came whole before the caller looked has given its connection back to the pool;
-    # its reader still knows the protocol (private), whose marks still hold unless reused.
+    # its reader still knows the protocol (private), whose kept body or marks still hold unless
+    # reused.
     proto = conn.protocol if conn is not None else getattr(resp.content, "_protocol", None)
     if not isinstance(proto, StampingHandler):
         return None

@@ -111,11 +111,11 @@ def quiet_collector() -> Iterator[None]:
     reads that took two chunks (0.42 % of chunks with it, 0.09 % without; the C floor 0.07 %).
     The streaming path makes no cycles per request (the garbage left at the end was the same
     after 256 and 640 requests at 64 in flight; a connection lets go of a response once it is
-    handed over, so one the server closed is no cycle either), so one made while streaming, by
-    an error's traceback say, waits until the last streamer closes (a cell's end), when the
-    collector comes back as it was. Should anything turn the collector on meanwhile, only the
-    youngest generation runs (the thresholds) and what existed before the requests is set aside
-    (``gc.freeze``)."""
+    handed over, so one the server closed is no cycle either, its responses drained), so one
+    made while streaming, by an error's traceback say, waits until the last streamer closes (a
+    cell's end), when the collector comes back as it was. Should anything turn the collector on
+    meanwhile, only the youngest generation runs (the thresholds) and what existed before the
+    requests is set aside (``gc.freeze``)."""
     with _Streamers.lock:  # loops in several threads (an executor's) share the process's collector
         if _Streamers.open == 0:
             gc.freeze()  # what exists before the requests: never walked while they stream
