@@ -45,10 +45,8 @@ class _Follower:
                 # over, and then freed them all in one go (64 records' reads, pieces and chunks:
                 # 1.5-3.4 ms with every socket waiting, once per 64 streams ending together).
                 # Weak references, so a record that ended is freed by its own task, as it ends.
-                todo = [weakref.ref(rec) for rec in self.active]
-                todo.reverse()
-                while todo:
-                    rec = todo.pop()()
+                for ref in [weakref.ref(rec) for rec in self.active]:
+                    rec = ref()
                     if rec is None or rec not in self.active:  # it ended meanwhile
                         continue
                     rec.catch_up()
